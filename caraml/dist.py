@@ -1,0 +1,98 @@
+"""Distributed set-up from the launcher's environment (torchrun, torchrun-jsc
+or one Slurm task per device), and the device each rank trains on."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as tdist
+
+
+@dataclass(frozen=True)
+class Dist:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    device: torch.device
+    backend: str | None  # None: a single process, no process group
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def hostname(self) -> str:
+        return socket.gethostname()
+
+    def sync(self) -> None:
+        """Waits for the device's queued work, so a timer read is honest."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def any_rank(self, flag: bool) -> bool:
+        """True on every rank if it is True on any; keeps ranks in step when one must stop."""
+        if self.backend is None:
+            return flag
+        t = torch.tensor([1.0 if flag else 0.0], device=self.device)
+        tdist.all_reduce(t, op=tdist.ReduceOp.MAX)
+        return bool(t.item())
+
+    def gather_floats(self, values: list[float]) -> list[list[float]]:
+        """Every rank's list of floats, on every rank (same length on all)."""
+        if self.backend is None:
+            return [list(values)]
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        out = [torch.empty_like(t) for _ in range(self.world_size)]
+        tdist.all_gather(out, t)
+        return [o.tolist() for o in out]
+
+    def barrier(self) -> None:
+        if self.backend is not None:
+            tdist.barrier()
+
+    def close(self) -> None:
+        if self.backend is not None and tdist.is_initialized():
+            tdist.destroy_process_group()
+
+
+def _env_int(*names: str, default: int) -> int:
+    for name in names:
+        if os.environ.get(name, "") != "":
+            return int(os.environ[name])
+    return default
+
+
+def init(device: str = "auto") -> Dist:
+    """Joins the process group the launcher prepared (if any) and picks this
+    rank's device: `auto` takes the GPU (CUDA or ROCm) of the local rank when
+    there is one, else the CPU."""
+    # torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; with one Slurm task per device
+    # (srun without torchrun) only the SLURM_* variables exist.
+    rank = _env_int("RANK", "SLURM_PROCID", default=0)
+    world = _env_int("WORLD_SIZE", "SLURM_NTASKS", default=1)
+    local_rank = _env_int("LOCAL_RANK", "SLURM_LOCALID", default=0)
+    local_world = _env_int("LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", default=1)
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("device 'cuda' requested but torch sees no GPU")
+        dev = torch.device("cuda", local_rank % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
+    elif device == "cpu":
+        dev = torch.device("cpu")
+    else:
+        raise ValueError(f"unknown device {device!r}; use auto, cuda or cpu")
+
+    backend = None
+    if world > 1:
+        backend = "nccl" if dev.type == "cuda" else "gloo"
+        os.environ.setdefault("RANK", str(rank))
+        os.environ.setdefault("WORLD_SIZE", str(world))
+        tdist.init_process_group(backend=backend, rank=rank, world_size=world)
+    return Dist(rank, world, local_rank, local_world, dev, backend)

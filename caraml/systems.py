@@ -1,0 +1,70 @@
+"""The systems of platform.xml, for Python: the same blocks JUBE reads, so
+a system's properties are written once. Standard library only: it runs on
+login nodes before any environment is set up."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+PLATFORM_XML = Path(__file__).resolve().parents[1] / "platform.xml"
+SYSTEM_SET = "systemParameter"
+
+
+@dataclass(frozen=True)
+class System:
+    """One system tag's parameters (defaults merged in), as written in
+    platform.xml: values that JUBE computes (mode="python") stay unevaluated."""
+
+    tag: str
+    params: dict[str, str]
+
+    def __getitem__(self, name: str) -> str:
+        return self.params[name]
+
+    @property
+    def description(self) -> str:
+        return self.params["system_description"]
+
+    @property
+    def peak_tflops(self) -> float | None:
+        """Datasheet peak dense 16-bit TFLOP/s per device; None where the
+        peak is measured on the host or unknown."""
+        try:
+            return float(self.params["peak_tflops"])
+        except ValueError:
+            return None
+
+
+def _parameterset(path: Path, name: str) -> ET.Element:
+    root = ET.parse(path).getroot()
+    for pset in root.iter("parameterset"):
+        if pset.get("name") == name:
+            return pset
+    raise ValueError(f"{path}: no parameterset named {name!r}")
+
+
+def load(path: Path = PLATFORM_XML) -> dict[str, System]:
+    """Every system tag of platform.xml, in file order."""
+    pset = _parameterset(path, SYSTEM_SET)
+    defaults: dict[str, str] = {}
+    blocks: dict[str, dict[str, str]] = {}
+    for par in pset.iter("parameter"):
+        tag = par.get("tag")
+        value = (par.text or "").strip()
+        if tag is None:
+            defaults[par.get("name")] = value
+        else:
+            blocks.setdefault(tag, {})[par.get("name")] = value
+    # A block is a system when it names itself; other tagged parameters
+    # (slurm, local, ...) switch a mode and are not systems.
+    return {
+        tag: System(tag, {**defaults, **params})
+        for tag, params in blocks.items()
+        if params.get("system_name") == tag
+    }
+
+
+def names(path: Path = PLATFORM_XML) -> list[str]:
+    return list(load(path))

@@ -1,0 +1,76 @@
+"""Iteration timing for throughput: warm-up left out, device synchronised
+before every timer read, so a figure is the time the device really took."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TimingStats:
+    iterations: int
+    mean_s: float
+    median_s: float
+    min_s: float
+    max_s: float
+    total_s: float
+
+
+@dataclass
+class IterationTimer:
+    """Times iterations; the first `warmup` ones are run but not recorded."""
+
+    warmup: int
+    sync: Callable[[], None] = lambda: None
+    clock: Callable[[], float] = time.perf_counter
+    durations: list[float] = field(default_factory=list)
+    seen: int = 0
+    _t0: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0:
+            raise ValueError(f"warm-up iterations must be >= 0, got {self.warmup}")
+
+    def start(self) -> None:
+        self.sync()
+        self._t0 = self.clock()
+
+    def stop(self) -> float:
+        if self._t0 is None:
+            raise RuntimeError("IterationTimer.stop() called before start()")
+        self.sync()
+        elapsed = self.clock() - self._t0
+        self._t0 = None
+        self.seen += 1
+        if self.seen > self.warmup:
+            self.durations.append(elapsed)
+        return elapsed
+
+    @property
+    def in_warmup(self) -> bool:
+        return self.seen < self.warmup
+
+    def stats(self) -> TimingStats:
+        if not self.durations:
+            raise RuntimeError(
+                f"no timed iterations: {self.seen} run, {self.warmup} of them warm-up"
+            )
+        d = self.durations
+        return TimingStats(
+            iterations=len(d),
+            mean_s=statistics.fmean(d),
+            median_s=statistics.median(d),
+            min_s=min(d),
+            max_s=max(d),
+            total_s=sum(d),
+        )
+
+
+def rate(items_per_iteration: float, seconds_per_iteration: float) -> float:
+    """Items per second; the one place throughput is derived from a time."""
+    if seconds_per_iteration <= 0:
+        raise ValueError(f"iteration time must be positive, got {seconds_per_iteration}")
+    return items_per_iteration / seconds_per_iteration

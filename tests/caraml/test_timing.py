@@ -1,0 +1,57 @@
+import pytest
+
+from caraml.timing import IterationTimer, rate
+
+
+class FakeClock:
+    def __init__(self, ticks):
+        self.ticks = list(ticks)
+
+    def __call__(self):
+        return self.ticks.pop(0)
+
+
+def test_warmup_iterations_are_run_but_not_recorded():
+    # start/stop pairs: 1 s, 5 s (warm-up), then 2 s, 4 s
+    clock = FakeClock([0, 1, 1, 6, 6, 8, 8, 12])
+    timer = IterationTimer(warmup=2, clock=clock)
+    for _ in range(4):
+        timer.start()
+        timer.stop()
+    stats = timer.stats()
+    assert timer.seen == 4
+    assert stats.iterations == 2
+    assert stats.mean_s == pytest.approx(3.0)
+    assert stats.median_s == pytest.approx(3.0)
+    assert (stats.min_s, stats.max_s, stats.total_s) == (2, 4, 6)
+
+
+def test_device_is_synchronised_before_every_timer_read():
+    events = []
+    clock_values = iter(range(100))
+    timer = IterationTimer(warmup=0, sync=lambda: events.append("sync"),
+                           clock=lambda: events.append("read") or next(clock_values))
+    timer.start()
+    timer.stop()
+    assert events == ["sync", "read", "sync", "read"]
+
+
+def test_no_timed_iterations_is_an_error_that_says_why():
+    timer = IterationTimer(warmup=3, clock=FakeClock([0, 1]))
+    timer.start()
+    timer.stop()
+    with pytest.raises(RuntimeError, match="1 run, 3 of them warm-up"):
+        timer.stats()
+
+
+def test_stop_without_start_and_negative_warmup_are_rejected():
+    with pytest.raises(RuntimeError):
+        IterationTimer(warmup=0).stop()
+    with pytest.raises(ValueError):
+        IterationTimer(warmup=-1)
+
+
+def test_rate():
+    assert rate(512 * 2048, 2.0) == 524288
+    with pytest.raises(ValueError):
+        rate(1, 0)

@@ -1,0 +1,47 @@
+"""Running a benchmark through the real JUBE, as a user would, into a
+temporary output folder, and reading its CSV result table."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class JubeRun:
+    script: str
+    outpath: Path
+    env: dict[str, str] | None = None
+
+    def jube(self, *args: str, timeout: float = 600) -> str:
+        proc = subprocess.run(["jube", *args], cwd=ROOT, env=self.env, text=True,
+                              capture_output=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise AssertionError(f"jube {' '.join(args)} failed ({proc.returncode}):\n"
+                                 f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        return proc.stdout
+
+    def run(self, *tags: str) -> str:
+        return self.jube("run", self.script, "--hide-animation", "-o", str(self.outpath),
+                         "--tag", *tags)
+
+    def status(self) -> str:
+        return self.jube("status", str(self.outpath), "-i", "last").strip()
+
+    def table(self) -> pd.DataFrame:
+        self.jube("continue", str(self.outpath), "-i", "last")
+        self.jube("result", str(self.outpath), "-i", "last")
+        csv = self.run_dir / "result" / "result_csv.dat"
+        return pd.read_csv(csv, keep_default_na=False, na_values=[""])
+
+    @property
+    def run_dir(self) -> Path:
+        return sorted(p for p in self.outpath.iterdir() if p.is_dir())[-1]
+
+    def work_dirs(self, step: str) -> list[Path]:
+        return sorted(self.run_dir.glob(f"*_{step}/work"))
