@@ -1,0 +1,153 @@
+"""JUBE's data step: makes a preprocessed dataset in --out-dir and prints
+where it is.
+
+    python -m llm_training.data.prepare --corpus oscar|local|PATH --out-dir DIR
+        [--vocab-file F --merge-file F] [--json-key text] [--vocab-size 8192]
+        [--driver-args-file data.args]
+
+--corpus oscar  the CARAML paper's data: the first 790 records of the 1 GB
+                OSCAR sample, with GPT-2's vocab/merges; both downloaded
+                once and checked against their SHA-256
+--corpus local  needs no network: the docstrings of this Python's standard
+                library, tokenised with a byte-level BPE trained on them
+--corpus PATH   a .jsonl/.json/.txt file, optionally .xz-compressed
+
+Without --vocab-file/--merge-file, `oscar` downloads GPT-2's, and any other
+corpus gets a byte-level BPE of --vocab-size tokens trained on it and saved
+in GPT-2's format.
+Every step keeps a record of its inputs' checksums, so a second call with
+the same inputs does nothing and prints the same line. The last line is
+
+    CARAML data: name=... prefix=... vocab_file=... merge_file=... documents=N
+        tokens=N tokenizer=gpt2|local-bpe                      (all on one line)
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+from caraml import report
+from caraml.report import BenchmarkInputError
+from llm_training.data import sources
+from llm_training.data.checksums import read_record, sha256_file, write_record
+from llm_training.data.corpus import documents
+from llm_training.data.download import fetch
+from llm_training.data.local_corpus import build_local_corpus
+from llm_training.data.preprocess import Prepared, check_no_spaces, preprocess
+from llm_training.data.tokenizer import Tokenizer, train_local_bpe
+
+DEFAULT_VOCAB_SIZE = 8192
+
+
+def prepare(corpus: str, out_dir: Path, *, vocab_file: Path | None = None,
+            merge_file: Path | None = None, json_key: str = "text",
+            vocab_size: int | None = None) -> Prepared:
+    out_dir = out_dir.absolute()
+    check_no_spaces(out_dir)
+    if (vocab_file is None) != (merge_file is None):
+        raise BenchmarkInputError("give --vocab-file and --merge-file together, or neither")
+    if vocab_file is not None and vocab_size is not None:
+        raise BenchmarkInputError("--vocab-size is for a locally trained BPE; "
+                                  "with --vocab-file the vocabulary is that file's")
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    max_documents = None
+    if corpus == "oscar":
+        corpus_path = fetch(sources.OSCAR, out_dir)
+        max_documents = sources.OSCAR_DOCUMENTS
+        json_key = sources.OSCAR_JSON_KEY
+        name = f"oscar-1GB-first{max_documents}"
+        if vocab_file is None:
+            vocab_file = fetch(sources.GPT2_VOCAB, out_dir)
+            merge_file = fetch(sources.GPT2_MERGES, out_dir)
+    elif corpus == "local":
+        corpus_path = build_local_corpus(out_dir)
+        json_key = "text"
+        # The corpus varies with the Python build; its checksum names it exactly.
+        name = f"{corpus_path.stem}-{sha256_file(corpus_path)[:8]}"
+    else:
+        corpus_path = Path(corpus).absolute()
+        if not corpus_path.is_file():
+            raise BenchmarkInputError(f"corpus file {corpus_path} does not exist "
+                                      "(--corpus takes oscar, local or a file)")
+        name = _safe_name(corpus_path.name.removesuffix(".xz").rsplit(".", 1)[0])
+
+    if vocab_file is None:
+        tokenizer_kind = "local-bpe"
+        vocab_file, merge_file = _local_bpe(corpus_path, json_key, max_documents, out_dir, name,
+                                            vocab_size or DEFAULT_VOCAB_SIZE)
+        name += f"_local-bpe{Tokenizer.from_files(vocab_file, merge_file).vocab_size}"
+    else:
+        tokenizer_kind = "gpt2"
+        vocab_file, merge_file = vocab_file.absolute(), merge_file.absolute()
+        check_no_spaces(vocab_file, merge_file)
+
+    prefix = out_dir / f"{name}_text_document"
+    n_docs, n_tokens = preprocess(corpus_path, prefix, vocab_file, merge_file,
+                                  json_key=json_key, max_documents=max_documents)
+    return Prepared(name, prefix, vocab_file, merge_file, n_docs, n_tokens, tokenizer_kind)
+
+
+def _local_bpe(corpus: Path, json_key: str, max_documents: int | None, out_dir: Path, name: str,
+               vocab_size: int) -> tuple[Path, Path]:
+    """Trains (once) a byte-level BPE on the corpus; returns its vocab and merges."""
+    stem = out_dir / f"{name}_local-bpe{vocab_size}"
+    vocab_file, merge_file = Path(f"{stem}-vocab.json"), Path(f"{stem}-merges.txt")
+    record = Path(f"{stem}.json")
+    inputs = {"corpus_sha256": sha256_file(corpus), "json_key": json_key,
+              "max_documents": max_documents, "vocab_size": vocab_size}
+    if read_record(record, inputs) is None or not (vocab_file.is_file() and merge_file.is_file()):
+        texts = documents(corpus, json_key, max_documents)
+        train_local_bpe(texts, vocab_size, vocab_file, merge_file)
+        write_record(record, inputs, {"vocab_sha256": sha256_file(vocab_file),
+                                      "merges_sha256": sha256_file(merge_file)})
+    return vocab_file, merge_file
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "corpus"
+
+
+def write_driver_args(path: Path, prepared: Prepared) -> None:
+    """The driver's data flags, one per line, for its `@file` argument."""
+    path.write_text(f"--data-path={prepared.prefix}\n--vocab-file={prepared.vocab_file}\n"
+                    f"--merge-file={prepared.merge_file}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m llm_training.data.prepare",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog=__doc__.split("\n\n", 2)[2])
+    p.add_argument("--corpus", required=True, help="oscar, local, or a corpus file")
+    p.add_argument("--out-dir", required=True, type=Path)
+    p.add_argument("--vocab-file", type=Path, help="GPT-2-format vocab.json")
+    p.add_argument("--merge-file", type=Path, help="GPT-2-format merges.txt")
+    p.add_argument("--json-key", default="text", help="the document's field in a jsonl corpus")
+    p.add_argument("--vocab-size", type=int,
+                   help=f"tokens of a locally trained BPE (default {DEFAULT_VOCAB_SIZE})")
+    p.add_argument("--driver-args-file", type=Path,
+                   help="also write the driver's --data-path/--vocab-file/--merge-file here")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        prepared = prepare(args.corpus, args.out_dir, vocab_file=args.vocab_file,
+                           merge_file=args.merge_file, json_key=args.json_key,
+                           vocab_size=args.vocab_size)
+    except BenchmarkInputError as e:
+        report.error(str(e))
+        return 1
+    if args.driver_args_file is not None:
+        write_driver_args(args.driver_args_file, prepared)
+    prepared.emit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
