@@ -1,7 +1,11 @@
 """Checks that run before a job is submitted, where JUBE itself is silent:
-JUBE ignores a tag it does not know and runs on without a system tag. Each
-problem is one `CARAML ERROR:` line and a non-zero exit, so the work
-package fails and the result table shows a failed row that says why.
+JUBE ignores a tag it does not know and runs on without a system tag, and
+Slurm would only find out on the nodes that a model size's layout does not
+fit the job. Each problem is one `CARAML ERROR:` line and a non-zero exit,
+so the work package fails and the result table shows a failed row that says
+why. A model size's layout, when it fits, is printed as one line:
+
+    CARAML layout: system=A100 nodes=1 devices=4 tp=1 pp=1 dp=4 micro_batch=4 global_batch=512 microbatches=32
 
 Standard library only: JUBE runs this with the login node's python3."""
 
@@ -62,6 +66,62 @@ def check_container(image: str, definition: str, script: Path, system: str) -> N
             + (f" (definition {definition})" if definition else ""))
 
 
+def check_kind(system: systems.System, kinds: list[str], other_script: str,
+               script: Path) -> None:
+    if kinds and system.device_kind not in kinds:
+        raise PreflightError(
+            f"{system.tag} ({system.device_kind} devices) is not run by {script.name}"
+            + (f"; use {other_script}" if other_script else ""))
+
+
+def check_buildable(system: systems.System) -> None:
+    if not system.container:
+        raise PreflightError(
+            f"{system.tag} has no container: it runs in the suite's virtual environment "
+            "(.venv); leave out the container tag")
+
+
+def check_nodes(system: systems.System, nodes: int, model_size: str) -> None:
+    available = system.nodes_available
+    if available is not None and nodes > available:
+        raise PreflightError(
+            f"{system.tag} has {available} node{'s' if available > 1 else ''} "
+            f"(nodes_available in platform.xml) and the job asks for {nodes}"
+            + (f" (the {model_size} layout)" if model_size else ""))
+
+
+def llm_layout(system: str, model_size: str, backend: str, global_batch: str,
+               nodes: int, devices_per_node: int) -> str:
+    """The driver's own layout rules (llm_training.arguments, no torch) applied
+    to the job's devices: the `CARAML layout:` line, or a PreflightError."""
+    from caraml.report import BenchmarkInputError
+    from llm_training.arguments import parse, resolve_layout
+
+    argv = ["--model-size", model_size, "--backend", backend, "--train-iters", "2",
+            "--synthetic", "--energy-methods", "none"]
+    if global_batch:
+        argv += ["--global-batch-size", global_batch]
+    devices = nodes * devices_per_node
+    try:
+        layout = resolve_layout(parse(argv), world_size=devices)
+    except BenchmarkInputError as exc:
+        raise PreflightError(
+            f"{model_size} on {system}: {nodes} node{'s' if nodes > 1 else ''} x "
+            f"{devices_per_node} device{'s' if devices_per_node > 1 else ''} = {devices}: {exc}"
+        ) from exc
+    return (f"CARAML layout: system={system} nodes={nodes} devices={layout.devices} "
+            f"tp={layout.tensor_parallel} pp={layout.pipeline_parallel} dp={layout.data_parallel} "
+            f"micro_batch={layout.micro_batch_size} global_batch={layout.global_batch_size} "
+            f"microbatches={layout.microbatches}")
+
+
+def check_devices(system: systems.System, needed: int, nodes: int, devices_per_node: int) -> None:
+    if needed > nodes * devices_per_node:
+        raise PreflightError(
+            f"the model needs {needed} devices, but {system.tag} with {nodes} "
+            f"node{'s' if nodes > 1 else ''} has {nodes * devices_per_node}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run-config", type=Path, required=True,
@@ -69,14 +129,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--script", type=Path, required=True, help="the benchmark's JUBE script")
     ap.add_argument("--platform", type=Path, default=systems.PLATFORM_XML)
     ap.add_argument("--system", required=True, help="system_name as JUBE resolved it")
+    ap.add_argument("--nodes", type=int, default=1, help="nodes the job asks for")
+    ap.add_argument("--devices-per-node", type=int, default=1)
     ap.add_argument("--container", default="", help="image the job runs in, if any")
     ap.add_argument("--container-def", default="")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="the job script is only written: the image need not exist")
+    ap.add_argument("--build-container", action="store_true",
+                    help="the job builds the system's image")
+    ap.add_argument("--kinds", nargs="*", default=[],
+                    help="device kinds the benchmark runs on (default: all)")
+    ap.add_argument("--other-script", default="", help="the benchmark for the other kinds")
+    ap.add_argument("--model-size", default="", help="LLM: check this size's layout")
+    ap.add_argument("--backend", default="megatron")
+    ap.add_argument("--global-batch-size", default="", help="LLM: empty for the size's default")
+    ap.add_argument("--devices-needed", type=int, default=0,
+                    help="devices one model instance needs (pipelined models)")
     args = ap.parse_args(argv)
     try:
         system_tags = systems.names(args.platform)
         check_tags(selected_tags(args.run_config),
                    declared_tags(args.script, args.platform), system_tags)
-        check_container(args.container, args.container_def, args.script, args.system)
+        system = systems.load(args.platform)[args.system]
+        check_kind(system, args.kinds, args.other_script, args.script)
+        if args.build_container:
+            check_buildable(system)
+            return 0
+        if args.model_size:
+            print(llm_layout(args.system, args.model_size, args.backend, args.global_batch_size,
+                             args.nodes, args.devices_per_node))
+        check_devices(system, args.devices_needed, args.nodes, args.devices_per_node)
+        check_nodes(system, args.nodes, args.model_size)
+        if not args.dry_run:
+            check_container(args.container, args.container_def, args.script, args.system)
     except (PreflightError, OSError, ET.ParseError) as exc:
         report.error(str(exc))
         return 2

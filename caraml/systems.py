@@ -31,10 +31,41 @@ class System:
     def peak_tflops(self) -> float | None:
         """Datasheet peak dense 16-bit TFLOP/s per device; None where the
         peak is measured on the host or unknown."""
-        try:
-            return float(self.params["peak_tflops"])
-        except ValueError:
-            return None
+        return _number(self.params["peak_tflops"])
+
+    @property
+    def tdp_w(self) -> float | None:
+        return _number(self.params["tdp_w"])
+
+    @property
+    def device_kind(self) -> str:
+        return self.params["device_kind"]
+
+    @property
+    def devices_per_node(self) -> int:
+        return int(self.params["devices_per_node"])
+
+    @property
+    def nodes_available(self) -> int | None:
+        """Nodes the system's partition has; None where platform.xml does not say."""
+        value = _number(self.params["nodes_available"])
+        return None if value is None else int(value)
+
+    @property
+    def energy_methods(self) -> list[str]:
+        return self.params["energy_methods"].split()
+
+    @property
+    def container(self) -> str:
+        """The definition containers/<container>.def; empty: no container."""
+        return self.params["container"]
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _parameterset(path: Path, name: str) -> ET.Element:

@@ -1,0 +1,154 @@
+"""Every system of the paper, expanded into job scripts by the real JUBE
+with the `dryrun` tag (nothing is submitted, no image needs to exist), once
+per session: one `jube run` per system, benchmark and model size, two at a
+time. The facts the job scripts are checked against are written here from
+the CARAML paper (Table I, section V) and the upstream configuration, not
+read from platform.xml, so a wrong value there fails a test."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.jube_runs import ROOT, JubeRun
+
+IC_SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
+LLM_SCRIPT = "llm_training/llm_benchmark_nvidia_amd.yaml"
+IPU_SCRIPT = "llm_training/llm_benchmark_ipu.yaml"
+ACCOUNT = "caraml-test-project"
+EXTRA_BIND = "/data/caraml-test-images"
+
+
+@dataclass(frozen=True)
+class Expect:
+    """What a system's job script must say."""
+
+    partition: str | None
+    devices: int
+    tasks: int
+    cpus: int
+    gres: str | None
+    launcher: str  # torchrun_jsc | torchrun | srun | jpwr
+    image: str
+    container_flag: str | None
+    master_suffix: str
+    infiniband_env: bool  # NCCL/Gloo on ib0
+    pmix_native: bool
+    mpi: str | None
+    nodes_available: int
+    kind: str
+    energy: str
+    peak_tflops: float | None
+    tdp_w: float | None
+    gpus_per_task: str | None = None
+    constraint: str | None = None
+
+
+SYSTEMS = {
+    "A100": Expect("dc-gpu", 4, 1, 128, "gpu:4", "torchrun_jsc", "caraml_nvidia_x86.sif", "--nv",
+                   "i", True, True, "pspmix", 192, "cuda", "pynvml", 312, 400),
+    "H100": Expect("dc-h100", 4, 1, 72, "gpu:4", "torchrun_jsc", "caraml_nvidia_x86.sif", "--nv",
+                   "i", True, True, "pspmix", 1, "cuda", "pynvml", 756, 350),
+    "WAIH100": Expect("dc-hwai", 4, 1, 64, "gpu:4", "torchrun_jsc", "caraml_nvidia_x86.sif", "--nv",
+                      "i", True, True, "pspmix", 16, "cuda", "pynvml", 990, 700),
+    "GH200": Expect("dc-gh", 1, 1, 72, "gpu:1", "torchrun_jsc", "caraml_nvidia_arm64.sif", "--nv",
+                    "", False, True, "pspmix", 1, "cuda", "pynvml gh", 990, 700),
+    "JEDI": Expect("all", 4, 4, 72, "gpu:4", "srun", "caraml_nvidia_arm64.sif", "--nv",
+                   "", True, False, "pmi2", 44, "cuda", "pynvml gh", 990, 680, gpus_per_task="1"),
+    # a device is one GCD: the paper's 362.1 TFLOP/s and 560 W are per module of two
+    "MI250": Expect("dc-mi200", 8, 1, 48, None, "torchrun_jsc", "caraml_rocm.sif", "--rocm",
+                    "i", False, True, "pspmix", 2, "rocm", "rocm", 362.1 / 2, 560 / 2),
+    "MI300X": Expect(None, 8, 1, 48, None, "torchrun", "caraml_rocm.sif", "--rocm",
+                     "", False, False, None, 1, "rocm", "rocm", None, 750, constraint="mi300x"),
+    "MI300A": Expect(None, 4, 1, 48, None, "torchrun", "caraml_rocm.sif", "--rocm",
+                     "", False, False, None, 1, "rocm", "rocm", None, None, constraint="mi300a"),
+    "GC200": Expect("dc-ipu", 4, 1, 48, None, "jpwr", "caraml_ipu.sif", None,
+                    "", False, True, "pspmix", 1, "ipu", "gc", 250, 300),
+}
+
+# Model sizes of the LLM benchmark: nodes of the upstream configuration, and
+# tensor x pipeline parallel size (paper, section III-A1).
+SIZES = {"117M": (1, 1, 1), "800M": (1, 1, 1), "13B": (44, 2, 2), "175B": (16, 8, 8)}
+
+
+def llm_outcome(system: str, size: str) -> str:
+    """"ok", or the reason the combination must fail before submission."""
+    e = SYSTEMS[system]
+    nodes, tp, pp = SIZES[size]
+    if e.kind == "ipu":
+        return "kind"
+    if (nodes * e.devices) % (tp * pp):
+        return "layout"
+    if nodes > e.nodes_available:
+        return "nodes"
+    return "ok"
+
+
+@dataclass
+class Package:
+    """One work package of a dry run: its job script and what the step printed."""
+
+    work: Path
+
+    @property
+    def job(self) -> str:
+        return (self.work / "job.sh").read_text()
+
+    @property
+    def stdout(self) -> str:
+        return (self.work / "stdout").read_text()
+
+    @property
+    def stderr(self) -> str:
+        return (self.work / "stderr").read_text()
+
+    def sbatch(self) -> dict[str, str]:
+        return dict(re.findall(r"^#SBATCH --([\w-]+)=(.*)$", self.job, re.MULTILINE))
+
+    def launch(self) -> list[str]:
+        """The launch line (the one the job script sends to the background)."""
+        lines = [ln for ln in self.job.splitlines() if ln.rstrip().endswith(" &")]
+        assert len(lines) == 1, lines
+        return shlex.split(lines[0].rstrip()[:-1])
+
+    def layout(self) -> dict[str, str]:
+        line = re.search(r"^CARAML layout: (.*)$", self.stdout, re.MULTILINE)
+        assert line, self.stdout + self.stderr
+        return dict(kv.split("=") for kv in line.group(1).split())
+
+
+def _combos() -> list[tuple[str, tuple[str, ...]]]:
+    combos = [(IC_SCRIPT, (system,)) for system in ["CPU", *SYSTEMS]]
+    combos += [(LLM_SCRIPT, (size, system)) for system in SYSTEMS for size in SIZES]
+    combos += [(LLM_SCRIPT, ("CPU",)), (IPU_SCRIPT, ("synthetic",)), (IPU_SCRIPT, ())]
+    return combos
+
+
+@pytest.fixture(scope="session")
+def dryruns(tmp_path_factory) -> dict[tuple[str, tuple[str, ...]], list[Package]]:
+    """(script, tags) -> the work packages of its submitting step."""
+    base = tmp_path_factory.mktemp("dryruns")
+    env = {**os.environ, "CARAML_ACCOUNT": ACCOUNT, "CARAML_CONTAINER_BINDS": EXTRA_BIND}
+
+    def expand(index_combo):
+        index, (script, tags) = index_combo
+        run = JubeRun(script, base / f"run{index}", env=env)
+        run.run(*tags, "dryrun")
+        step = "build_container" if "container" in tags else "execute"
+        return [Package(work) for work in run.work_dirs(step)]
+
+    combos = _combos()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        packages = list(pool.map(expand, enumerate(combos)))
+    return dict(zip(combos, packages))
+
+
+@pytest.fixture(scope="session")
+def root() -> Path:
+    return ROOT

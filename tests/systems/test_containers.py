@@ -1,0 +1,118 @@
+"""The container definitions and the scripts that build and check images.
+No image is built here (no registry, no Apptainer): what can be checked
+without one is."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from tests.jube_runs import ROOT
+
+CONTAINERS = ROOT / "containers"
+DEFINITIONS = sorted(CONTAINERS.glob("*.def"))
+FROM = re.compile(r"^From: *(\S+)@sha256:([0-9a-f]{64}) *$", re.MULTILINE)
+
+
+def test_there_is_a_definition_per_vendor_image():
+    assert [d.stem for d in DEFINITIONS] == ["ipu", "nvidia_arm64", "nvidia_x86", "rocm"]
+
+
+@pytest.mark.parametrize("definition", DEFINITIONS, ids=lambda d: d.stem)
+def test_definitions_pin_their_base_and_install_the_suites_requirements(definition):
+    text = definition.read_text()
+    assert "Bootstrap: docker" in text
+    [(image, digest)] = FROM.findall(text)
+    assert ":" not in image.split("/")[-1], "a tag beside the digest: Apptainer refuses both"
+    assert f"org.caraml.base-digest sha256:{digest}" in text
+    for source in ("pyproject.toml", "containers/requirements.py", "containers/install_suite.sh"):
+        assert (ROOT / source).is_file() and f"    {source} /opt/caraml/" in text
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for call in re.findall(r"install_suite\.sh (\S+)(.*)", text):
+        assert set(call[1].split()) <= set(extras)
+
+
+def test_the_ipu_image_pins_graphcores_examples():
+    text = (CONTAINERS / "ipu.def").read_text()
+    commit = re.search(r'^\s*commit=([0-9a-f]{40})$', text, re.MULTILINE).group(1)
+    assert f'checkout --detach "$commit"' in text
+    assert f"org.caraml.graphcore-examples {commit}" in text
+
+
+def build(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(CONTAINERS / "build.sh"), *args], text=True,
+                          capture_output=True, **kwargs)
+
+
+def test_build_refuses_an_unpinned_base(tmp_path):
+    definition = tmp_path / "moving.def"
+    definition.write_text("Bootstrap: docker\nFrom: nvcr.io/nvidia/pytorch:25.08-py3\n")
+    done = build(str(definition), str(tmp_path / "x.sif"), "cuda", "python3", "python3")
+    assert done.returncode == 1
+    assert done.stderr.startswith(f"CARAML ERROR: {definition} does not pin its base image by digest")
+    assert not (tmp_path / "x.sif").exists()
+
+
+def test_build_needs_its_arguments(tmp_path):
+    done = build(str(tmp_path / "missing.def"))
+    assert done.returncode == 1 and "usage: build.sh DEFINITION IMAGE KIND" in done.stderr
+    done = build(str(tmp_path / "missing.def"), "x.sif", "cuda", "python3", "python3")
+    assert done.returncode == 1 and "missing.def not found" in done.stderr
+
+
+def check(kind: str, tmp_path: Path, stubs: tuple[str, ...]) -> subprocess.CompletedProcess:
+    """check.py with this Python as the image's, the named modules stubbed
+    (torch and megatron-core too: importing the real ones takes long)."""
+    for name in ("torch", "megatron/core", *stubs):
+        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / "__init__.py").write_text("__version__ = '9.9'\n")
+    (tmp_path / "torch" / "cuda.py").write_text("def device_count():\n    return 3\n")
+    with open(tmp_path / "torch" / "__init__.py", "a") as init:
+        init.write("from . import cuda\n")
+    return subprocess.run(
+        [sys.executable, str(CONTAINERS / "check.py"), "--kind", kind,
+         "--train-python", sys.executable, "--energy-python", sys.executable],
+        text=True, capture_output=True, env={"PYTHONPATH": f"{ROOT}:{tmp_path}"})
+
+
+def test_check_passes_an_image_that_has_everything(tmp_path):
+    done = check("cuda", tmp_path, ("pynvml", "torchrun_jsc"))
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert line == (f"CARAML container: {sys.executable}: torch=9.9 megatron.core=9.9 "
+                    "torchrun_jsc=9.9 jpwr=ok pynvml=9.9 cuda_devices=3")
+
+
+def test_check_names_each_missing_module(tmp_path):
+    done = check("ipu", tmp_path, ())
+    assert done.returncode == 1
+    errors = done.stderr.strip().splitlines()
+    assert errors[0] == (f"CARAML ERROR: {sys.executable} in this image cannot import poptorch "
+                         "(ModuleNotFoundError: No module named 'poptorch')")
+    assert errors[1].startswith(f"CARAML ERROR: {sys.executable} in this image cannot import gcipuinfo")
+    assert len(errors) == 2
+
+
+def requirements(tmp_path, *args):
+    return subprocess.run([sys.executable, str(CONTAINERS / "requirements.py"), *args],
+                          text=True, capture_output=True, cwd=tmp_path)
+
+
+def test_requirements_leave_out_what_the_image_has(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\ndependencies = ["numpy>=1", "no-such-dist-a>=2"]\n'
+        '[project.optional-dependencies]\n'
+        'gpu = ["megatron-core==0.16.1", "torchrun-jsc>=0.0.19", "No_Such.Dist-B"]\n')
+    with_deps = requirements(tmp_path, "pyproject.toml", "gpu", "--with-deps")
+    assert with_deps.stdout.split() == ["no-such-dist-a>=2", "No_Such.Dist-B"]
+    # built on torch: without dependencies, and megatron-core is already here
+    no_deps = requirements(tmp_path, "pyproject.toml", "gpu", "--no-deps")
+    assert no_deps.stdout.split() == ["torchrun-jsc>=0.0.19"]
+    unknown = requirements(tmp_path, "pyproject.toml", "tpu", "--no-deps")
+    assert unknown.returncode == 1 and "no extra tpu" in unknown.stderr

@@ -1,0 +1,141 @@
+"""platform.xml as Python sees it (caraml/systems.py) and the checks before
+submission (caraml/preflight.py), without JUBE."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from caraml import preflight, systems
+from tests.systems.conftest import SYSTEMS
+
+
+def test_every_paper_system_is_a_tag_with_the_papers_figures():
+    loaded = systems.load()
+    assert list(loaded) == ["CPU", *SYSTEMS]
+    for tag, e in SYSTEMS.items():
+        s = loaded[tag]
+        assert s.description and s["partition"] == (e.partition or "")
+        assert (s.device_kind, s.devices_per_node, s.nodes_available) == (e.kind, e.devices,
+                                                                            e.nodes_available)
+        assert s.peak_tflops == pytest.approx(e.peak_tflops)
+        assert s.tdp_w == pytest.approx(e.tdp_w)
+        assert s.energy_methods == e.energy.split()
+        assert f"caraml_{s.container}.sif" == e.image
+        assert s["device_unit"]
+
+
+def test_mi250_counts_gcds_and_keeps_mfu_honest():
+    """The node shows 8 GCDs; per GCD the peak and TDP are half a module's."""
+    mi250 = systems.load()["MI250"]
+    assert mi250.devices_per_node == 8 and mi250["device_unit"].startswith("GCD")
+    assert mi250.peak_tflops * 2 == pytest.approx(362.1)
+    assert mi250.tdp_w * 2 == pytest.approx(560)
+
+
+def test_unconfirmed_peaks_stay_empty():
+    loaded = systems.load()
+    assert loaded["MI300X"].peak_tflops is None and loaded["MI300A"].peak_tflops is None
+    assert loaded["CPU"]["peak_tflops"] == "measure"
+
+
+def test_every_container_has_its_definition(root):
+    for tag, s in systems.load().items():
+        if s.container:
+            assert (root / "containers" / f"{s.container}.def").is_file(), tag
+
+
+@pytest.fixture
+def run_config(tmp_path):
+    def write(*tags: str):
+        path = tmp_path / "configuration.xml"
+        path.write_text("<jube><selection>" + "".join(f"<tag>{t}</tag>" for t in tags)
+                        + "</selection></jube>")
+        return path
+    return write
+
+
+@pytest.fixture
+def script(tmp_path):
+    path = tmp_path / "llm_training" / "bench.yaml"
+    path.parent.mkdir()
+    path.write_text(textwrap.dedent("""\
+        - {name: model_size, tag: 13B, _: 13B}
+        - {name: x, tag: "dryrun|container", _: y}
+    """))
+    return path
+
+
+def run(capsys, run_config, script, tags, *args):
+    code = preflight.main(["--run-config", str(run_config(*tags)), "--script", str(script),
+                           *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_unknown_system_names_the_system_tags(capsys, run_config, script):
+    code, _, err = run(capsys, run_config, script, ["B200"], "--system", "NONE")
+    assert code == 2
+    assert err.startswith("CARAML ERROR: unknown tag B200; systems: CPU; A100; H100")
+
+
+def test_missing_image_names_the_tag_that_builds_it(capsys, run_config, script, tmp_path):
+    image = tmp_path / "caraml_nvidia_x86.sif"
+    args = ["--system", "A100", "--devices-per-node", "4", "--container", str(image),
+            "--container-def", "containers/nvidia_x86.def"]
+    code, _, err = run(capsys, run_config, script, ["A100"], *args)
+    assert code == 2
+    assert ("jube run llm_training/bench.yaml --tag container A100 "
+            "(definition containers/nvidia_x86.def)") in err
+    # a dry run does not need the image
+    assert run(capsys, run_config, script, ["A100", "dryrun"], *args, "--dry-run")[0] == 0
+    image.write_bytes(b"sif")
+    assert run(capsys, run_config, script, ["A100"], *args)[0] == 0
+
+
+def test_layout_line_and_impossible_layouts(capsys, run_config, script):
+    ok = run(capsys, run_config, script, ["A100", "13B"], "--system", "A100", "--nodes", "44",
+             "--devices-per-node", "4", "--model-size", "13B", "--dry-run")
+    assert ok[0] == 0
+    assert ok[1].strip() == ("CARAML layout: system=A100 nodes=44 devices=176 tp=2 pp=2 dp=44 "
+                             "micro_batch=2 global_batch=5632 microbatches=64")
+    code, _, err = run(capsys, run_config, script, ["GH200", "13B"], "--system", "GH200",
+                       "--nodes", "1", "--model-size", "175B", "--dry-run")
+    assert code == 2
+    assert err.strip() == ("CARAML ERROR: 175B on GH200: 1 node x 1 device = 1: tensor x "
+                           "pipeline parallel size 8 x 8 = 64 does not divide the 1 devices")
+    code, _, err = run(capsys, run_config, script, ["A100"], "--system", "A100", "--nodes", "1",
+                       "--devices-per-node", "4", "--model-size", "800M",
+                       "--global-batch-size", "20", "--dry-run")
+    assert code == 2 and "global batch size 20 is not divisible by micro-batch size 4" in err
+
+
+def test_node_count_beyond_the_partition_fails(capsys, run_config, script):
+    code, _, err = run(capsys, run_config, script, ["MI250", "13B"], "--system", "MI250",
+                       "--nodes", "44", "--devices-per-node", "8", "--model-size", "13B",
+                       "--dry-run")
+    assert code == 2
+    assert ("MI250 has 2 nodes (nodes_available in platform.xml) and the job asks for 44 "
+            "(the 13B layout)") in err
+
+
+def test_device_kinds_and_container_builds(capsys, run_config, script):
+    code, _, err = run(capsys, run_config, script, ["GC200"], "--system", "GC200",
+                       "--kinds", "cpu", "cuda", "rocm", "--other-script", "x/ipu.yaml",
+                       "--dry-run")
+    assert code == 2 and err.strip() == ("CARAML ERROR: GC200 (ipu devices) is not run by "
+                                         "bench.yaml; use x/ipu.yaml")
+    code, _, err = run(capsys, run_config, script, ["CPU", "container"], "--system", "CPU",
+                       "--build-container")
+    assert code == 2 and "CPU has no container" in err
+    # building checks no layout and no image
+    assert run(capsys, run_config, script, ["H100", "container"], "--system", "H100",
+               "--nodes", "44", "--model-size", "13B", "--container", "/nowhere.sif",
+               "--build-container")[0] == 0
+
+
+def test_pipelined_models_need_their_devices(capsys, run_config, script):
+    code, _, err = run(capsys, run_config, script, ["GC200"], "--system", "GC200",
+                       "--devices-per-node", "2", "--devices-needed", "4", "--dry-run")
+    assert code == 2 and "needs 4 devices" in err and "has 2" in err
