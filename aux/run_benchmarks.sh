@@ -10,7 +10,7 @@ tags=("${@:-CPU}")
 run_benchmark() {
     local script=$1 handle=$2
     echo "== jube run $script --tag ${tags[*]}"
-    jube run "$script" --tag "${tags[@]}"
+    jube run "$script" --hide-animation --tag "${tags[@]}"
     # Slurm jobs end in their own time; local ones are done already.
     jube continue "$handle" -i last >/dev/null
     while [ "$(jube status "$handle" -i last)" != FINISHED ]; do
@@ -21,3 +21,4 @@ run_benchmark() {
 }
 
 run_benchmark image_classification/image_classification_torch_benchmark.xml image_classification/image_classification_benchmark_run
+run_benchmark llm_training/llm_benchmark_nvidia_amd.yaml llm_training/llm_benchmark_nvidia_amd_run

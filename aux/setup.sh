@@ -57,8 +57,13 @@ ensure_venv() {
     local want; want="$(sha256sum "$CARAML_ROOT/pyproject.toml" | cut -d' ' -f1)"
     if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then return; fi
     say "installing the suite and its dependencies into $VENV (the standard torch build is several GB on first install)"
-    "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
-    "$VENV/bin/python" -m pip install -q -e "$CARAML_ROOT[host,test]"
+    local log="$VENV/pip-install.log"
+    if ! { "$VENV/bin/python" -m pip install --upgrade pip \
+           && "$VENV/bin/python" -m pip install -e "$CARAML_ROOT[host,test]" \
+           && "$VENV/bin/python" -m pip check; } >"$log" 2>&1; then
+        tail -n 30 "$log" >&2
+        die "pip could not install the suite into $VENV (full log: $log)"
+    fi
     check_torch
     echo "$want" >"$STAMP"
 }

@@ -4,6 +4,7 @@ or one Slurm task per device), and the device each rank trains on."""
 from __future__ import annotations
 
 import os
+import re
 import socket
 from dataclasses import dataclass
 
@@ -60,9 +61,11 @@ class Dist:
 
 
 def _env_int(*names: str, default: int) -> int:
+    # Slurm writes some counts per node as e.g. "4(x2)": the leading number counts
     for name in names:
-        if os.environ.get(name, "") != "":
-            return int(os.environ[name])
+        match = re.match(r"\d+", os.environ.get(name, ""))
+        if match:
+            return int(match.group())
     return default
 
 
