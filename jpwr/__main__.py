@@ -1,0 +1,3 @@
+from jpwr.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,185 @@
+"""Combining the files of all ranks and nodes of one job into one table and
+one figure (`jpwr combine`). Every rank may measure the same node devices,
+so a (host, method, device) seen in several ranks' files is kept once, from
+the lowest rank. Which channels add up to the total is decided per host by
+jpwr.counting. A run that was killed before it wrote its energy file is
+integrated from the samples it flushed, and the table says so."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from jpwr.counting import counted
+from jpwr.energy import ENERGY_COLUMNS, POWER_COLUMNS, energy_table
+from jpwr.method import ESTIMATED
+
+FROM_ENERGY = "energy file"
+FROM_SAMPLES = "flushed samples (run did not finish)"
+TABLE_COLUMNS = ["host", "rank", *ENERGY_COLUMNS[:3], "counted", *ENERGY_COLUMNS[3:],
+                 "origin", "file"]
+_RUN_FILE = re.compile(r"(?:meta|power|energy|additional_[a-z]+)(.*)\.(?:json|csv|h5)")
+_RANK_IN_SUFFIX = re.compile(r"rank(\d+)")
+
+
+class NoEnergyData(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Run:
+    directory: Path
+    suffix: str
+
+    def path(self, stem: str, ext: str) -> Path:
+        return self.directory / f"{stem}{self.suffix}.{ext}"
+
+    def meta(self) -> dict:
+        path = self.path("meta", "json")
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}  # host and rank then come from the energy file or the suffix
+
+
+def find_runs(paths: Iterable[str | Path]) -> list[Run]:
+    """The runs behind directories (every meta*.json below them) and files
+    (the run each file belongs to)."""
+    runs: dict[Run, None] = {}
+    for given in map(Path, paths):
+        if given.is_dir():
+            candidates = sorted(given.rglob("meta*.json"))
+        elif given.is_file():
+            candidates = [given]
+        else:
+            raise NoEnergyData(f"no such file or directory: {given}")
+        for path in candidates:
+            match = _RUN_FILE.fullmatch(path.name)
+            if match:
+                runs[Run(path.parent, match.group(1))] = None
+    return list(runs)
+
+
+def read_power_csv(path: Path) -> pd.DataFrame:
+    """A power file as flushed so far; a line cut off by a kill is dropped."""
+    text = path.read_text()
+    text = text[:text.rfind("\n") + 1]
+    samples = pd.read_csv(io.StringIO(text), dtype={"method": str, "device": str, "source": str})
+    return samples[POWER_COLUMNS]
+
+
+def _read_energy(path: Path) -> pd.DataFrame:
+    if path.suffix == ".h5":
+        table = pd.read_hdf(path, key="energy")
+    else:
+        table = pd.read_csv(path, dtype={"host": str, "method": str, "device": str, "source": str})
+    missing = set(ENERGY_COLUMNS) - set(table.columns)
+    if missing:
+        raise ValueError(f"{path} is not a jpwr energy file (no {', '.join(sorted(missing))})")
+    return table
+
+
+def read_run(run: Run) -> pd.DataFrame | None:
+    energy_path = next((p for p in (run.path("energy", "csv"), run.path("energy", "h5"))
+                        if p.is_file()), None)
+    power_path = run.path("power", "csv")
+    if energy_path is None and not power_path.is_file():
+        return None  # e.g. someone else's metadata.json
+    meta = run.meta()
+    if energy_path is not None:
+        table, origin, path = _read_energy(energy_path), FROM_ENERGY, energy_path
+    else:
+        samples = read_power_csv(power_path)
+        if samples.empty:
+            return None
+        table, origin, path = energy_table(samples), FROM_SAMPLES, power_path
+        table.insert(0, "host", meta.get("host", "unknown"))
+        table.insert(1, "rank", meta.get("rank"))
+    if "rank" not in table or table["rank"].isna().all():
+        found = _RANK_IN_SUFFIX.search(run.suffix)
+        table["rank"] = int(found.group(1)) if found else meta.get("rank")
+    table["origin"] = origin
+    table["file"] = str(path)
+    return table
+
+
+def combine(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """One row per (host, method, device) over all runs found under paths,
+    with `counted` telling which rows make up the total."""
+    paths = list(paths)
+    tables = [t for t in map(read_run, find_runs(paths)) if t is not None]
+    if not tables:
+        raise NoEnergyData(f"no jpwr energy or power data found in {', '.join(map(str, paths))}")
+    table = pd.concat(tables, ignore_index=True)
+    table["rank"] = pd.array(pd.to_numeric(table["rank"], errors="coerce"), dtype="Int64")
+    table["host"] = table["host"].astype(str)
+    table["device"] = table["device"].astype(str)
+    by_rank = table["rank"].astype("Float64").fillna(np.inf).to_numpy(float)
+    table = table.iloc[np.argsort(by_rank, kind="stable")]
+    table = table.drop_duplicates(["host", "method", "device"], keep="first")
+    table = table.sort_values("host", kind="stable").reset_index(drop=True)
+    table["counted"] = counted(table)
+    return table[TABLE_COLUMNS]
+
+
+def summarize(table: pd.DataFrame) -> dict:
+    """The job's figure from combine()'s table."""
+    counting = table[table["counted"]]
+    known = counting[counting["energy_wh"].notna()]
+    if known.empty:
+        raise NoEnergyData("no channel that counts into the total has any energy data")
+    total = float(known["energy_wh"].sum())
+    return {
+        "total_wh": total,
+        "devices": len(known),
+        "wh_per_device": total / len(known),
+        "mean_w_per_device": float(known["mean_w"].mean()),
+        "max_w": float(known["max_w"].max()),
+        "duration_s": float(known["t_end"].max() - known["t_start"].min()),
+        "methods": ",".join(dict.fromkeys(known["method"])),
+        "source": ESTIMATED if (counting["source"] == ESTIMATED).any() else "measured",
+    }
+
+
+def _number(value: float) -> str:
+    text = f"{value:.6g}"
+    return text if any(c in text for c in ".en") else text + ".0"
+
+
+def summary_line(summary: dict) -> str:
+    """The one line JUBE reads."""
+    return ("jpwr-summary: " + " ".join(
+        f"{key}={_number(value) if isinstance(value, float) else value}"
+        for key, value in summary.items()))
+
+
+def notes(table: pd.DataFrame) -> list[str]:
+    """What a reader of the figure must know: unfinished runs, gaps, and
+    counted channels without data."""
+    lines = []
+    for path, rows in table[table["origin"] == FROM_SAMPLES].groupby("file", sort=False):
+        lines.append(f"{path}: the run did not finish (no energy file); its figure comes from "
+                     f"the samples it flushed, {rows['duration_s'].max():.1f} s of them")
+    for row in table[table["counted"]].itertuples():
+        where = f"{row.host} {row.method} {row.device}"
+        if np.isnan(row.energy_wh):
+            lines.append(f"{where}: no usable samples; it is left out of the total")
+        elif row.missing:
+            lines.append(f"{where}: {row.missing} samples missing (it did not answer); "
+                         f"its energy covers only the answered intervals")
+    return lines
+
+
+def format_table(table: pd.DataFrame) -> str:
+    shown = table[["host", "rank", "method", "device", "source", "counted", "energy_wh",
+                   "mean_w", "max_w", "duration_s", "samples", "missing"]].copy()
+    shown["counted"] = shown["counted"].map({True: "yes", False: "no"})
+    shown["rank"] = shown["rank"].astype(object).where(shown["rank"].notna(), "-")
+    return shown.to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.6g}")

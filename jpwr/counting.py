@@ -1,0 +1,44 @@
+"""Which channels count into a total. Some channels contain others: the GH
+module rail includes the Hopper GPU that pynvml reports, RAPL core is inside
+RAPL package, psys contains the packages. Per host, the first of these tiers
+that has a channel counts, and everything else is reported but not counted:
+
+  1. accelerators: every channel of pynvml, rocm, gc
+  2. Grace-Hopper module rails: gh module-<socket>
+  3. CPU sockets and memory: rapl package-<N> and .../dram
+  4. hwmon: every power*_input sensor
+  5. estimate: the CPU-utilisation model (source "estimated")
+
+So a GH200 node measured with pynvml and gh counts the GPUs, one measured
+with gh alone counts the modules, and a CPU node counts RAPL packages+DRAM."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+ACCELERATORS = ("pynvml", "rocm", "gc")
+
+
+def tier(method: str, device: str) -> int | None:
+    """The channel's tier (lower wins), or None for channels that never count."""
+    if method in ACCELERATORS:
+        return 1
+    if method == "gh":
+        return 2 if device.startswith("module-") else None
+    if method == "rapl":
+        leaf = device.rsplit("/", 1)[-1]
+        return 3 if leaf.startswith("package") or leaf == "dram" else None
+    if method == "hwmon":
+        return 4
+    if method == "estimate":
+        return 5
+    return None
+
+
+def counted(rows: pd.DataFrame) -> pd.Series:
+    """True for the rows (with columns host, method, device) whose channel
+    counts into the host's total."""
+    tiers = pd.Series([tier(m, d) for m, d in zip(rows["method"], rows["device"])],
+                      index=rows.index, dtype="float")
+    best = tiers.groupby(rows["host"]).transform("min")
+    return (tiers == best) & tiers.notna()

@@ -1,0 +1,98 @@
+"""The files of one measured run in an output directory, all sharing one
+suffix (e.g. "_rank3"):
+
+  power<suffix>.csv         every sample (time, method, device, source,
+                            power_w), appended while the run goes on
+  energy<suffix>.<csv|h5>   one row per channel, written at the end
+  additional_<method><suffix>.<csv|h5>   hardware counters next to the
+                            integrated energy, for methods that have them
+  meta<suffix>.json         host, rank, methods, channels, interval; written
+                            at the start and completed at the end, so a
+                            killed run can still be interpreted"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from jpwr.energy import POWER_COLUMNS
+from jpwr.notice import one_line
+
+FILETYPES = ("csv", "h5")
+_ENV_REFERENCE = re.compile(r"%q\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_suffix(suffix: str) -> str:
+    """Replaces %q{VAR} by the variable's value, so that every rank of a job
+    writes its own files. An unset variable is an error: writing all ranks
+    to one name would silently lose data."""
+
+    def value(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ValueError(f"suffix {suffix!r} uses %q{{{name}}}, but {name} is not set")
+        return os.environ[name]
+
+    return _ENV_REFERENCE.sub(value, suffix)
+
+
+def check_filetype(filetype: str) -> None:
+    if filetype not in FILETYPES:
+        raise ValueError(f"file type must be one of {', '.join(FILETYPES)}, got {filetype!r}")
+    if filetype == "h5":
+        try:
+            import tables  # noqa: F401
+        except ImportError:
+            raise ValueError("file type h5 needs the Python package 'tables' "
+                             "(extra 'h5')") from None
+
+
+class RunFiles:
+    def __init__(self, out_dir: str | os.PathLike, suffix: str, filetype: str) -> None:
+        self.dir = Path(out_dir)
+        self.suffix = expand_suffix(suffix)
+        self.filetype = filetype
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._power = open(self.path("power", "csv"), "w", newline="")
+        except OSError as err:
+            raise ValueError(f"cannot write to {self.dir} ({one_line(err)})") from None
+        self._rows = csv.writer(self._power)
+        self._rows.writerow(POWER_COLUMNS)
+        self._power.flush()
+
+    def path(self, stem: str, ext: str | None = None) -> Path:
+        return self.dir / f"{stem}{self.suffix}.{ext or self.filetype}"
+
+    def append_power(self, channels: Sequence[tuple[str, str, str]],
+                     times: Sequence[float], rows: Sequence[Sequence[float]]) -> None:
+        self._rows.writerows(
+            (f"{t:.6f}", *channel, f"{watts:.4f}")
+            for t, values in zip(times, rows) for channel, watts in zip(channels, values))
+        # Flushed to the kernel, not synced to disk: a killed process loses
+        # nothing that reached the page cache, and fsync would stall the sampler.
+        self._power.flush()
+
+    def close_power(self) -> None:
+        self._power.close()
+
+    def write_table(self, table: pd.DataFrame, stem: str) -> None:
+        path = self.path(stem)
+        if self.filetype == "h5":
+            table.to_hdf(path, key=stem, mode="w")
+        else:
+            table.to_csv(path, index=False)
+
+    def write_meta(self, meta: dict) -> None:
+        # Written to a temporary name and renamed, so that a kill in the
+        # middle leaves the previous complete version, never half a file.
+        path = self.path("meta", "json")
+        partial = path.with_name(path.name + ".partial")
+        partial.write_text(json.dumps(meta, indent=1) + "\n")
+        os.replace(partial, path)

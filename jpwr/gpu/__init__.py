@@ -1,0 +1,1 @@
+"""Methods for GPUs through their vendor libraries: pynvml (NVIDIA), rocm (AMD)."""

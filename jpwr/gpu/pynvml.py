@@ -1,0 +1,72 @@
+"""NVIDIA GPUs through NVML (package nvidia-ml-py, imported as pynvml):
+nvmlDeviceGetPowerUsage (mW) per sample and nvmlDeviceGetTotalEnergyConsumption
+(mJ since the driver was loaded, Volta and newer) as hardware counter.
+Channels are named gpu<N> with N the NVML index, which is the same on every
+rank of a node whatever CUDA_VISIBLE_DEVICES says, so ranks that measure
+the same GPU can be recognised and counted once."""
+
+from __future__ import annotations
+
+import math
+import os
+
+from jpwr.gpu.visible import restrict
+from jpwr.method import Channel, Method, MethodUnavailable, import_binding
+from jpwr.notice import one_line
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class NvmlPower(Method):
+    name = "pynvml"
+
+    def __init__(self) -> None:
+        super().__init__()
+        nvml = import_binding("pynvml", self.name, "pip install nvidia-ml-py, extra 'nvidia'")
+        try:
+            nvml.nvmlInit()
+        except Exception as err:  # noqa: BLE001 - NVMLError subclasses, OSError
+            raise MethodUnavailable(f"pynvml: NVML did not start ({one_line(err)})") from err
+        try:
+            handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
+            uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in handles]
+            picked = restrict(list(range(len(handles))), uuids, "CUDA_VISIBLE_DEVICES", self.name)
+            if not picked:
+                raise MethodUnavailable(
+                    f"pynvml: no NVIDIA GPU visible (NVML lists {len(handles)}, "
+                    f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+        except MethodUnavailable:
+            nvml.nvmlShutdown()
+            raise
+        except Exception as err:  # noqa: BLE001
+            nvml.nvmlShutdown()
+            raise MethodUnavailable(f"pynvml: cannot list GPUs ({one_line(err)})") from err
+        self._nvml = nvml
+        self._handles = [handles[i] for i in picked]
+        self.channels = [Channel(f"gpu{i}", info=uuids[i]) for i in picked]
+
+    def read(self) -> list[float]:
+        get = self._nvml.nvmlDeviceGetPowerUsage
+        return [self._value(i, lambda h=h: get(h) * 1e-3) for i, h in enumerate(self._handles)]
+
+    def energy_j(self) -> list[float]:
+        return [self._counter_j(h) for h in self._handles]
+
+    def _counter_j(self, handle) -> float:
+        # Older GPUs have no counter and a lost GPU none either: NaN, no
+        # warning here, since read() already reports a lost GPU.
+        try:
+            return self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle) * 1e-3
+        except Exception:  # noqa: BLE001
+            return math.nan
+
+    def close(self) -> None:
+        try:
+            self._nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001 - already shut down or driver gone
+            pass
+
+
+power = NvmlPower  # the upstream name

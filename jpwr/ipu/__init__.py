@@ -1,0 +1,1 @@
+"""Methods for Graphcore IPUs: gc."""

@@ -1,0 +1,1 @@
+"""Methods that read the host through sysfs/procfs: gh, rapl, hwmon, estimate."""

@@ -1,0 +1,192 @@
+"""Fake device layers for the jpwr tests: sysfs/procfs trees in a temporary
+directory and vendor bindings that stand in for the real modules."""
+
+from __future__ import annotations
+
+import time
+import types
+from pathlib import Path
+
+from jpwr.method import MEASURED, Channel, Method
+
+VENDOR_MODULES = ("pynvml", "amdsmi", "pyrsmi", "pyrsmi.rocml", "gcipuinfo")
+
+
+class FakeSysfs:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    @staticmethod
+    def write(path: Path, value) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{value}\n")
+        return path
+
+    def hwmon(self, index: int, chip: str, **attributes) -> Path:
+        directory = self.root / "class" / "hwmon" / f"hwmon{index}"
+        self.write(directory / "name", chip)
+        for name, value in attributes.items():
+            self.write(directory / name, value)
+        return directory
+
+    def gh_meter(self, index: int, oem_info: str, microwatts: int) -> Path:
+        """An ACPI power meter as on GH200: attributes in hwmonN/device/."""
+        directory = self.root / "class" / "hwmon" / f"hwmon{index}"
+        self.write(directory / "name", "power_meter")
+        self.write(directory / "device" / "power1_oem_info", oem_info)
+        return self.write(directory / "device" / "power1_average", microwatts)
+
+    def rapl_zone(self, zone: str, name: str, energy_uj: int,
+                  max_range_uj: int = 262_143_328_850) -> Path:
+        directory = self.root / "class" / "powercap" / zone
+        self.write(directory / "name", name)
+        self.write(directory / "max_energy_range_uj", max_range_uj)
+        return self.write(directory / "energy_uj", energy_uj)
+
+
+class FakeProcStat:
+    def __init__(self, root: Path, cpus: int) -> None:
+        self.path = root / "stat"
+        self.cpus = cpus
+        self.busy = 0
+        self.idle = 0
+
+    def advance(self, busy: int, idle: int) -> None:
+        """Adds ticks to the aggregate line (split over user/system and
+        idle/iowait to exercise the parsing)."""
+        self.busy += busy
+        self.idle += idle
+        user, system = self.busy - self.busy // 3, self.busy // 3
+        idle_, iowait = self.idle - self.idle // 4, self.idle // 4
+        lines = [f"cpu  {user} 0 {system} {idle_} {iowait} 0 0 0 0 0"]
+        lines += [f"cpu{i} 1 0 1 1 0 0 0 0 0 0" for i in range(self.cpus)]
+        lines += ["intr 0", "ctxt 0"]
+        self.path.write_text("\n".join(lines) + "\n")
+
+
+class FakeNvml(types.ModuleType):
+    """The parts of nvidia-ml-py that jpwr uses. gpus: dicts with uuid,
+    power_mw and energy_mj; a GPU with lost=True raises like a fallen-off GPU."""
+
+    class NVMLError(Exception):
+        pass
+
+    def __init__(self, gpus: list[dict]) -> None:
+        super().__init__("pynvml")
+        self.gpus = gpus
+        self.initialised = 0
+
+    def nvmlInit(self):
+        self.initialised += 1
+
+    def nvmlShutdown(self):
+        self.initialised -= 1
+
+    def nvmlDeviceGetCount(self):
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetUUID(self, handle):
+        return self.gpus[handle]["uuid"].encode()  # older bindings return bytes
+
+    def _gpu(self, handle):
+        if self.gpus[handle].get("lost"):
+            raise self.NVMLError("GPU is lost")
+        return self.gpus[handle]
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return self._gpu(handle)["power_mw"]
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        return self._gpu(handle)["energy_mj"]
+
+
+class FakeAmdSmi(types.ModuleType):
+    def __init__(self, gpus: list[dict]) -> None:
+        super().__init__("amdsmi")
+        self.gpus = gpus
+
+    def amdsmi_init(self):
+        pass
+
+    def amdsmi_shut_down(self):
+        pass
+
+    def amdsmi_get_processor_handles(self):
+        return list(range(len(self.gpus)))
+
+    def amdsmi_get_gpu_device_uuid(self, handle):
+        return self.gpus[handle]["uuid"]
+
+    def amdsmi_get_power_info(self, handle):
+        return self.gpus[handle]["power_info"]
+
+    def amdsmi_get_energy_count(self, handle):
+        return self.gpus[handle]["energy_count"]
+
+
+class FakeRocml(types.ModuleType):
+    def __init__(self, watts: list[float]) -> None:
+        super().__init__("pyrsmi.rocml")
+        self.watts = watts
+
+    def smi_initialize(self):
+        pass
+
+    def smi_shutdown(self):
+        pass
+
+    def smi_get_device_count(self):
+        return len(self.watts)
+
+    def smi_get_device_average_power(self, dev):
+        return self.watts[dev]
+
+
+class FakeGcIpuInfo(types.ModuleType):
+    IpuPower = "ipu power"
+
+    def __init__(self, powers: list[str]) -> None:
+        super().__init__("gcipuinfo")
+        self.powers = powers
+        module = self
+
+        class Info:
+            def setUpdateMode(self, on):
+                module.update_mode = on
+
+            def getDevices(self):
+                return [{"id": str(i)} for i in range(len(module.powers))]
+
+            def getNamedAttributeForAll(self, attribute):
+                assert attribute == module.IpuPower
+                return list(module.powers)
+
+        self.gcipuinfo = Info
+
+
+class SyntheticPower(Method):
+    """A method whose power is a known function of wall-clock time."""
+
+    name = "hwmon"  # a real name, so that the counting rule applies to it
+
+    def __init__(self, watts_at, devices=("synthetic",)) -> None:
+        super().__init__()
+        self.watts_at = watts_at
+        self.channels = [Channel(d, MEASURED) for d in devices]
+
+    def read(self) -> list[float]:
+        now = time.time()
+        return [self.watts_at(now)] * len(self.channels)
+
+
+def wait_for(condition, what: str, timeout_s: float = 30.0) -> None:
+    """Polls until condition() holds; the timeout only guards against a hang
+    and is far above what any machine needs."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)

@@ -1,0 +1,161 @@
+"""Combining the files of all ranks and nodes of a job."""
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from jpwr.aggregate import (FROM_ENERGY, FROM_SAMPLES, NoEnergyData, combine, notes, summarize,
+                            summary_line)
+from jpwr.counting import counted
+from jpwr.ctxmgr import get_power
+
+SUMMARY = re.compile(r"jpwr-summary: total_wh=(\S+) devices=(\d+) wh_per_device=(\S+) "
+                     r"mean_w_per_device=(\S+) max_w=(\S+) duration_s=(\S+) "
+                     r"methods=([a-z,]+) source=(measured|estimated)")
+
+
+def write_rank(directory, rank, host, channels, start=1000.0, duration=100.0):
+    """Files as a finished rank leaves them; channels: (method, device, wh, max_w[, source])."""
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for method, device, wh, max_w, *source in channels:
+        rows.append({"host": host, "rank": rank, "method": method, "device": device,
+                     "source": source[0] if source else "measured", "counted": True,
+                     "energy_wh": wh, "mean_w": wh * 3600 / duration, "max_w": max_w,
+                     "duration_s": duration, "samples": 1001, "missing": 0,
+                     "t_start": start, "t_end": start + duration})
+    pd.DataFrame(rows).to_csv(directory / f"energy_rank{rank}.csv", index=False)
+    (directory / f"meta_rank{rank}.json").write_text(json.dumps({"host": host, "rank": rank}))
+
+
+def test_ranks_measuring_the_same_gpus_are_counted_once(tmp_path):
+    gpus = [("pynvml", f"gpu{i}", 10.0 + i, 400.0) for i in range(4)]
+    write_rank(tmp_path, 1, "n1", [(m, d, wh * 2, w) for m, d, wh, w in gpus])
+    write_rank(tmp_path, 0, "n1", gpus)
+    table = combine([tmp_path])
+    assert len(table) == 4 and set(table["rank"]) == {0}
+    summary = summarize(table)
+    assert summary["total_wh"] == pytest.approx(10 + 11 + 12 + 13)
+    assert summary["devices"] == 4
+
+
+def test_two_nodes_sum_up(tmp_path):
+    write_rank(tmp_path / "n1", 0, "n1", [("pynvml", "gpu0", 1.0, 300.0), ("pynvml", "gpu1", 2.0, 350.0)],
+               start=1000.0)
+    write_rank(tmp_path / "n2", 2, "n2", [("pynvml", "gpu0", 3.0, 500.0), ("pynvml", "gpu1", 4.0, 320.0)],
+               start=1005.0)
+    summary = summarize(combine([tmp_path]))
+    assert summary == {
+        "total_wh": pytest.approx(10.0), "devices": 4, "wh_per_device": pytest.approx(2.5),
+        "mean_w_per_device": pytest.approx(2.5 * 3600 / 100), "max_w": 500.0,
+        "duration_s": pytest.approx(105.0), "methods": "pynvml", "source": "measured"}
+
+
+def test_summary_line_has_the_agreed_form(tmp_path):
+    write_rank(tmp_path, 0, "n1", [("pynvml", "gpu0", 1.234, 301.0)])
+    line = summary_line(summarize(combine([tmp_path])))
+    found = SUMMARY.fullmatch(line)
+    assert found, line
+    assert float(found.group(1)) == pytest.approx(1.234) and found.group(5) == "301.0"
+
+
+def host_rows(*channels):
+    return pd.DataFrame([{"host": host, "method": m, "device": d} for host, m, d in channels])
+
+
+def test_counting_rule_prefers_accelerators_then_gh_then_rapl_then_hwmon_then_estimate():
+    rows = host_rows(
+        ("gh200", "pynvml", "gpu0"), ("gh200", "gh", "module-0"), ("gh200", "gh", "grace-0"),
+        ("ghonly", "gh", "module-0"), ("ghonly", "gh", "module-1"), ("ghonly", "gh", "cpu-0"),
+        ("cpu", "rapl", "package-0"), ("cpu", "rapl", "package-0/core"),
+        ("cpu", "rapl", "package-0/dram"), ("cpu", "rapl", "psys"), ("cpu", "hwmon", "psu/hwmon0/power1"),
+        ("cpu", "estimate", "cpus"),
+        ("psu", "hwmon", "psu/hwmon0/power1"), ("psu", "estimate", "cpus"),
+        ("bare", "estimate", "cpus"))
+    assert list(counted(rows)) == [
+        True, False, False,
+        True, True, False,
+        True, False, True, False, False, False,
+        True, False,
+        True]
+
+
+def test_estimated_counted_channel_makes_the_figure_estimated(tmp_path):
+    write_rank(tmp_path / "a", 0, "n1", [("estimate", "cpus", 0.5, 20.0, "estimated")])
+    write_rank(tmp_path / "b", 0, "n2", [("rapl", "package-0", 1.0, 100.0),
+                                         ("estimate", "cpus", 0.5, 20.0, "estimated")])
+    table = combine([tmp_path])
+    summary = summarize(table)
+    assert summary["source"] == "estimated"
+    assert summary["methods"] == "estimate,rapl" and summary["total_wh"] == pytest.approx(1.5)
+    n2 = table[table.host == "n2"].set_index("method")
+    assert n2.loc["estimate", "counted"] == False  # noqa: E712 - numpy bool
+    # Without the estimate-only node, the same data is measured.
+    assert summarize(table[table.host == "n2"])["source"] == "measured"
+
+
+def test_killed_run_is_integrated_from_its_flushed_samples(tmp_path):
+    (tmp_path / "meta_rank3.json").write_text(json.dumps({"host": "n9", "rank": 3, "complete": False}))
+    t = np.arange(0, 10.01, 0.1)
+    lines = ["time,method,device,source,power_w"]
+    lines += [f"{x:.6f},pynvml,gpu0,measured,250.0000" for x in t]
+    text = "\n".join(lines) + "\n" + "10.100000,pynvml,gp"  # cut off by the kill
+    (tmp_path / "power_rank3.csv").write_text(text)
+    table = combine([tmp_path])
+    row = table.iloc[0]
+    assert (row.host, row["rank"], row.origin) == ("n9", 3, FROM_SAMPLES)
+    assert row.energy_wh == pytest.approx(250 * 10 / 3600)
+    assert row.samples == len(t) and row.missing == 0
+    assert any("did not finish" in line for line in notes(table))
+
+
+def test_finished_and_killed_ranks_combine(tmp_path, synthetic, wait):
+    with get_power([synthetic(lambda t: 100.0, devices=("s0",))], 20, out_dir=tmp_path,
+                   suffix="_rank0") as scope:
+        wait(lambda: len(scope.df) >= 3, "three samples")
+    (tmp_path / "meta_rank1.json").write_text(json.dumps({"host": "other", "rank": 1}))
+    (tmp_path / "power_rank1.csv").write_text(
+        "time,method,device,source,power_w\n0,hwmon,s0,measured,50\n3.6,hwmon,s0,measured,50\n")
+    table = combine([tmp_path]).set_index("rank")
+    assert table.loc[0, "origin"] == FROM_ENERGY and table.loc[1, "origin"] == FROM_SAMPLES
+    assert table.loc[0, "energy_wh"] == pytest.approx(100 * table.loc[0, "duration_s"] / 3600)
+    assert table.loc[1, "energy_wh"] == pytest.approx(0.05)
+
+
+def test_gaps_and_silent_channels_are_noted():
+    table = pd.DataFrame([
+        {"host": "n1", "method": "pynvml", "device": "gpu0", "counted": True, "energy_wh": 1.0,
+         "missing": 12, "origin": FROM_ENERGY, "file": "x"},
+        {"host": "n1", "method": "pynvml", "device": "gpu1", "counted": True, "energy_wh": np.nan,
+         "missing": 99, "origin": FROM_ENERGY, "file": "x"}])
+    found = notes(table)
+    assert any("gpu0: 12 samples missing" in line for line in found)
+    assert any("gpu1: no usable samples; it is left out of the total" in line for line in found)
+
+
+def test_no_data_names_the_path(tmp_path):
+    (tmp_path / "unrelated.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "metadata.json").write_text("not jpwr's, not even JSON")
+    with pytest.raises(NoEnergyData, match=re.escape(str(tmp_path))):
+        combine([tmp_path])
+    with pytest.raises(NoEnergyData, match="no such file or directory"):
+        combine([tmp_path / "missing"])
+
+
+def test_a_single_file_is_enough(tmp_path):
+    write_rank(tmp_path, 4, "n1", [("pynvml", "gpu0", 2.0, 300.0)])
+    write_rank(tmp_path, 5, "n1", [("pynvml", "gpu1", 3.0, 300.0)])
+    table = combine([tmp_path / "energy_rank5.csv"])
+    assert list(table.device) == ["gpu1"]
+
+
+def test_h5_energy_files_are_read(tmp_path, synthetic, wait):
+    pytest.importorskip("tables")
+    with get_power([synthetic(lambda t: 42.0)], 20, out_dir=tmp_path, filetype="h5") as scope:
+        wait(lambda: len(scope.df) >= 3, "three samples")
+    (tmp_path / "power.csv").unlink()  # so the figure can only come from the h5 energy file
+    table = combine([tmp_path])
+    assert table.iloc[0].origin == FROM_ENERGY and table.iloc[0].max_w == pytest.approx(42.0)

@@ -1,0 +1,160 @@
+"""The jpwr command: bad input, exit status, signals, a SIGKILL'd run, and
+jpwr combine."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from jpwr.aggregate import FROM_SAMPLES, combine
+from jpwr.cli import main, split_command
+
+from jpwr_fakes import wait_for
+
+
+@pytest.fixture
+def cli_env(sysfs):
+    """Environment for a jpwr subprocess: an empty sysfs, and the machine's
+    own /proc/stat, whose ticks move on as the estimate needs."""
+    env = dict(os.environ)
+    env.pop("JPWR_PROCFS_ROOT", None)
+    env.update(JPWR_SYSFS_ROOT=str(sysfs.root), PYTHONUNBUFFERED="1")
+    return env
+
+
+def jpwr(*args, **popen):
+    return subprocess.Popen([sys.executable, "-m", "jpwr", *args], stdin=subprocess.DEVNULL,
+                            start_new_session=True, **popen)
+
+
+def test_split_command_finds_where_the_command_begins():
+    assert split_command(["--methods", "pynvml", "gh", "--interval", "50", "python", "-m", "x"]) == (
+        ["--methods", "pynvml", "gh", "--interval", "50"], ["python", "-m", "x"])
+    assert split_command(["--methods", "pynvml,gh", "gh-tool", "--methods"]) == (
+        ["--methods", "pynvml,gh"], ["gh-tool", "--methods"])
+    assert split_command(["--methods", "nvml", "sleep", "1"]) == (["--methods", "nvml"], ["sleep", "1"])
+    assert split_command(["--methods", "rapl", "--", "rapl", "x"]) == (["--methods", "rapl"], ["rapl", "x"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--methods", "nvml"], "unknown method 'nvml'"),
+    (["--methods", "estimate", "--interval", "0"], "--interval must be a positive"),
+    (["--methods", "estimate", "--interval", "-3"], "--interval must be a positive"),
+    (["--methods", "estimate", "--df-filetype", "xls"], "invalid choice: 'xls'"),
+    (["--methods", "estimate", "--df-out", "{blocker}/out"], "cannot write to"),
+    (["--methods", "estimate", "--df-suffix", "_%q{JPWR_TEST_UNSET}", "--df-out", "{tmp}"],
+     "JPWR_TEST_UNSET is not set"),
+    (["--interval", "10"], "required: --methods"),
+])
+def test_bad_input_is_one_line_and_the_command_never_starts(args, message, tmp_path, proc_stat,
+                                                            capsys):
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")
+    marker = tmp_path / "started"
+    args = [a.replace("{blocker}", str(blocker)).replace("{tmp}", str(tmp_path)) for a in args]
+    status = main([*args, "touch", str(marker)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and not marker.exists()
+    assert len(err) == 1 and err[0].startswith("jpwr: error: ") and message in err[0], err
+
+
+def test_missing_command(proc_stat, capsys):
+    assert main(["--methods", "estimate"]) == 2
+    assert capsys.readouterr().err.startswith("jpwr: error: no command given")
+
+
+def test_command_not_found(proc_stat, capsys):
+    assert main(["--methods", "estimate", "jpwr-no-such-command"]) == 127
+    assert capsys.readouterr().err.strip() == "jpwr: error: command not found: jpwr-no-such-command"
+
+
+def test_unavailable_method_is_one_line(sysfs, no_vendor_libraries, capsys):
+    assert main(["--methods", "rapl", "true"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"jpwr: error: rapl: no powercap zone with energy_uj under {sysfs.root}/class/powercap"]
+
+
+def test_runs_the_command_and_passes_its_exit_status(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("JPWR_PROCFS_ROOT", raising=False)
+    monkeypatch.setenv("JPWR_TEST_R", "7")
+    out = tmp_path / "out"
+    status = main(["--methods", "estimate", "--interval", "10", "--df-out", str(out),
+                   "--df-suffix", "_r%q{JPWR_TEST_R}", "sh", "-c", "sleep 0.2; exit 3"])
+    assert status == 3
+    err = capsys.readouterr().err
+    assert re.search(r"jpwr: total \S+ Wh over \S+ s, 1 device\(s\) counted \(estimate, ESTIMATED\)", err)
+    assert {p.name for p in out.iterdir()} == {"power_r7.csv", "energy_r7.csv", "meta_r7.json"}
+    assert pd.read_csv(out / "energy_r7.csv").iloc[0].samples >= 2
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 7), (signal.SIGINT, 5), (signal.SIGUSR1, 9)])
+def test_signal_is_forwarded_and_the_data_still_written(sig, code, cli_env, tmp_path):
+    child = ("import signal, sys, time\n"
+             f"signal.signal({int(sig)}, lambda *a: sys.exit({code}))\n"
+             "print('ready', flush=True)\n"
+             "time.sleep(60)\n")
+    out = tmp_path / "out"
+    proc = jpwr("--methods", "estimate", "--interval", "10", "--df-out", str(out),
+                sys.executable, "-c", child, env=cli_env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(sig)  # to jpwr only: its process group is its own
+        assert proc.wait(timeout=30) == code
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    energy = pd.read_csv(out / "energy.csv")
+    assert energy.iloc[0].samples >= 2 and energy.iloc[0].source == "estimated"
+
+
+def test_sigkilled_run_leaves_its_flushed_samples_for_combine(cli_env, tmp_path):
+    out = tmp_path / "out"
+    proc = jpwr("--methods", "estimate", "--interval", "10", "--flush-s", "0.1",
+                "--df-out", str(out), "--df-suffix", "_rank0", "sleep", "60", env=cli_env)
+    power = out / "power_rank0.csv"
+    try:
+        wait_for(lambda: power.exists() and len(power.read_text().splitlines()) > 20,
+                 "20 flushed samples")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert not (out / "energy_rank0.csv").exists()
+    flushed = len(power.read_text().splitlines()) - 1
+    row = combine([out]).iloc[0]
+    assert row.origin == FROM_SAMPLES and row.source == "estimated"
+    assert row.samples + row.missing >= min(flushed, 20) and row.energy_wh > 0
+    result = subprocess.run([sys.executable, "-m", "jpwr", "combine", str(out)],
+                            capture_output=True, text=True, env=cli_env)
+    assert result.returncode == 0
+    assert "did not finish" in result.stderr
+    assert len([l for l in result.stdout.splitlines() if l.startswith("jpwr-summary:")]) == 1
+    assert "source=estimated" in result.stdout
+
+
+def test_combine_prints_a_table_and_exactly_one_summary_line(tmp_path, capsys):
+    for rank, device in ((0, "gpu0"), (1, "gpu1")):
+        pd.DataFrame([{"host": "n1", "rank": rank, "method": "pynvml", "device": device,
+                       "source": "measured", "counted": True, "energy_wh": 0.5, "mean_w": 180.0,
+                       "max_w": 200.0, "duration_s": 10.0, "samples": 101, "missing": 0,
+                       "t_start": 0.0, "t_end": 10.0}]).to_csv(tmp_path / f"energy_rank{rank}.csv",
+                                                              index=False)
+        (tmp_path / f"meta_rank{rank}.json").write_text("{}")
+    out = tmp_path / "combined.csv"
+    assert main(["combine", "--out", str(out), str(tmp_path)]) == 0
+    stdout = capsys.readouterr().out.splitlines()
+    summary = [line for line in stdout if line.startswith("jpwr-summary:")]
+    assert summary == ["jpwr-summary: total_wh=1.0 devices=2 wh_per_device=0.5 "
+                       "mean_w_per_device=180.0 max_w=200.0 duration_s=10.0 methods=pynvml "
+                       "source=measured"]
+    assert any("gpu1" in line and "measured" in line for line in stdout)
+    assert len(pd.read_csv(out)) == 2
+
+
+def test_combine_without_data_fails_naming_the_path(tmp_path, capsys):
+    assert main(["combine", str(tmp_path)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(tmp_path) in err[0] and err[0].startswith("jpwr: error:")
