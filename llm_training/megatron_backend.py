@@ -1,0 +1,127 @@
+"""The megatron backend: megatron-core's GPTModel with tensor, pipeline,
+sequence and data parallelism, its DistributedDataParallel and (distributed)
+mixed-precision optimizer, and its pipeline schedules. Needs CUDA (or ROCm):
+megatron-core's attention and RNG tracker call torch.cuda."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+
+import torch
+from megatron.core import parallel_state, tensor_parallel
+from megatron.core.distributed import (
+    DistributedDataParallel,
+    DistributedDataParallelConfig,
+    finalize_model_grads,
+)
+from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+from megatron.core.pipeline_parallel import get_forward_backward_func
+from megatron.core.transformer.module import Float16Module
+
+from caraml.dist import Dist
+from llm_training import gpt_megatron
+from llm_training.arguments import Args, Layout
+from llm_training.model_sizes import GPTConfig
+
+# Megatron-LM's fp16 loss-scaler settings besides the two that are flags.
+LOSS_SCALE_HYSTERESIS = 2
+MIN_LOSS_SCALE = 1.0
+
+
+class MegatronBackend:
+    name = "megatron"
+
+    def __init__(self, cfg: GPTConfig, args: Args, layout: Layout, dist: Dist):
+        parallel_state.initialize_model_parallel(
+            tensor_model_parallel_size=layout.tensor_parallel,
+            pipeline_model_parallel_size=layout.pipeline_parallel,
+        )
+        torch.manual_seed(args.seed)
+        # Megatron derives its own streams per tensor-parallel rank from the seed.
+        tensor_parallel.model_parallel_cuda_manual_seed(args.seed)
+        self.data_parallel_rank = parallel_state.get_data_parallel_rank()
+        self.last_stage = parallel_state.is_pipeline_last_stage()
+        self.layout = layout
+        self.seq_length = cfg.seq_length
+        self.attention = gpt_megatron.attention_implementation()
+
+        config = gpt_megatron.transformer_config(
+            cfg,
+            tensor_parallel_size=layout.tensor_parallel,
+            pipeline_parallel_size=layout.pipeline_parallel,
+            sequence_parallel=layout.sequence_parallel,
+            precision=args.precision,
+            recompute=args.recompute,
+        )
+        model = gpt_megatron.build_gpt(cfg, config,
+                                       pre_process=parallel_state.is_pipeline_first_stage(),
+                                       post_process=self.last_stage).cuda()
+        if args.precision != "fp32":
+            model = Float16Module(config, model)
+        self.model = DistributedDataParallel(
+            config,
+            DistributedDataParallelConfig(
+                # Megatron-LM accumulates and reduces bf16 gradients in fp32.
+                grad_reduce_in_fp32=args.precision == "bf16",
+                use_distributed_optimizer=args.distributed_optimizer,
+            ),
+            model,
+        )
+        self.optimizer = get_megatron_optimizer(
+            OptimizerConfig(
+                optimizer="adam",
+                lr=args.lr,
+                weight_decay=args.weight_decay,
+                adam_beta1=args.adam_betas[0],
+                adam_beta2=args.adam_betas[1],
+                adam_eps=args.adam_eps,
+                clip_grad=args.clip_grad,
+                fp16=args.precision == "fp16",
+                bf16=args.precision == "bf16",
+                params_dtype=config.params_dtype,
+                use_distributed_optimizer=args.distributed_optimizer,
+                initial_loss_scale=args.initial_loss_scale,
+                loss_scale_window=args.loss_scale_window,
+                hysteresis=LOSS_SCALE_HYSTERESIS,
+                min_loss_scale=MIN_LOSS_SCALE,
+            ),
+            [self.model],
+        )
+        # The schedules call back into these for loss scaling and for the
+        # data-parallel (and sequence-parallel LayerNorm) gradient reduction.
+        config.grad_scale_func = self.optimizer.scale_loss
+        config.finalize_model_grads_func = finalize_model_grads
+        self.forward_backward = get_forward_backward_func()
+        self.position_ids = torch.arange(cfg.seq_length, device=dist.device).unsqueeze(0)
+
+    def _forward_step(self, batches: Iterator[dict[str, torch.Tensor]], model):
+        batch = next(batches)  # every stage takes one, so all stay on the same sample
+        tokens = batch["tokens"]
+        output = model(tokens, self.position_ids.expand_as(tokens), None, labels=batch["labels"])
+        return output, partial(_masked_mean, batch["loss_mask"])
+
+    def train_step(self, batches: Iterator[dict[str, torch.Tensor]]) -> float | None:
+        """One iteration over this rank's micro-batches and one optimizer
+        step. Returns the mean loss on the last pipeline stage, else None."""
+        self.model.zero_grad_buffer()
+        self.optimizer.zero_grad()
+        losses = self.forward_backward(
+            forward_step_func=self._forward_step,
+            data_iterator=batches,
+            model=[self.model],
+            num_microbatches=self.layout.microbatches,
+            seq_length=self.seq_length,
+            micro_batch_size=self.layout.micro_batch_size,
+            forward_only=False,
+        )
+        self.optimizer.step()
+        if not self.last_stage:
+            return None
+        return torch.stack([d["lm loss"] for d in losses]).mean().item()
+
+
+def _masked_mean(loss_mask: torch.Tensor, per_token_loss: torch.Tensor):
+    mask = loss_mask.reshape(-1).float()
+    loss = (per_token_loss.float().reshape(-1) * mask).sum() / mask.sum().clamp(min=1.0)
+    return loss, {"lm loss": loss.detach()}

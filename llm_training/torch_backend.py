@@ -1,0 +1,90 @@
+"""The torch backend: gpt_torch.GPT with DistributedDataParallel (data
+parallelism only), AdamW, gradient accumulation, and automatic mixed
+precision (autocast, plus loss scaling for fp16). Runs on CPU and any GPU."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import nullcontext
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from caraml.dist import Dist
+from llm_training.arguments import Args, Layout
+from llm_training.gpt_torch import GPT
+from llm_training.model_sizes import GPTConfig
+from llm_training.precision import DTYPES
+
+
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    # Like Megatron: no weight decay on biases and LayerNorm parameters.
+    decay, no_decay = [], []
+    for p in model.parameters():
+        (decay if p.ndim >= 2 else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+def adam_settings(args: Args) -> dict:
+    # fused: one kernel for all tensors per step instead of several per
+    # tensor, on CPUs and GPUs alike.
+    return dict(lr=args.lr, betas=args.adam_betas, eps=args.adam_eps, fused=True)
+
+
+class TorchBackend:
+    name = "torch"
+
+    def __init__(self, cfg: GPTConfig, args: Args, layout: Layout, dist: Dist):
+        self.dist = dist
+        self.microbatches = layout.microbatches
+        self.data_parallel_rank = dist.rank
+        device = dist.device
+        torch.manual_seed(args.seed)  # the same initial weights on every rank
+        model = GPT(cfg, args.recompute).to(device)
+        self.params = list(model.parameters())
+        # Without a process group there is nothing to synchronise: no DDP.
+        self.model = model if dist.backend is None else DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
+        self.attention = "torch-sdpa"
+
+        groups = param_groups(model, args.weight_decay)
+        if args.distributed_optimizer and dist.backend is not None:
+            # Imported here: the import jit-compiles functional optimizers, slow and noisy.
+            from torch.distributed.optim import ZeroRedundancyOptimizer
+
+            self.optimizer = ZeroRedundancyOptimizer(
+                groups[0]["params"], torch.optim.AdamW, weight_decay=args.weight_decay,
+                **adam_settings(args))
+            self.optimizer.add_param_group(groups[1])
+        else:
+            self.optimizer = torch.optim.AdamW(groups, **adam_settings(args))
+        self.clip_grad = args.clip_grad
+        precision_dtype = DTYPES[args.precision]
+        self.autocast = (nullcontext() if args.precision == "fp32"
+                         else torch.autocast(device.type, dtype=precision_dtype))
+        # fp16 gradients underflow without loss scaling; bf16 and fp32 do not need it.
+        self.scaler = torch.amp.GradScaler(device.type, init_scale=args.initial_loss_scale,
+                                           growth_interval=args.loss_scale_window,
+                                           enabled=args.precision == "fp16")
+
+    def train_step(self, batches: Iterator[dict[str, torch.Tensor]]) -> float:
+        """One iteration: forward and backward over this rank's micro-batches,
+        then one optimizer step. Returns the mean loss of the micro-batches."""
+        self.optimizer.zero_grad(set_to_none=True)
+        total = torch.zeros((), device=self.dist.device)
+        for i in range(self.microbatches):
+            batch = next(batches)
+            last = i == self.microbatches - 1
+            # Gradients are all-reduced once, after the last micro-batch.
+            sync = nullcontext() if last or self.dist.backend is None else self.model.no_sync()
+            with sync:
+                with self.autocast:
+                    loss = self.model(batch["tokens"], batch["labels"], batch["loss_mask"])
+                self.scaler.scale(loss / self.microbatches).backward()
+            total += loss.detach()
+        self.scaler.unscale_(self.optimizer)
+        torch.nn.utils.clip_grad_norm_(self.params, self.clip_grad)
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        return total.item() / self.microbatches

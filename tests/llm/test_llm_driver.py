@@ -1,0 +1,202 @@
+"""The driver end to end on the CPU: its summary and how its figures hang
+together, the ways a run stops, energy files, the peak for MFU, and bad
+input ending in one `CARAML ERROR:` line before training."""
+
+import math
+import os
+import signal
+import subprocess
+
+import pytest
+from llm_helpers import PYTHON, REPO, TINY, parse_caraml
+
+from llm_training.pretrain_gpt import main
+
+# The summary keys JUBE's patterns and the result table rely on, in order.
+SUMMARY_KEYS = [
+    "backend", "model_size", "params", "nodes", "devices", "tp", "pp", "dp", "global_batch_size",
+    "micro_batch_size", "seq_length", "precision", "iterations", "iterations_total",
+    "time_per_iteration_s", "time_per_iteration_median_s", "tokens_per_s",
+    "tokens_per_s_per_device", "tflops_per_device", "model_tflops_per_device", "mfu",
+    "peak_tflops", "peak_source", "tokens_total", "loss",
+]
+# TINY's model (L 1, h 32, ffn 128, s 16, V 128) for a batch of 4, by hand:
+# per token forward 2(4h^2 + 2hf) + 4sh + 2hV = 24,576 + 2,048 + 8,192 = 34,816;
+# x 64 tokens x 3 = 6,684,672 model FLOPs. Full recomputation adds each
+# layer's forward, 64 x (24,576 + 2,048) = 1,703,936.
+TINY_MODEL_FLOPS = 6_684_672
+TINY_FULL_RECOMPUTE_FLOPS = 1_703_936
+
+
+def run(capsys, *flags: str) -> tuple[int, dict, str]:
+    code = main([*TINY, *flags])
+    out = capsys.readouterr()
+    return code, parse_caraml(out.out + out.err), out.out
+
+
+def close(a: str | float, b: float) -> bool:
+    """Equal up to the rounding of printed figures (6 significant digits,
+    each off by up to 5e-6, so a ratio of two by up to 1e-5)."""
+    return math.isclose(float(a), b, rel_tol=1.1e-5)
+
+
+def test_summary_figures_hang_together(capsys):
+    code, lines, out = run(capsys, "--train-iters", "5", "--warmup-iters", "2",
+                           "--energy-methods", "none", "--peak-tflops", "100")
+    assert code == 0
+    g = lines["global"]
+    assert list(g)[:len(SUMMARY_KEYS)] == SUMMARY_KEYS
+    assert (g["backend"], g["model_size"], g["precision"], g["peak_source"]) == (
+        "torch", "cpu-small", "fp32", "datasheet")
+    assert (g["nodes"], g["devices"], g["dp"], g["global_batch_size"], g["seq_length"]) == (
+        "1", "1", "1", "4", "16")
+    assert (g["iterations"], g["iterations_total"]) == ("3", "5")
+    assert g["tokens_total"] == str(5 * 4 * 16)  # warm-up iterations included
+    assert g["params"] == "16864"  # V h + L (12h^2 + 13h) + 2h = 4,096 + 12,704 + 64
+    t = float(g["time_per_iteration_s"])
+    assert close(g["tokens_per_s"], 4 * 16 / t)
+    assert close(g["tokens_per_s_per_device"], 4 * 16 / t)
+    assert close(g["model_tflops_per_device"], TINY_MODEL_FLOPS / t / 1e12)
+    assert g["tflops_per_device"] == g["model_tflops_per_device"]  # nothing recomputed
+    assert close(g["mfu"], float(g["model_tflops_per_device"]) / 100)
+    assert 3.0 < float(g["loss"]) < 7.0  # about log(128) = 4.85 at the start
+    assert lines["rank 0"]["time_per_iteration_s"] == g["time_per_iteration_s"]
+    assert lines["stop"] == "iteration count 5 reached"
+    progress = [line for line in out.splitlines() if line.startswith(" iteration")]
+    assert [line.split("|")[0].split()[1] for line in progress] == ["1/", "2/", "3/", "4/", "5/"]
+    assert "elapsed time per iteration (ms)" in progress[0] and "lm loss" in progress[0]
+
+
+def test_recomputation_counts_as_device_work_but_not_model_work(capsys):
+    code, lines, _ = run(capsys, "--train-iters", "2", "--warmup-iters", "1",
+                         "--energy-methods", "none", "--recompute-activations", "full")
+    g = lines["global"]
+    assert code == 0 and g["recompute"] == "full"
+    assert close(float(g["tflops_per_device"]) / float(g["model_tflops_per_device"]),
+                 1 + TINY_FULL_RECOMPUTE_FLOPS / TINY_MODEL_FLOPS)
+    assert (g["mfu"], g["peak_source"]) == ("nan", "none")
+
+
+def test_measured_peak(capsys):
+    code, lines, _ = run(capsys, "--train-iters", "2", "--warmup-iters", "1",
+                         "--energy-methods", "none", "--peak-tflops", "measure")
+    g = lines["global"]
+    assert code == 0 and g["peak_source"] == "measured-matmul"
+    assert 0 < float(g["peak_tflops"]) < math.inf
+    assert close(g["mfu"], float(g["model_tflops_per_device"]) / float(g["peak_tflops"]))
+
+
+def test_wall_clock_budget_stops_the_run(capsys):
+    code, lines, _ = run(capsys, "--train-iters", "1000000", "--warmup-iters", "1",
+                         "--energy-methods", "none", "--exit-duration-in-mins", "0.02")
+    assert code == 0
+    assert lines["stop"] == "wall-clock budget 1.2 s reached"
+    assert int(lines["global"]["iterations_total"]) < 1000000
+
+
+def test_energy_files_are_written(capsys, tmp_path):
+    code, lines, _ = run(capsys, "--train-iters", "2", "--warmup-iters", "1",
+                         "--energy-methods", "estimate", "--energy-dir", str(tmp_path))
+    assert code == 0 and "global" in lines
+    assert (tmp_path / "energy_rank0.csv").stat().st_size > 0
+    assert (tmp_path / "power_rank0.csv").stat().st_size > 0
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--backend", "megatron"],
+     "the megatron backend needs a CUDA or ROCm GPU (megatron-core calls torch.cuda) and this "
+     "run is on cpu; use --backend torch"),
+    (["--energy-methods", "sensors", "--energy-dir", "e"],
+     "--energy-methods: unknown method 'sensors'"),
+    (["--global-batch-size", "5"], "global batch size 5 is not divisible by micro-batch size 2"),
+])
+def test_bad_input_stops_before_training(capsys, flags, message):
+    code, lines, out = run(capsys, "--train-iters", "2", "--energy-methods", "none", *flags)
+    assert code != 0
+    assert message in lines["ERROR"]
+    assert "global" not in lines and " iteration" not in out
+
+
+def test_missing_corpus_is_reported_by_the_data_package(capsys, tmp_path):
+    tiny_without_data = [f for f in TINY if f not in ("--synthetic", "--vocab-size", "128")]
+    code = main([*tiny_without_data, "--train-iters", "2", "--energy-methods", "none",
+                 "--data-path", str(tmp_path / "corpus"), "--vocab-file", str(tmp_path / "v.json"),
+                 "--merge-file", str(tmp_path / "m.txt")])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert f"CARAML ERROR: vocab file {tmp_path / 'v.json'} does not exist" in err
+
+
+def test_bad_flag_gives_one_line_and_exit_status_2():
+    p = subprocess.run([PYTHON, "-m", "llm_training.pretrain_gpt", "--model-size", "7B",
+                        "--synthetic", "--train-iters", "3"],
+                       cwd=REPO, capture_output=True, text=True)
+    assert p.returncode == 2
+    assert p.stderr.splitlines() == [
+        "CARAML ERROR: unknown model size '7B'; choose one of cpu-small 117M 800M 13B 175B"]
+
+
+def test_sigterm_mid_run_still_writes_summary_and_energy(tmp_path):
+    # As Slurm does, signal the whole process group: data-loader workers too.
+    cmd = [PYTHON, "-m", "llm_training.pretrain_gpt", *TINY, "--num-workers", "1",
+           "--train-iters", "1000000", "--warmup-iters", "1", "--energy-methods", "estimate",
+           "--energy-dir", str(tmp_path)]
+    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    seen = []
+    for line in p.stdout:  # wait until training is under way
+        seen.append(line)
+        if sum(line.startswith(" iteration") for line in seen) == 3:
+            break
+    os.killpg(p.pid, signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    lines = parse_caraml("".join(seen) + out)
+    assert p.returncode == 0, err
+    assert lines["stop"] == "signal SIGTERM"
+    assert 3 <= int(lines["global"]["iterations_total"]) < 1000000
+    assert (tmp_path / "energy_rank0.csv").stat().st_size > 0
+
+
+def worker_with_rank(launcher_pid: int, rank: int) -> int:
+    """The pid of the torchrun worker process with RANK=rank."""
+    todo = [launcher_pid]
+    while todo:
+        pid = todo.pop()
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            if f"RANK={rank}".encode() in f.read().split(b"\0"):
+                return pid
+    raise LookupError(f"no process with RANK={rank} under {launcher_pid}")
+
+
+def test_two_ranks_with_ddp_stop_together_and_agree():
+    # gloo on the CPU through torchrun. Only rank 1 gets a signal: rank 0
+    # must still stop after the same iteration.
+    cmd = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+           "-m", "llm_training.pretrain_gpt", *TINY, "--train-iters", "1000000",
+           "--warmup-iters", "2", "--energy-methods", "none", "--peak-tflops", "measure"]
+    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in p.stdout:
+        seen.append(line)
+        if sum(line.startswith(" iteration") for line in seen) == 4:
+            break
+    os.kill(worker_with_rank(p.pid, 1), signal.SIGUSR1)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    lines = parse_caraml("".join(seen) + out)
+    g, ranks = lines["global"], [lines["rank 0"], lines["rank 1"]]
+    assert lines["stop"] == "stop requested by another rank"
+    assert ranks[0]["iterations_total"] == ranks[1]["iterations_total"] == g["iterations_total"]
+    assert int(g["iterations"]) == int(g["iterations_total"]) - 2 >= 2
+    assert (g["devices"], g["dp"], g["nodes"], g["backend"]) == ("2", "2", "1", "torch")
+    # The run is as fast as its slowest rank.
+    times = [float(r["time_per_iteration_s"]) for r in ranks]
+    assert float(g["time_per_iteration_s"]) == max(times)
+    assert close(g["tokens_per_s"], 4 * 16 / max(times))
+    assert close(g["tokens_per_s_per_device"], float(g["tokens_per_s"]) / 2)
+    for r, t in zip(ranks, times, strict=True):
+        assert close(r["tokens_per_s"], 4 * 16 / 2 / t)
+    assert g["peak_source"] == "measured-matmul"
