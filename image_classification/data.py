@@ -1,0 +1,86 @@
+"""Training batches as endless iterators of (images, labels) on the device.
+Each next() includes the host-to-device copy, so that copy is part of the
+timed step, as it is in a real training run."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import torch
+from torch.utils.data import DataLoader, DistributedSampler
+from torchvision import datasets
+from torchvision.transforms import v2
+
+from caraml.dist import Dist
+from caraml.report import BenchmarkInputError
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+# Distinct random batches made once on the host and then cycled through.
+SYNTHETIC_POOL = 4
+# ImageNet's per-channel statistics, the usual normalisation for these models.
+_MEAN = (0.485, 0.456, 0.406)
+_STD = (0.229, 0.224, 0.225)
+
+
+def _to_device(batch: Batch, device: torch.device, channels_last: bool) -> Batch:
+    images, labels = batch
+    layout = torch.channels_last if channels_last else torch.preserve_format
+    # non_blocking overlaps the copy only from pinned memory, which both
+    # sources use on a GPU.
+    return (images.to(device, non_blocking=True, memory_format=layout),
+            labels.to(device, non_blocking=True))
+
+
+def synthetic(batch_size: int, image_size: int, num_classes: int, device: torch.device,
+              channels_last: bool, seed: int) -> Iterator[Batch]:
+    """Random images and labels, made now (outside any timing), then copied
+    to the device one batch per next()."""
+    generator = torch.Generator().manual_seed(seed)
+    pin = device.type == "cuda"
+    pool = []
+    for _ in range(SYNTHETIC_POOL):
+        images = torch.randn(batch_size, 3, image_size, image_size, generator=generator)
+        labels = torch.randint(num_classes, (batch_size,), generator=generator)
+        pool.append((images.pin_memory(), labels.pin_memory()) if pin else (images, labels))
+    return (_to_device(b, device, channels_last) for b in itertools.cycle(pool))
+
+
+def image_folder(root: str, batch_size: int, image_size: int, num_classes: int,
+                 num_workers: int, dist: Dist, channels_last: bool, seed: int) -> Iterator[Batch]:
+    """Decoded and augmented images from an ImageFolder tree, each rank
+    reading its own share (DistributedSampler), epoch after epoch."""
+    transform = v2.Compose([
+        v2.ToImage(),
+        v2.RandomResizedCrop(image_size, antialias=True),
+        v2.RandomHorizontalFlip(),
+        v2.ToDtype(torch.float32, scale=True),
+        v2.Normalize(_MEAN, _STD),
+    ])
+    try:
+        dataset = datasets.ImageFolder(root, transform=transform)
+    except FileNotFoundError as e:  # no class folders, or no images in them
+        raise BenchmarkInputError(f"data path {root}: {e}") from None
+    if len(dataset.classes) > num_classes:
+        raise BenchmarkInputError(
+            f"data path {root} has {len(dataset.classes)} classes, more than "
+            f"--num-classes {num_classes}")
+    global_batch = batch_size * dist.world_size
+    if len(dataset) < global_batch:
+        raise BenchmarkInputError(
+            f"data path {root} has {len(dataset)} images, fewer than one global batch "
+            f"({global_batch})")
+    sampler = DistributedSampler(dataset, num_replicas=dist.world_size, rank=dist.rank,
+                                 shuffle=True, seed=seed, drop_last=True)
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, drop_last=True,
+                        num_workers=num_workers, persistent_workers=num_workers > 0,
+                        pin_memory=dist.device.type == "cuda")
+
+    def epochs() -> Iterator[Batch]:
+        for epoch in itertools.count():
+            sampler.set_epoch(epoch)
+            for batch in loader:
+                yield _to_device(batch, dist.device, channels_last)
+
+    return epochs()

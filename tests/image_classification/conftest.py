@@ -1,0 +1,56 @@
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+from caraml.dist import Dist
+
+REPO = Path(__file__).resolve().parents[2]
+# A small real run: resnet18 on 32x32 images is seconds per iteration at most
+# on two CPU cores; --device cpu keeps it off a GPU where there is one.
+TINY_RUN = ["--model", "resnet18", "--image-size", "32", "--num-classes", "10",
+            "--device", "cpu"]
+
+
+def parse_caraml(text: str) -> dict[str, dict[str, str] | str]:
+    """CARAML lines by scope: `global`, `rank 0`, ... map to their key=value
+    pairs; `stop` maps to its text."""
+    lines = {}
+    for m in re.finditer(r"^CARAML ([^:]+): (.*)$", text, re.MULTILINE):
+        scope, body = m.groups()
+        lines[scope] = body if scope == "stop" else dict(kv.split("=", 1) for kv in body.split())
+    return lines
+
+
+@pytest.fixture
+def caraml_lines():
+    return parse_caraml
+
+
+@pytest.fixture
+def single_cpu() -> Dist:
+    return Dist(rank=0, world_size=1, local_rank=0, local_world_size=1,
+                device=torch.device("cpu"), backend=None)
+
+
+@pytest.fixture
+def tiny_run() -> list[str]:
+    return list(TINY_RUN)
+
+
+@pytest.fixture
+def repo() -> Path:
+    return REPO
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """An ImageFolder tree: two classes of three small RGB images each, one
+    class pure red, the other pure blue."""
+    for c, colour in enumerate([(255, 0, 0), (0, 0, 255)]):
+        (tmp_path / f"class{c}").mkdir()
+        for i in range(3):
+            Image.new("RGB", (40, 30), colour).save(tmp_path / f"class{c}" / f"{i}.png")
+    return tmp_path
