@@ -51,6 +51,18 @@ class Dist:
         tdist.all_gather(out, t)
         return [o.tolist() for o in out]
 
+    def gather_objects(self, value: object) -> list:
+        """Every rank's (picklable) value, on every rank."""
+        if self.backend is None:
+            return [value]
+        values = [None] * self.world_size
+        tdist.all_gather_object(values, value)
+        return values
+
+    def node_count(self) -> int:
+        """Distinct hosts among the ranks."""
+        return len(set(self.gather_objects(self.hostname)))
+
     def barrier(self) -> None:
         if self.backend is not None:
             tdist.barrier()

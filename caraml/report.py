@@ -3,6 +3,7 @@ person reading job.out. One format for both benchmarks:
 
     CARAML global: images_per_s_mean=812.3 images_per_s_median=815.0
     CARAML rank 0: images_per_s_mean=203.1
+    CARAML stop: iteration count 100 reached
     CARAML ERROR: global batch size 100 does not divide by 3 devices
 """
 
@@ -33,6 +34,11 @@ def line(scope: str, metrics: Mapping[str, object]) -> str:
 
 def emit(scope: str, **metrics: object) -> None:
     print(line(scope, metrics), flush=True)
+
+
+def stop(reason: str) -> None:
+    """Why the run ended: the result table shows a run without this line as failed."""
+    print(f"CARAML stop: {reason}", flush=True)
 
 
 def error(message: str) -> None:

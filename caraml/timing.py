@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 
@@ -58,15 +58,26 @@ class IterationTimer:
             raise RuntimeError(
                 f"no timed iterations: {self.seen} run, {self.warmup} of them warm-up"
             )
-        d = self.durations
-        return TimingStats(
-            iterations=len(d),
-            mean_s=statistics.fmean(d),
-            median_s=statistics.median(d),
-            min_s=min(d),
-            max_s=max(d),
-            total_s=sum(d),
-        )
+        return summarize(self.durations)
+
+
+def summarize(durations: Sequence[float]) -> TimingStats:
+    d = list(durations)
+    return TimingStats(
+        iterations=len(d),
+        mean_s=statistics.fmean(d),
+        median_s=statistics.median(d),
+        min_s=min(d),
+        max_s=max(d),
+        total_s=sum(d),
+    )
+
+
+def slowest_per_iteration(durations_by_rank: Sequence[Sequence[float]]) -> list[float]:
+    """Per iteration, the longest time any rank took: data-parallel ranks wait
+    for each other in every gradient all-reduce, so the job's iteration takes
+    as long as its slowest rank's, and a global figure never claims more."""
+    return [max(times) for times in zip(*durations_by_rank, strict=True)]
 
 
 def rate(items_per_iteration: float, seconds_per_iteration: float) -> float:

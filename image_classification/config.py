@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from caraml import report
+from caraml import precision, report
 from caraml.report import BenchmarkInputError
-from image_classification import model, precision
+from image_classification import model
 
 SYNTHETIC = "synthetic"
 NO_ENERGY = "none"

@@ -19,15 +19,14 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
 import torch
-import torch.distributed as tdist
 
 from caraml import dist as caraml_dist
-from caraml import report
+from caraml import precision, report
 from caraml.dist import Dist
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
 from caraml.timing import IterationTimer
-from image_classification import config, data, model, precision, throughput, train
+from image_classification import config, data, model, throughput, train
 
 EnergyMeter = Callable[[int], AbstractContextManager]
 
@@ -50,15 +49,6 @@ def energy_meter(args: argparse.Namespace) -> EnergyMeter:
             f"energy") from None
     return lambda rank: measured(args.energy_dir, rank, args.energy_methods,
                                  args.energy_interval_ms)
-
-
-def gather_objects(dist: Dist, value: object) -> list:
-    """Every rank's value, on every rank."""
-    if dist.backend is None:
-        return [value]
-    values = [None] * dist.world_size
-    tdist.all_gather_object(values, value)
-    return values
 
 
 def batches(args: argparse.Namespace, dist: Dist, batch_size: int) -> Iterator[data.Batch]:
@@ -84,11 +74,11 @@ def summarise(args: argparse.Namespace, dist: Dist, batch_size: int,
     """Prints the result lines on rank 0; returns the exit status."""
     timed = bool(result.durations)  # the same on every rank: they stop together
     durations_by_rank = dist.gather_floats(result.durations) if timed else []
-    reasons, hosts = zip(*gather_objects(dist, (result.stop_reason, dist.hostname)), strict=True)
+    reasons, hosts = zip(*dist.gather_objects((result.stop_reason, dist.hostname)), strict=True)
     reason, nodes = train.stop_reason(list(reasons)), len(set(hosts))
     if not dist.is_main:
         return 0 if timed else 1
-    print(f"CARAML stop: {reason}", flush=True)
+    report.stop(reason)
     for rank, durations in enumerate(durations_by_rank):
         report.emit(f"rank {rank}", **throughput.per_rank(batch_size, durations))
     summary = {

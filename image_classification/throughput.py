@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from caraml.timing import rate
+from caraml.timing import rate, slowest_per_iteration
 
 
 def _rates(batch: int, durations: Sequence[float]) -> dict[str, float]:
@@ -35,14 +35,9 @@ def per_rank(batch_per_device: int, durations: Sequence[float]) -> dict[str, flo
     }
 
 
-def slowest_rank_times(durations_by_rank: Sequence[Sequence[float]]) -> list[float]:
-    """Per iteration, the longest time any rank took."""
-    return [max(times) for times in zip(*durations_by_rank, strict=True)]
-
-
 def overall(global_batch: int, durations_by_rank: Sequence[Sequence[float]]) -> dict[str, float]:
     """The timing metrics of the `CARAML global:` line."""
-    r = _rates(global_batch, slowest_rank_times(durations_by_rank))
+    r = _rates(global_batch, slowest_per_iteration(durations_by_rank))
     return {
         "time_per_iteration_s": r["mean_s"],
         "time_per_iteration_median_s": r["median_s"],

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from caraml import precision
 from caraml.dist import Dist
 from caraml.stopping import StopCondition
 from caraml.timing import IterationTimer, rate
-from image_classification import model, precision
+from image_classification import model
 
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

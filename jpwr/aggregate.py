@@ -143,7 +143,8 @@ def summarize(table: pd.DataFrame) -> dict:
         "mean_w_per_device": float(known["mean_w"].mean()),
         "max_w": float(known["max_w"].max()),
         "duration_s": float(known["t_end"].max() - known["t_start"].min()),
-        "methods": ",".join(dict.fromkeys(known["method"])),
+        # "+", not ",": JUBE splits a value at commas
+        "methods": "+".join(dict.fromkeys(known["method"])),
         "source": ESTIMATED if (counting["source"] == ESTIMATED).any() else "measured",
     }
 

@@ -26,8 +26,8 @@ from megatron.core.transformer import TransformerConfig
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.spec_utils import ModuleSpec
 
+from caraml.precision import DTYPES
 from llm_training.model_sizes import GPTConfig
-from llm_training.precision import DTYPES
 
 HAVE_TRANSFORMER_ENGINE = importlib.util.find_spec("transformer_engine") is not None
 HAVE_APEX = importlib.util.find_spec("apex") is not None

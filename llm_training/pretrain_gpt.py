@@ -13,21 +13,21 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import socket
 import statistics
 import sys
+import traceback
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as tdist
 
 from caraml import dist as caraml_dist
-from caraml import report
+from caraml import precision, report
 from caraml.dist import Dist
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
+from caraml.timing import slowest_per_iteration, summarize
 from llm_training import arguments, training
 from llm_training.arguments import Args, Layout
 from llm_training.batches import micro_batches
@@ -35,7 +35,6 @@ from llm_training.flops import iteration_flops, parameter_count
 from llm_training.matmul_rate import measure_tflops
 from llm_training.metrics import Peak, Workload, throughput
 from llm_training.model_sizes import GPTConfig
-from llm_training.precision import DTYPES
 
 
 @dataclass
@@ -51,6 +50,8 @@ class Prepared:
 def prepare(args: Args, dist: Dist) -> Prepared:
     """Raises BenchmarkInputError for anything that must stop the run."""
     layout = arguments.resolve_layout(args, dist.world_size)
+    precision.check(args.precision, dist.device)
+    precision.set_fp32_math(args.precision, dist.device)
     if args.backend == "megatron":
         if dist.device.type != "cuda":
             raise BenchmarkInputError(
@@ -122,34 +123,21 @@ def peak_of(args: Args, dist: Dist) -> Peak:
         return Peak.none()
     if args.peak_tflops == "measure":
         # All ranks measure at once, sharing the host as they do in training.
-        mine = measure_tflops(dist.device, DTYPES[args.precision])
+        mine = measure_tflops(dist.device, precision.DTYPES[args.precision])
         return Peak(statistics.fmean(r[0] for r in dist.gather_floats([mine])), "measured-matmul")
     return Peak(args.peak_tflops, "datasheet")
 
 
-def count_nodes(dist: Dist) -> int:
-    if dist.backend is None:
-        return 1
-    names = [None] * dist.world_size
-    tdist.all_gather_object(names, socket.gethostname())
-    return len(set(names))
-
-
-def slowest(times) -> float:
-    """Ranks wait for each other every iteration, so the slowest rank's time
-    is the run's; nan if some rank timed no iteration."""
-    times = list(times)
-    return math.nan if any(math.isnan(t) for t in times) else max(times)
-
-
 def summarise(args: Args, dist: Dist, prepared: Prepared, backend: training.Backend,
               workload: Workload, peak: Peak, nodes: int, result: training.LoopResult) -> None:
-    timing = result.timing
-    mean, median = (timing.mean_s, timing.median_s) if timing else (math.nan, math.nan)
+    # All ranks stop at the same iteration, so all timed the same number.
+    timed = bool(result.durations)
+    mine = summarize(result.durations) if timed else None
     # A rank's share of the global batch over its own time per iteration.
+    mean = mine.mean_s if timed else math.nan
     report.emit(f"rank {dist.rank}", tokens_per_s=workload.tokens_per_s(mean) / workload.devices,
                 time_per_iteration_s=mean, iterations_total=result.iterations)
-    ranks = dist.gather_floats([mean, median])
+    job = summarize(slowest_per_iteration(dist.gather_floats(result.durations))) if timed else None
     if not dist.is_main:
         return
     layout, gpt = prepared.layout, prepared.gpt
@@ -167,9 +155,10 @@ def summarise(args: Args, dist: Dist, prepared: Prepared, backend: training.Back
         micro_batch_size=layout.micro_batch_size,
         seq_length=gpt.seq_length,
         precision=args.precision,
-        iterations=timing.iterations if timing else 0,
+        iterations=len(result.durations),
         iterations_total=result.iterations,
-        **throughput(workload, slowest(r[0] for r in ranks), slowest(r[1] for r in ranks), peak),
+        **throughput(workload, job.mean_s if job else math.nan, job.median_s if job else math.nan,
+                     peak),
         peak_tflops=peak.tflops,
         peak_source=peak.source,
         tokens_total=result.iterations * workload.tokens,
@@ -180,7 +169,37 @@ def summarise(args: Args, dist: Dist, prepared: Prepared, backend: training.Back
         attention=backend.attention,
         vocab_size=gpt.vocab_size,
     )
-    print(f"CARAML stop: {result.stop_reason}", flush=True)
+    report.stop(result.stop_reason)
+
+
+def train_and_report(args: Args, dist: Dist, stop: StopCondition) -> int:
+    """Everything between joining and leaving the process group. The model
+    (DDP or megatron-core's) lives only in this frame: destroying the group
+    while DDP's reducer still holds it can deadlock gloo (torch 2.13)."""
+    error, prepared = None, None
+    try:
+        prepared = prepare(args, dist)
+    except BenchmarkInputError as e:
+        error = str(e)
+    if first_failure_reported(dist, error):
+        return 1
+    layout, gpt = prepared.layout, prepared.gpt
+    backend = build_backend(gpt, args, layout, dist)
+    batches = micro_batches(prepared.train_data, micro_batch_size=layout.micro_batch_size,
+                            data_parallel=layout.data_parallel,
+                            data_parallel_rank=backend.data_parallel_rank,
+                            num_workers=args.num_workers, device=dist.device)
+    workload = Workload(tokens=layout.global_batch_size * gpt.seq_length,
+                        flops=iteration_flops(gpt, layout.global_batch_size, args.recompute),
+                        devices=layout.devices)
+    peak = peak_of(args, dist)
+    nodes = dist.node_count()
+    with prepared.energy():
+        result = training.train(backend, batches, dist, stop, warmup=args.warmup_iters,
+                                log_interval=args.log_interval,
+                                max_iterations=args.train_iters, workload=workload)
+    summarise(args, dist, prepared, backend, workload, peak, nodes, result)
+    return 0
 
 
 def run(args: Args, stop: StopCondition) -> int:
@@ -194,30 +213,11 @@ def run(args: Args, stop: StopCondition) -> int:
         report.error(f"--device {args.device}: {e}")
         return 1
     try:
-        error, prepared = None, None
-        try:
-            prepared = prepare(args, dist)
-        except BenchmarkInputError as e:
-            error = str(e)
-        if first_failure_reported(dist, error):
-            return 1
-        layout, gpt = prepared.layout, prepared.gpt
-        backend = build_backend(gpt, args, layout, dist)
-        batches = micro_batches(prepared.train_data, micro_batch_size=layout.micro_batch_size,
-                                data_parallel=layout.data_parallel,
-                                data_parallel_rank=backend.data_parallel_rank,
-                                num_workers=args.num_workers, device=dist.device)
-        workload = Workload(tokens=layout.global_batch_size * gpt.seq_length,
-                            flops=iteration_flops(gpt, layout.global_batch_size, args.recompute),
-                            devices=layout.devices)
-        peak = peak_of(args, dist)
-        nodes = count_nodes(dist)
-        with prepared.energy():
-            result = training.train(backend, batches, dist, stop, warmup=args.warmup_iters,
-                                    log_interval=args.log_interval,
-                                    max_iterations=args.train_iters, workload=workload)
-        summarise(args, dist, prepared, backend, workload, peak, nodes, result)
-        return 0
+        return train_and_report(args, dist, stop)
+    except BaseException as e:
+        # A traceback keeps train_and_report's frame, and the model in it, alive.
+        traceback.clear_frames(e.__traceback__)
+        raise
     finally:
         dist.close()
 

@@ -10,11 +10,11 @@ from contextlib import nullcontext
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
+from caraml import precision
 from caraml.dist import Dist
 from llm_training.arguments import Args, Layout
 from llm_training.gpt_torch import GPT
 from llm_training.model_sizes import GPTConfig
-from llm_training.precision import DTYPES
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -60,13 +60,10 @@ class TorchBackend:
         else:
             self.optimizer = torch.optim.AdamW(groups, **adam_settings(args))
         self.clip_grad = args.clip_grad
-        precision_dtype = DTYPES[args.precision]
-        self.autocast = (nullcontext() if args.precision == "fp32"
-                         else torch.autocast(device.type, dtype=precision_dtype))
-        # fp16 gradients underflow without loss scaling; bf16 and fp32 do not need it.
-        self.scaler = torch.amp.GradScaler(device.type, init_scale=args.initial_loss_scale,
-                                           growth_interval=args.loss_scale_window,
-                                           enabled=args.precision == "fp16")
+        self.autocast = precision.autocast(args.precision, device)
+        self.scaler = precision.grad_scaler(args.precision, device,
+                                            init_scale=args.initial_loss_scale,
+                                            growth_interval=args.loss_scale_window)
 
     def train_step(self, batches: Iterator[dict[str, torch.Tensor]]) -> float:
         """One iteration: forward and backward over this rank's micro-batches,

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from caraml.dist import Dist
 from caraml.stopping import StopCondition
-from caraml.timing import IterationTimer, TimingStats
+from caraml.timing import IterationTimer
 from llm_training.metrics import Workload
 
 
@@ -29,7 +29,7 @@ class Backend(Protocol):
 @dataclass
 class LoopResult:
     iterations: int  # all, warm-up included
-    timing: TimingStats | None  # None: stopped before any timed iteration
+    durations: list[float]  # of this rank's timed iterations; empty: none timed
     loss: float  # mean over the last logging interval and all ranks
     stop_reason: str
 
@@ -70,9 +70,8 @@ def train(backend: Backend, batches: Iterator[dict], dist: Dist, stop: StopCondi
         if stopping or done % log_interval == 0:
             loss = _log(dist, done, max_iterations, interval, workload)
             interval = _Interval()
-    timing = timer.stats() if timer.durations else None
     # A rank that saw no reason of its own stops because another one did.
-    return LoopResult(done, timing, loss, reason or "stop requested by another rank")
+    return LoopResult(done, timer.durations, loss, reason or "stop requested by another rank")
 
 
 def _log(dist: Dist, iteration: int, max_iterations: int, interval: _Interval,

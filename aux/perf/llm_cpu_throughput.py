@@ -31,10 +31,10 @@ import torch  # noqa: E402
 from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 from caraml import dist as caraml_dist  # noqa: E402
+from caraml.precision import DTYPES  # noqa: E402
 from llm_training import arguments  # noqa: E402
 from llm_training.flops import iteration_flops  # noqa: E402
 from llm_training.matmul_rate import measure_tflops  # noqa: E402
-from llm_training.precision import DTYPES  # noqa: E402
 from llm_training.torch_backend import TorchBackend, adam_settings, param_groups  # noqa: E402
 
 

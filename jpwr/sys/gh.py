@@ -9,7 +9,13 @@ from __future__ import annotations
 import re
 
 from jpwr.method import Channel
-from jpwr.sysfs import SysfsPowerMethod, hwmon_attribute, hwmon_dirs, hwmon_root, read_text
+from jpwr.sysfs import (
+    SysfsPowerMethod,
+    hwmon_attribute,
+    hwmon_dirs,
+    hwmon_root,
+    read_text,
+)
 
 RAILS = ("module", "grace", "cpu", "sysio")
 _OEM_INFO = re.compile(r"(Module|Grace|CPU|SysIO) Power Socket (\d+)", re.IGNORECASE)

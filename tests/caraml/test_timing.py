@@ -1,6 +1,6 @@
 import pytest
 
-from caraml.timing import IterationTimer, rate
+from caraml.timing import IterationTimer, rate, slowest_per_iteration, summarize
 
 
 class FakeClock:
@@ -55,3 +55,12 @@ def test_rate():
     assert rate(512 * 2048, 2.0) == 524288
     with pytest.raises(ValueError):
         rate(1, 0)
+
+
+def test_the_job_takes_as_long_as_its_slowest_rank_in_each_iteration():
+    by_rank = [[1.0, 4.0, 2.0], [3.0, 1.0, 2.5]]
+    assert slowest_per_iteration(by_rank) == [3.0, 4.0, 2.5]
+    # (the slowest rank's mean, 8/3 and 7.5/3, would claim a faster job)
+    assert summarize(slowest_per_iteration(by_rank)).mean_s == pytest.approx(9.5 / 3)
+    with pytest.raises(ValueError):
+        slowest_per_iteration([[1.0, 2.0], [1.0]])

@@ -7,8 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from caraml import precision
 from caraml.report import BenchmarkInputError
-from image_classification import model, precision
+from image_classification import model
 
 CPU = torch.device("cpu")
 

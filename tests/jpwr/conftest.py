@@ -7,7 +7,6 @@ from __future__ import annotations
 import sys
 
 import pytest
-
 from jpwr_fakes import VENDOR_MODULES, FakeProcStat, FakeSysfs, SyntheticPower, wait_for
 
 

@@ -7,14 +7,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from jpwr.aggregate import (FROM_ENERGY, FROM_SAMPLES, NoEnergyData, combine, notes, summarize,
-                            summary_line)
+from jpwr.aggregate import (
+    FROM_ENERGY,
+    FROM_SAMPLES,
+    NoEnergyData,
+    combine,
+    notes,
+    summarize,
+    summary_line,
+)
 from jpwr.counting import counted
 from jpwr.ctxmgr import get_power
 
 SUMMARY = re.compile(r"jpwr-summary: total_wh=(\S+) devices=(\d+) wh_per_device=(\S+) "
                      r"mean_w_per_device=(\S+) max_w=(\S+) duration_s=(\S+) "
-                     r"methods=([a-z,]+) source=(measured|estimated)")
+                     r"methods=([a-z+]+) source=(measured|estimated)")
 
 
 def write_rank(directory, rank, host, channels, start=1000.0, duration=100.0):
@@ -90,7 +97,7 @@ def test_estimated_counted_channel_makes_the_figure_estimated(tmp_path):
     table = combine([tmp_path])
     summary = summarize(table)
     assert summary["source"] == "estimated"
-    assert summary["methods"] == "estimate,rapl" and summary["total_wh"] == pytest.approx(1.5)
+    assert summary["methods"] == "estimate+rapl" and summary["total_wh"] == pytest.approx(1.5)
     n2 = table[table.host == "n2"].set_index("method")
     assert n2.loc["estimate", "counted"] == False  # noqa: E712 - numpy bool
     # Without the estimate-only node, the same data is measured.

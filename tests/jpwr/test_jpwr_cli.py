@@ -9,11 +9,10 @@ import sys
 
 import pandas as pd
 import pytest
+from jpwr_fakes import wait_for
 
 from jpwr.aggregate import FROM_SAMPLES, combine
 from jpwr.cli import main, split_command
-
-from jpwr_fakes import wait_for
 
 
 @pytest.fixture
@@ -131,7 +130,7 @@ def test_sigkilled_run_leaves_its_flushed_samples_for_combine(cli_env, tmp_path)
                             capture_output=True, text=True, env=cli_env)
     assert result.returncode == 0
     assert "did not finish" in result.stderr
-    assert len([l for l in result.stdout.splitlines() if l.startswith("jpwr-summary:")]) == 1
+    assert len([s for s in result.stdout.splitlines() if s.startswith("jpwr-summary:")]) == 1
     assert "source=estimated" in result.stdout
 
 

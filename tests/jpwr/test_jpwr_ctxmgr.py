@@ -9,6 +9,7 @@ import threading
 
 import pandas as pd
 import pytest
+from jpwr_fakes import FakeNvml
 
 from jpwr import files as jpwr_files
 from jpwr.aggregate import read_power_csv
@@ -17,8 +18,6 @@ from jpwr.gpu.pynvml import NvmlPower
 from jpwr.method import Channel, Method
 from jpwr.sys.estimate import EstimatedPower
 from jpwr.sys.hwmon import HwmonPower
-
-from jpwr_fakes import FakeNvml
 
 
 def data_lines(path):

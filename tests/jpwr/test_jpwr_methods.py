@@ -1,11 +1,10 @@
 """Method names, and what auto picks."""
 
 import pytest
+from jpwr_fakes import FakeNvml
 
 from jpwr.method import MethodUnavailable
 from jpwr.methods import NAMES, UnknownMethod, auto, from_names
-
-from jpwr_fakes import FakeNvml
 
 
 def test_the_names_the_suite_relies_on():

@@ -3,13 +3,12 @@
 import math
 
 import pytest
+from jpwr_fakes import FakeAmdSmi, FakeGcIpuInfo, FakeNvml, FakeRocml
 
 from jpwr.gpu.pynvml import NvmlPower
 from jpwr.gpu.rocm import RocmPower
 from jpwr.ipu.gc import IpuPower, watts
 from jpwr.method import MethodUnavailable
-
-from jpwr_fakes import FakeAmdSmi, FakeGcIpuInfo, FakeNvml, FakeRocml
 
 UUIDS = ["GPU-aaaa1111-0000", "GPU-bbbb2222-0000", "GPU-cccc3333-0000", "GPU-dddd4444-0000"]
 

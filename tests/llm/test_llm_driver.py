@@ -192,10 +192,11 @@ def test_two_ranks_with_ddp_stop_together_and_agree():
     assert ranks[0]["iterations_total"] == ranks[1]["iterations_total"] == g["iterations_total"]
     assert int(g["iterations"]) == int(g["iterations_total"]) - 2 >= 2
     assert (g["devices"], g["dp"], g["nodes"], g["backend"]) == ("2", "2", "1", "torch")
-    # The run is as fast as its slowest rank.
+    # The run is as fast as its slowest rank in each iteration: never faster
+    # than the slower rank's mean.
     times = [float(r["time_per_iteration_s"]) for r in ranks]
-    assert float(g["time_per_iteration_s"]) == max(times)
-    assert close(g["tokens_per_s"], 4 * 16 / max(times))
+    assert float(g["time_per_iteration_s"]) >= max(times) * (1 - 1e-5)
+    assert close(g["tokens_per_s"], 4 * 16 / float(g["time_per_iteration_s"]))
     assert close(g["tokens_per_s_per_device"], float(g["tokens_per_s"]) / 2)
     for r, t in zip(ranks, times, strict=True):
         assert close(r["tokens_per_s"], 4 * 16 / 2 / t)

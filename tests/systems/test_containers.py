@@ -41,7 +41,7 @@ def test_definitions_pin_their_base_and_install_the_suites_requirements(definiti
 def test_the_ipu_image_pins_graphcores_examples():
     text = (CONTAINERS / "ipu.def").read_text()
     commit = re.search(r'^\s*commit=([0-9a-f]{40})$', text, re.MULTILINE).group(1)
-    assert f'checkout --detach "$commit"' in text
+    assert 'checkout --detach "$commit"' in text
     assert f"org.caraml.graphcore-examples {commit}" in text
 
 

@@ -1,5 +1,6 @@
-"""What each --precision means on a device: the autocast dtype, whether the
-loss needs a gradient scaler, and whether fp32 math may use TF32.
+"""What each --precision means on a device, for every benchmark: the
+dtype, the autocast dtype, whether the loss needs a gradient scaler, and
+whether fp32 math may use TF32.
 
 fp32 is IEEE fp32 everywhere: cuDNN would otherwise use TF32 for
 convolutions by default, and a table row labelled fp32 must not be TF32.
@@ -16,6 +17,8 @@ from caraml.report import BenchmarkInputError
 
 NAMES = ("fp32", "tf32", "fp16", "bf16")
 _AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+# The dtype of the numbers a precision computes with (TF32 is an fp32 mode)
+DTYPES = {"fp32": torch.float32, "tf32": torch.float32, **_AUTOCAST_DTYPES}
 
 
 def check(precision: str, device: torch.device) -> None:
@@ -50,7 +53,7 @@ def autocast(precision: str, device: torch.device) -> AbstractContextManager:
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
-def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler:
+def grad_scaler(precision: str, device: torch.device, **options) -> torch.amp.GradScaler:
     # fp16's narrow range lets small gradients underflow without loss scaling;
     # bf16 has fp32's range. A disabled scaler passes everything through.
-    return torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    return torch.amp.GradScaler(device.type, enabled=precision == "fp16", **options)

@@ -1,0 +1,79 @@
+"""The LLM benchmark end to end through the real JUBE: data preparation,
+training and energy combination, on this host and through the local Slurm
+cluster, with real (local corpus) and with synthetic data."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.jube_runs import JubeRun
+
+SCRIPT = "llm_training/llm_benchmark_nvidia_amd.yaml"
+pytestmark = pytest.mark.jube
+
+
+def _run(tmp_path, env=None) -> JubeRun:
+    return JubeRun(SCRIPT, tmp_path / "run", env={**os.environ, **(env or {})})
+
+
+def _check_full_row(row, data_prefix: str) -> None:
+    assert row["Status"] == "ok", row.to_dict()
+    assert (row["System"], row["Backend"], row["ModelSize"], row["Precision"]) == \
+        ("CPU", "torch", "cpu-small", "fp32")
+    assert row["Data"].startswith(data_prefix)
+    assert (row["TP"], row["PP"], row["DP"], row["Devices"]) == (1, 1, 1, 1)
+    assert (row["GlobalBatchSize"], row["SequenceLength"]) == (4, 256)
+    # 6 iterations, 2 of them warm-up
+    assert row["Iterations"] == 4
+    # tokens/s = global batch x sequence length / time per iteration
+    assert row["Tokens/s"] == pytest.approx(4 * 256 / row["Time/iteration(s)"], rel=2e-3)
+    assert row["TFLOP/s/device"] > 0
+    assert 0 < row["MFU"] < 1
+    assert row["PeakSource"] == "measured-matmul"
+    assert row["EnergySource"] == "estimated(estimate)"
+    # tokens/Wh counts every token of the measured window, warm-up included
+    assert row["Tokens/Wh"] == pytest.approx(6 * 4 * 256 / row["Energy(Wh)"], rel=2e-3)
+
+
+def test_cpu_smoke_run_on_a_local_corpus(tmp_path):
+    run = _run(tmp_path)
+    run.run("CPU", "smoke")
+    table = run.table()
+    assert len(table) == 1, table
+    _check_full_row(table.iloc[0], "local-pydoc")
+
+
+def test_cpu_smoke_run_on_synthetic_data(tmp_path):
+    run = _run(tmp_path)
+    run.run("CPU", "smoke", "synthetic")
+    _check_full_row(run.table().iloc[0], "synthetic")
+
+
+def test_a_corpus_that_does_not_exist_gives_a_failed_row(tmp_path):
+    run = _run(tmp_path, env={"CARAML_LLM_CORPUS": str(tmp_path / "no_such_corpus.jsonl")})
+    run.run("CPU", "smoke")
+    row = run.table().iloc[0]
+    assert row["Status"] == "FAILED"
+    assert "no_such_corpus.jsonl" in row["Error"]
+
+
+def test_a_model_size_the_host_cannot_run_gives_a_failed_row_that_says_why(tmp_path):
+    # 800M trains in fp16, which needs a GPU
+    run = _run(tmp_path)
+    run.run("CPU", "smoke", "800M", "synthetic")
+    row = run.table().iloc[0]
+    assert row["Status"] == "FAILED"
+    assert "fp16" in row["Error"]
+
+
+@pytest.mark.slurm
+def test_cpu_smoke_run_through_slurm(tmp_path, slurm):
+    run = _run(tmp_path, env=slurm.env)
+    run.run("CPU", "smoke", "slurm")
+    slurm.wait_for_jobs(timeout_s=600)
+    table = run.table()
+    assert run.status() == "FINISHED"
+    _check_full_row(table.iloc[0], "local-pydoc")
+    assert "job_id=none" not in (run.work_dirs("execute")[0] / "job.out").read_text()
