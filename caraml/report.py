@@ -37,7 +37,8 @@ def emit(scope: str, **metrics: object) -> None:
 
 
 def stop(reason: str) -> None:
-    """Why the run ended: the result table shows a run without this line as failed."""
+    """Why the run ended (iteration count, wall-clock budget, a signal), for
+    the person reading job.out."""
     print(f"CARAML stop: {reason}", flush=True)
 
 
