@@ -24,22 +24,26 @@ class Rotary(nn.Module):
         super().__init__()
         inv_freq = 1.0 / base ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
         angles = torch.outer(torch.arange(seq_length, dtype=torch.float32), inv_freq)
-        angles = torch.cat((angles, angles), dim=-1)[:, None, None, :]  # [s, 1, 1, head_dim]
-        # Buffers, not parameters: the embedding is fixed, and not saved.
-        self.register_buffer("cos", angles.cos(), persistent=False)
-        self.register_buffer("sin", angles.sin(), persistent=False)
+        cos, sin = angles.cos(), angles.sin()
+        # The rotation pairs element i with i + d/2: x * cos + swap_halves(x) * sin,
+        # with sin negated on the first half, so no separate negation is needed.
+        self.register_buffer("cos", torch.cat((cos, cos), -1)[:, None, None, :], persistent=False)
+        self.register_buffer("sin", torch.cat((-sin, sin), -1)[:, None, None, :], persistent=False)
+        self._cast: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def forward(self, seq_length: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """cos and sin for the first `seq_length` positions."""
-        return self.cos[:seq_length], self.sin[:seq_length]
+    def forward(self, seq_length: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and signed sin ([s, 1, 1, head_dim]) for the first `seq_length`
+        positions, in `dtype`: under autocast the rotated tensors are 16-bit,
+        and fp32 tables would promote them to fp32."""
+        if dtype not in self._cast or self._cast[dtype][0].device != self.cos.device:
+            self._cast[dtype] = (self.cos.to(dtype), self.sin.to(dtype))
+        cos, sin = self._cast[dtype]
+        return cos[:seq_length], sin[:seq_length]
 
 
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """Applies the rotation to x: [b, s, ..., head_dim]."""
-    # Under autocast x is 16-bit; fp32 tables would promote the result to fp32.
-    cos, sin = cos.to(x.dtype), sin.to(x.dtype)
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+    return x * cos + x.roll(x.size(-1) // 2, dims=-1) * sin
 
 
 class SelfAttention(nn.Module):
@@ -119,7 +123,8 @@ class GPT(nn.Module):
                 loss_mask: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy over the tokens the mask keeps."""
         x = self.dropout(self.embedding(tokens))
-        rope = self.rotary(tokens.size(1))
+        rope = self.rotary(tokens.size(1), torch.get_autocast_dtype(x.device.type)
+                           if torch.is_autocast_enabled(x.device.type) else x.dtype)
         for block in self.blocks:
             if self.recompute_layers and self.training:
                 x = checkpoint(block, x, rope, use_reentrant=False)
