@@ -3,6 +3,7 @@ or one Slurm task per device), and the device each rank trains on."""
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import socket
@@ -68,7 +69,12 @@ class Dist:
             tdist.barrier()
 
     def close(self) -> None:
+        """Leaves the process group. A DDP model sits in a reference cycle
+        (its hooks refer back to it), so it outlives its last name until the
+        garbage collector runs; its reducer must let go of the group first,
+        or gloo can deadlock or abort the process at teardown (torch 2.13)."""
         if self.backend is not None and tdist.is_initialized():
+            gc.collect()
             tdist.destroy_process_group()
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from typing import TextIO
 
 
 class BenchmarkInputError(ValueError):
@@ -32,14 +33,24 @@ def line(scope: str, metrics: Mapping[str, object]) -> str:
     return f"CARAML {scope}: {body}"
 
 
+def write_line(text: str, file: TextIO | None = None) -> None:
+    """Writes `text` and its newline in one write. The ranks of a node share
+    the job's output file; under PYTHONUNBUFFERED print() writes the text and
+    the newline separately, and another rank's line can land in between,
+    where JUBE's patterns no longer find it."""
+    file = file or sys.stdout
+    file.write(text + "\n")
+    file.flush()
+
+
 def emit(scope: str, **metrics: object) -> None:
-    print(line(scope, metrics), flush=True)
+    write_line(line(scope, metrics))
 
 
 def stop(reason: str) -> None:
     """Why the run ended (iteration count, wall-clock budget, a signal), for
     the person reading job.out."""
-    print(f"CARAML stop: {reason}", flush=True)
+    write_line(f"CARAML stop: {reason}")
 
 
 def error(message: str) -> None:
@@ -47,4 +58,4 @@ def error(message: str) -> None:
     Commas become semicolons: JUBE splits a value at commas, and its csv
     tables do not quote."""
     text = " ".join(message.split()).replace(",", ";")
-    print(f"CARAML ERROR: {text}", file=sys.stderr, flush=True)
+    write_line(f"CARAML ERROR: {text}", sys.stderr)

@@ -119,14 +119,14 @@ def train_model(args: argparse.Namespace, dist: Dist, batch_size: int, stop: Sto
         torch.backends.cudnn.benchmark = True
     torch.manual_seed(args.seed)
     net = model.build(args.model, args.num_classes, dist.device, args.channels_last)
-    model.check_image_size(net, args.model, args.image_size, dist.device)
+    model.check_trainable(net, args.model, args.image_size, batch_size, dist.device)
     optimizer = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=MOMENTUM,
                                 weight_decay=WEIGHT_DECAY)
     step = train.sgd_step(model.parallelize(net, dist, args.compile), optimizer,
                           args.precision, dist.device)
     timer = IterationTimer(args.warmup_iterations, sync=dist.sync)
     if dist.is_main:
-        print(describe(args, dist, batch_size, model.parameter_count(net)), flush=True)
+        report.write_line(describe(args, dist, batch_size, model.parameter_count(net)))
     with energy(dist.rank):
         return train.run(step, source, timer, stop, dist, args.iterations, args.log_interval)
 

@@ -26,21 +26,37 @@ def build(name: str, num_classes: int, device: torch.device, channels_last: bool
     return net.to(device=device, memory_format=memory_format).train()
 
 
-def check_image_size(net: nn.Module, name: str, image_size: int, device: torch.device) -> None:
-    """Passes one image through the model: some architectures fix or bound
-    their input size (ViT, MaxViT, Inception v3, ...), and that is bad input
-    to report now, not a crash in the first iteration."""
-    net.eval()
+def check_trainable(net: nn.Module, name: str, image_size: int, batch_size: int,
+                    device: torch.device) -> None:
+    """Passes zeros through the model before training. Some architectures fix
+    or bound their input size (ViT, MaxViT, Inception v3, ...), and batch
+    normalisation cannot train on a single value per channel (one image per
+    device, pooled to 1x1). Either is bad input to report now, not a crash in
+    the first iteration. The running statistics are left as they were."""
+    buffers = [b.clone() for b in net.buffers()]
     try:
         with torch.no_grad():
-            net(torch.zeros(1, 3, image_size, image_size, device=device))
+            net.eval()
+            _probe(net, name, image_size, device, f"does not take {image_size}x{image_size} images")
+            if batch_size == 1:
+                net.train()
+                _probe(net, name, image_size, device,
+                       f"cannot train on one {image_size}x{image_size} image per device "
+                       "(raise the global batch size)")
+    finally:
+        net.train()
+        with torch.no_grad():
+            for b, saved in zip(net.buffers(), buffers):
+                b.copy_(saved)
+
+
+def _probe(net: nn.Module, name: str, image_size: int, device: torch.device, problem: str) -> None:
+    try:
+        net(torch.zeros(1, 3, image_size, image_size, device=device))
     except torch.OutOfMemoryError:
         raise
     except (RuntimeError, ValueError, AssertionError) as e:
-        raise BenchmarkInputError(
-            f"model {name} does not take {image_size}x{image_size} images: {e}") from None
-    finally:
-        net.train()
+        raise BenchmarkInputError(f"model {name} {problem}: {e}") from None
 
 
 def parallelize(net: nn.Module, dist: Dist, compile: bool) -> nn.Module:

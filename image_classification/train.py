@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from caraml import precision
+from caraml import precision, report
 from caraml.dist import Dist
 from caraml.stopping import StopCondition
 from caraml.timing import IterationTimer, rate
@@ -63,9 +63,8 @@ def run(step: Step, batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
         done += 1
         if dist.is_main and done % log_interval == 0:
             phase = " (warm-up)" if done <= timer.warmup else ""
-            print(f"iteration {done}/{total_iterations}{phase}: loss {loss.item():.4f}, "
-                  f"{seconds:.3f} s, {rate(len(labels), seconds):.1f} images/s on rank 0",
-                  flush=True)
+            report.write_line(f"iteration {done}/{total_iterations}{phase}: loss {loss.item():.4f}, "
+                              f"{seconds:.3f} s, {rate(len(labels), seconds):.1f} images/s on rank 0")
     return LoopResult(done, list(timer.durations),
                       None if loss is None else loss.item(), reason)
 

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
+from caraml import report
 from caraml.dist import Dist
 from caraml.stopping import StopCondition
 from caraml.timing import IterationTimer
@@ -83,9 +84,9 @@ def _log(dist: Dist, iteration: int, max_iterations: int, interval: _Interval,
     loss = sum(r[0] for r in ranks) / count if count else math.nan
     seconds = max(r[2] for r in ranks)  # the slowest rank sets the pace
     if dist.is_main:
-        print(f" iteration {iteration:8d}/{max_iterations:8d} |"
-              f" elapsed time per iteration (ms): {seconds * 1e3:.1f} |"
-              f" tokens/s: {workload.tokens_per_s(seconds):.1f} |"
-              f" TFLOP/s per device: {workload.tflops_per_device(seconds):.4g} |"
-              f" lm loss: {loss:.6E} |", flush=True)
+        report.write_line(f" iteration {iteration:8d}/{max_iterations:8d} |"
+                          f" elapsed time per iteration (ms): {seconds * 1e3:.1f} |"
+                          f" tokens/s: {workload.tokens_per_s(seconds):.1f} |"
+                          f" TFLOP/s per device: {workload.tflops_per_device(seconds):.4g} |"
+                          f" lm loss: {loss:.6E} |")
     return loss

@@ -1,5 +1,9 @@
+import gc
+import weakref
+
 import pytest
 import torch
+import torch.distributed as tdist
 
 from caraml import dist
 
@@ -30,3 +34,34 @@ def test_cuda_requested_without_gpu_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="no GPU"):
         dist.init("cuda")
+
+
+def test_close_frees_a_ddp_model_before_the_group_goes(monkeypatch):
+    # A DDP model that only a reference cycle still holds (as its own hooks or
+    # a caught exception's traceback can) must be gone when the group is
+    # destroyed.
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29731")
+    tdist.init_process_group("gloo", rank=0, world_size=1)
+    d = dist.Dist(0, 1, 0, 1, torch.device("cpu"), "gloo")
+
+    def train_briefly() -> weakref.ref:
+        net = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 4))
+        net(torch.randn(2, 4)).sum().backward()
+        cycle = [net]
+        cycle.append(cycle)
+        return weakref.ref(net)
+
+    alive_at_destroy = []
+    destroy = tdist.destroy_process_group
+    monkeypatch.setattr(tdist, "destroy_process_group",
+                        lambda: (alive_at_destroy.append(ddp() is not None), destroy()))
+    gc.disable()
+    try:
+        ddp = train_briefly()
+        assert ddp() is not None
+        d.close()
+    finally:
+        gc.enable()
+    assert alive_at_destroy == [False]
+    assert not tdist.is_initialized()

@@ -1,4 +1,3 @@
-import re
 from pathlib import Path
 
 import pytest
@@ -6,22 +5,13 @@ import torch
 from PIL import Image
 
 from caraml.dist import Dist
+from tests.driver_runs import parse_caraml
 
 REPO = Path(__file__).resolve().parents[2]
 # A small real run: resnet18 on 32x32 images is seconds per iteration at most
 # on two CPU cores; --device cpu keeps it off a GPU where there is one.
 TINY_RUN = ["--model", "resnet18", "--image-size", "32", "--num-classes", "10",
             "--device", "cpu"]
-
-
-def parse_caraml(text: str) -> dict[str, dict[str, str] | str]:
-    """CARAML lines by scope: `global`, `rank 0`, ... map to their key=value
-    pairs; `stop` maps to its text."""
-    lines = {}
-    for m in re.finditer(r"^CARAML ([^:]+): (.*)$", text, re.MULTILINE):
-        scope, body = m.groups()
-        lines[scope] = body if scope == "stop" else dict(kv.split("=", 1) for kv in body.split())
-    return lines
 
 
 @pytest.fixture

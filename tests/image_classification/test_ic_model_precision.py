@@ -74,12 +74,21 @@ def test_an_image_size_the_model_cannot_take_is_bad_input(name, size, named):
     net = model.build(name, num_classes=10, device=CPU, channels_last=False)
     with pytest.raises(BenchmarkInputError, match=f"model {name} does not take "
                                                   f"{size}x{size} images: .*{named}"):
-        model.check_image_size(net, name, size, CPU)
+        model.check_trainable(net, name, size, 2, CPU)
     assert net.training
 
 
-def test_an_image_size_the_model_takes_passes_and_leaves_it_training():
+def test_one_image_per_device_that_batch_norm_cannot_train_on_is_bad_input():
+    net = model.build("resnet18", num_classes=10, device=CPU, channels_last=False)
+    with pytest.raises(BenchmarkInputError, match="model resnet18 cannot train on one 32x32 image "
+                                                  "per device .*more than 1 value per channel"):
+        model.check_trainable(net, "resnet18", 32, 1, CPU)
+    # At 224x224 the last batch norm still sees 7x7 values per channel.
+    model.check_trainable(net, "resnet18", 224, 1, CPU)
+
+
+def test_an_input_the_model_takes_passes_and_leaves_it_training_unchanged():
     net = model.build("resnet18", num_classes=10, device=CPU, channels_last=False)
     bn = net.bn1.running_mean.clone()
-    model.check_image_size(net, "resnet18", 16, CPU)
+    model.check_trainable(net, "resnet18", 224, 1, CPU)
     assert net.training and torch.equal(bn, net.bn1.running_mean)

@@ -4,7 +4,6 @@ and as two DDP ranks (gloo) under torchrun, one of which gets SIGUSR1."""
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from image_classification import image_classification_torch as driver
+from tests.driver_runs import Child, count_lines, worker_with_rank
 
 # The printed figures have 6 significant digits.
 ROUNDING = 1e-5
@@ -92,26 +92,6 @@ def test_training_runs_inside_the_energy_measurement(capsys, monkeypatch, tmp_pa
     assert caraml_lines(capsys.readouterr().out)["global"]["samples_total"] == "4"
 
 
-def read_until(proc, prefix, out):
-    for line in proc.stdout:
-        out.append(line)
-        if line.startswith(prefix):
-            return
-    raise AssertionError(f"the run ended before printing {prefix!r}:\n{''.join(out)}")
-
-
-@contextlib.contextmanager
-def started(cmd, cwd):
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-
-
 # Energy is measured with jpwr's `auto` methods (an estimate where there is
 # no sensor), the default.
 OPEN_ENDED = ["--iterations", "1000000", "--warmup-iterations", "1", "--log-interval", "1"]
@@ -125,27 +105,16 @@ def test_sigterm_ends_a_script_run_with_its_summary_and_energy_files(
         repo, tmp_path, tiny_run, caraml_lines):
     cmd = [sys.executable, "image_classification/image_classification_torch.py", *tiny_run,
            "--global-batch-size", "2", *OPEN_ENDED, "--energy-dir", str(tmp_path)]
-    out = []
-    with started(cmd, repo) as proc:
-        read_until(proc, "iteration 2/", out)
-        proc.send_signal(signal.SIGTERM)
-        rest, err = proc.communicate(timeout=TIMEOUT_S)
-    assert proc.returncode == 0, err
-    lines = caraml_lines("".join(out) + rest)
+    with Child(cmd, repo) as run:
+        run.wait_for(count_lines("iteration 2/", 1), "second iteration")
+        run.proc.send_signal(signal.SIGTERM)
+        code, out, err = run.finish(TIMEOUT_S)
+    assert code == 0, err
+    lines = caraml_lines(out)
     assert lines["stop"] == "signal SIGTERM"
     timed, total = check_consistent(lines, global_batch=2, devices=1)
     assert total >= 2 and timed == total - 1
     assert energy_files(tmp_path, 0)
-
-
-def rank_pid(launcher_pid, rank):
-    """The pid of a torchrun worker, found by the RANK in its environment."""
-    for children in Path(f"/proc/{launcher_pid}/task").glob("*/children"):
-        for pid in children.read_text().split():
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            if f"RANK={rank}".encode() in environ:
-                return int(pid)
-    raise LookupError(f"no worker with RANK={rank} under pid {launcher_pid}")
 
 
 @pytest.mark.skipif(not Path(f"/proc/{os.getpid()}/task/{os.getpid()}/children").exists(),
@@ -155,14 +124,13 @@ def test_two_gloo_ranks_stop_together_when_one_is_signalled(repo, tmp_path, tiny
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            "--nproc-per-node", "2", "-m", "image_classification.image_classification_torch",
            *tiny_run, "--global-batch-size", "4", *OPEN_ENDED, "--energy-dir", str(tmp_path)]
-    out = []
-    with started(cmd, repo) as proc:
-        read_until(proc, "iteration 2/", out)
+    with Child(cmd, repo) as run:
+        run.wait_for(count_lines("iteration 2/", 1), "second iteration")
         # Rank 1 alone is told to stop; rank 0 must follow at the same iteration.
-        os.kill(rank_pid(proc.pid, 1), signal.SIGUSR1)
-        rest, err = proc.communicate(timeout=TIMEOUT_S)
-    assert proc.returncode == 0, err
-    lines = caraml_lines("".join(out) + rest)
+        os.kill(worker_with_rank(run.proc.pid, 1), signal.SIGUSR1)
+        code, out, err = run.finish(TIMEOUT_S)
+    assert code == 0, err
+    lines = caraml_lines(out)
     assert lines["stop"] == "signal SIGUSR1 on rank 1"
     timed, total = check_consistent(lines, global_batch=4, devices=2)
     assert lines["global"]["nodes"] == "1"

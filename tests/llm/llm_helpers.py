@@ -1,7 +1,5 @@
-"""What the LLM tests share: paths, a tiny run's flags, and a parser for
-the driver's CARAML lines."""
+"""What the LLM tests share: paths and a tiny run's flags."""
 
-import re
 import sys
 from pathlib import Path
 
@@ -14,14 +12,3 @@ TINY = ["--model-size", "cpu-small", "--num-layers", "1", "--hidden-size", "32",
         "--num-attention-heads", "2", "--seq-length", "16", "--synthetic", "--vocab-size", "128",
         "--micro-batch-size", "2", "--global-batch-size", "4", "--num-workers", "0",
         "--device", "cpu", "--log-interval", "1"]
-
-
-def parse_caraml(text: str) -> dict:
-    """CARAML lines by scope: `global`, `rank 0`, ... map to their key=value
-    pairs, `stop` and `ERROR` to their text."""
-    lines = {}
-    for m in re.finditer(r"^CARAML ([^:]+): (.*)$", text, re.MULTILINE):
-        scope, body = m.groups()
-        lines[scope] = body if scope in ("stop", "ERROR") else dict(
-            kv.split("=", 1) for kv in body.split())
-    return lines

@@ -8,9 +8,10 @@ import signal
 import subprocess
 
 import pytest
-from llm_helpers import PYTHON, REPO, TINY, parse_caraml
+from llm_helpers import PYTHON, REPO, TINY
 
 from llm_training.pretrain_gpt import main
+from tests.driver_runs import Child, count_lines, parse_caraml, worker_with_rank
 
 # The summary keys JUBE's patterns and the result table rely on, in order.
 SUMMARY_KEYS = [
@@ -141,34 +142,15 @@ def test_sigterm_mid_run_still_writes_summary_and_energy(tmp_path):
     cmd = [PYTHON, "-m", "llm_training.pretrain_gpt", *TINY, "--num-workers", "1",
            "--train-iters", "1000000", "--warmup-iters", "1", "--energy-methods", "estimate",
            "--energy-dir", str(tmp_path)]
-    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
-    seen = []
-    for line in p.stdout:  # wait until training is under way
-        seen.append(line)
-        if sum(line.startswith(" iteration") for line in seen) == 3:
-            break
-    os.killpg(p.pid, signal.SIGTERM)
-    out, err = p.communicate(timeout=60)
-    lines = parse_caraml("".join(seen) + out)
-    assert p.returncode == 0, err
+    with Child(cmd, REPO) as run:
+        run.wait_for(count_lines(" iteration", 3), "third iteration")
+        os.killpg(run.proc.pid, signal.SIGTERM)
+        code, out, err = run.finish(timeout=60)
+    lines = parse_caraml(out)
+    assert code == 0, err
     assert lines["stop"] == "signal SIGTERM"
     assert 3 <= int(lines["global"]["iterations_total"]) < 1000000
     assert (tmp_path / "energy_rank0.csv").stat().st_size > 0
-
-
-def worker_with_rank(launcher_pid: int, rank: int) -> int:
-    """The pid of the torchrun worker process with RANK=rank."""
-    todo = [launcher_pid]
-    while todo:
-        pid = todo.pop()
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                todo += [int(c) for c in f.read().split()]
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            if f"RANK={rank}".encode() in f.read().split(b"\0"):
-                return pid
-    raise LookupError(f"no process with RANK={rank} under {launcher_pid}")
 
 
 def test_two_ranks_with_ddp_stop_together_and_agree():
@@ -177,16 +159,13 @@ def test_two_ranks_with_ddp_stop_together_and_agree():
     cmd = [PYTHON, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "llm_training.pretrain_gpt", *TINY, "--train-iters", "1000000",
            "--warmup-iters", "2", "--energy-methods", "none", "--peak-tflops", "measure"]
-    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen = []
-    for line in p.stdout:
-        seen.append(line)
-        if sum(line.startswith(" iteration") for line in seen) == 4:
-            break
-    os.kill(worker_with_rank(p.pid, 1), signal.SIGUSR1)
-    out, err = p.communicate(timeout=120)
-    assert p.returncode == 0, err
-    lines = parse_caraml("".join(seen) + out)
+    with Child(cmd, REPO) as run:
+        run.wait_for(count_lines(" iteration", 4), "fourth iteration")
+        os.kill(worker_with_rank(run.proc.pid, 1), signal.SIGUSR1)
+        code, out, err = run.finish(timeout=120)
+    assert code == 0, err
+    lines = parse_caraml(out)
+    assert {"global", "rank 0", "rank 1", "stop"} <= lines.keys(), out
     g, ranks = lines["global"], [lines["rank 0"], lines["rank 1"]]
     assert lines["stop"] == "stop requested by another rank"
     assert ranks[0]["iterations_total"] == ranks[1]["iterations_total"] == g["iterations_total"]
