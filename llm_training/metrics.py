@@ -30,10 +30,14 @@ class Workload:
         return rate(self.flops.model, seconds_per_iteration) / self.devices / 1e12
 
 
+# The source of a peak that `--peak-tflops measure` timed on the device.
+MEASURED = "measured-matmul"
+
+
 @dataclass(frozen=True)
 class Peak:
     tflops: float  # nan: unknown
-    source: str  # datasheet | measured-matmul | none
+    source: str  # datasheet | MEASURED | none
 
     @classmethod
     def none(cls) -> Peak:

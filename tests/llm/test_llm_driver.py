@@ -10,6 +10,7 @@ import subprocess
 import pytest
 from llm_helpers import PYTHON, REPO, TINY
 
+from llm_training import pretrain_gpt
 from llm_training.pretrain_gpt import main
 from tests.driver_runs import Child, count_lines, parse_caraml, worker_with_rank
 
@@ -85,6 +86,22 @@ def test_measured_peak(capsys):
     assert code == 0 and g["peak_source"] == "measured-matmul"
     assert 0 < float(g["peak_tflops"]) < math.inf
     assert close(g["mfu"], float(g["model_tflops_per_device"]) / float(g["peak_tflops"]))
+
+
+@pytest.mark.parametrize("flags, calls, peak", [
+    (["--train-iters", "3"], 2, 0.5),  # before and after training: the faster
+    (["--train-iters", "1000000", "--exit-duration-in-mins", "0.02"], 1, 0.25),  # stopped: once
+])
+def test_measured_peak_is_the_faster_of_two_windows_when_the_run_completes(
+        capsys, monkeypatch, flags, calls, peak):
+    rates = iter([0.25, 0.5])
+    measured = []
+    monkeypatch.setattr(pretrain_gpt, "measure_tflops",
+                        lambda *a: measured.append(a) or next(rates))
+    code, lines, _ = run(capsys, *flags, "--warmup-iters", "1", "--energy-methods", "none",
+                         "--peak-tflops", "measure")
+    assert code == 0 and len(measured) == calls
+    assert float(lines["global"]["peak_tflops"]) == peak
 
 
 def test_wall_clock_budget_stops_the_run(capsys):
