@@ -69,10 +69,11 @@ class Dist:
             tdist.barrier()
 
     def close(self) -> None:
-        """Leaves the process group. A DDP model sits in a reference cycle
-        (its hooks refer back to it), so it outlives its last name until the
-        garbage collector runs; its reducer must let go of the group first,
-        or gloo can deadlock or abort the process at teardown (torch 2.13)."""
+        """Leaves the process group. A DDP model can sit in a reference cycle
+        (whether one forms depends on what has been imported), and then it
+        outlives its last name until the garbage collector runs; its reducer
+        must let go of the group first, or gloo can deadlock or abort the
+        process at teardown (torch 2.13)."""
         if self.backend is not None and tdist.is_initialized():
             gc.collect()
             tdist.destroy_process_group()
