@@ -20,7 +20,7 @@ class Dist:
     local_rank: int
     local_world_size: int
     device: torch.device
-    backend: str | None  # None: a single process, no process group
+    backend: str  # of the process group: nccl on GPUs (RCCL on ROCm), gloo on CPUs
 
     @property
     def is_main(self) -> bool:
@@ -37,16 +37,12 @@ class Dist:
 
     def any_rank(self, flag: bool) -> bool:
         """True on every rank if it is True on any; keeps ranks in step when one must stop."""
-        if self.backend is None:
-            return flag
         t = torch.tensor([1.0 if flag else 0.0], device=self.device)
         tdist.all_reduce(t, op=tdist.ReduceOp.MAX)
         return bool(t.item())
 
     def gather_floats(self, values: list[float]) -> list[list[float]]:
         """Every rank's list of floats, on every rank (same length on all)."""
-        if self.backend is None:
-            return [list(values)]
         t = torch.tensor(values, dtype=torch.float64, device=self.device)
         out = [torch.empty_like(t) for _ in range(self.world_size)]
         tdist.all_gather(out, t)
@@ -54,8 +50,6 @@ class Dist:
 
     def gather_objects(self, value: object) -> list:
         """Every rank's (picklable) value, on every rank."""
-        if self.backend is None:
-            return [value]
         values = [None] * self.world_size
         tdist.all_gather_object(values, value)
         return values
@@ -65,8 +59,7 @@ class Dist:
         return len(set(self.gather_objects(self.hostname)))
 
     def barrier(self) -> None:
-        if self.backend is not None:
-            tdist.barrier()
+        tdist.barrier()
 
     def close(self) -> None:
         """Leaves the process group. A DDP model can sit in a reference cycle
@@ -74,7 +67,7 @@ class Dist:
         outlives its last name until the garbage collector runs; its reducer
         must let go of the group first, or gloo can deadlock or abort the
         process at teardown (torch 2.13)."""
-        if self.backend is not None and tdist.is_initialized():
+        if tdist.is_initialized():
             gc.collect()
             tdist.destroy_process_group()
 
@@ -89,9 +82,9 @@ def _env_int(*names: str, default: int) -> int:
 
 
 def init(device: str = "auto") -> Dist:
-    """Joins the process group the launcher prepared (if any) and picks this
-    rank's device: `auto` takes the GPU (CUDA or ROCm) of the local rank when
-    there is one, else the CPU."""
+    """Joins the launcher's process group (or makes one for a single process)
+    and picks this rank's device: `auto` takes the GPU (CUDA or ROCm) of the
+    local rank when there is one, else the CPU."""
     # torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; with one Slurm task per device
     # (srun without torchrun) only the SLURM_* variables exist.
     rank = _env_int("RANK", "SLURM_PROCID", default=0)
@@ -111,10 +104,19 @@ def init(device: str = "auto") -> Dist:
     else:
         raise ValueError(f"unknown device {device!r}; use auto, cuda or cpu")
 
-    backend = None
-    if world > 1:
-        backend = "nccl" if dev.type == "cuda" else "gloo"
+    # Always a process group, one process too (as torchtitan does): megatron-core's
+    # parallel state and every collective the drivers use need one, and a
+    # single-GPU run must take the same path as a multi-GPU one.
+    backend = "nccl" if dev.type == "cuda" else "gloo"
+    if world > 1 and "MASTER_ADDR" not in os.environ:
+        raise RuntimeError(f"{world} processes but no MASTER_ADDR to meet at; "
+                           "start them with torchrun or srun from the suite's job script")
+    if "MASTER_ADDR" in os.environ:
         os.environ.setdefault("RANK", str(rank))
         os.environ.setdefault("WORLD_SIZE", str(world))
         tdist.init_process_group(backend=backend, rank=rank, world_size=world)
+    else:
+        # A plain `python -m ...`: no launcher, no rendezvous address; an
+        # in-process store is all one rank needs.
+        tdist.init_process_group(backend=backend, store=tdist.HashStore(), rank=0, world_size=1)
     return Dist(rank, world, local_rank, local_world, dev, backend)

@@ -60,9 +60,10 @@ def _probe(net: nn.Module, name: str, image_size: int, device: torch.device, pro
 
 
 def parallelize(net: nn.Module, dist: Dist, compile: bool) -> nn.Module:
-    """DDP across the ranks (when there are several), then torch.compile of
+    """DDP across the ranks (when there are several: one rank has nothing to
+    synchronise and DDP would only add its bucketing), then torch.compile of
     the wrapped model, so the compiler sees DDP's gradient buckets."""
-    if dist.backend is not None:
+    if dist.world_size > 1:
         device_ids = [dist.device.index] if dist.device.type == "cuda" else None
         net = DistributedDataParallel(net, device_ids=device_ids)
     return torch.compile(net) if compile else net

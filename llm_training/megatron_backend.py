@@ -1,7 +1,9 @@
 """The megatron backend: megatron-core's GPTModel with tensor, pipeline,
 sequence and data parallelism, its DistributedDataParallel and (distributed)
-mixed-precision optimizer, and its pipeline schedules. Needs CUDA (or ROCm):
-megatron-core's attention and RNG tracker call torch.cuda."""
+mixed-precision optimizer, and its pipeline schedules. Trains on CUDA (or
+ROCm) only: megatron-core's RNG tracker, DDP buffers and forward call
+torch.cuda. On a CPU the parallel state and the model are still built
+(use_cpu_initialization), which is what the CPU tests check."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from megatron.core.pipeline_parallel import get_forward_backward_func
 from megatron.core.transformer.module import Float16Module
 
 from caraml.dist import Dist
+from caraml.report import BenchmarkInputError
 from llm_training import gpt_megatron
 from llm_training.arguments import Args, Layout
 from llm_training.model_sizes import GPTConfig
@@ -33,30 +36,46 @@ class MegatronBackend:
     name = "megatron"
 
     def __init__(self, cfg: GPTConfig, args: Args, layout: Layout, dist: Dist):
+        # The parallel groups are carved out of the process group dist.init
+        # made, which exists for one process too.
         parallel_state.initialize_model_parallel(
             tensor_model_parallel_size=layout.tensor_parallel,
             pipeline_model_parallel_size=layout.pipeline_parallel,
         )
+        on_gpu = dist.device.type == "cuda"
         torch.manual_seed(args.seed)
-        # Megatron derives its own streams per tensor-parallel rank from the seed.
-        tensor_parallel.model_parallel_cuda_manual_seed(args.seed)
+        if on_gpu:
+            # Megatron derives its own streams per tensor-parallel rank from the seed.
+            tensor_parallel.model_parallel_cuda_manual_seed(args.seed)
         self.data_parallel_rank = parallel_state.get_data_parallel_rank()
         self.last_stage = parallel_state.is_pipeline_last_stage()
         self.layout = layout
         self.seq_length = cfg.seq_length
         self.attention = gpt_megatron.attention_implementation()
 
-        config = gpt_megatron.transformer_config(
+        self.config = gpt_megatron.transformer_config(
             cfg,
             tensor_parallel_size=layout.tensor_parallel,
             pipeline_parallel_size=layout.pipeline_parallel,
             sequence_parallel=layout.sequence_parallel,
             precision=args.precision,
             recompute=args.recompute,
+            cpu_initialization=not on_gpu,
         )
-        model = gpt_megatron.build_gpt(cfg, config,
-                                       pre_process=parallel_state.is_pipeline_first_stage(),
-                                       post_process=self.last_stage).cuda()
+        self.model = gpt_megatron.build_gpt(cfg, self.config,
+                                            pre_process=parallel_state.is_pipeline_first_stage(),
+                                            post_process=self.last_stage).to(dist.device)
+        self.position_ids = torch.arange(cfg.seq_length, device=dist.device).unsqueeze(0)
+        self.optimizer = None
+        if on_gpu:
+            self._wrap_for_training(args)
+
+    def _wrap_for_training(self, args: Args) -> None:
+        """Megatron-core's mixed-precision wrapper, DDP and optimizer. Its DDP
+        allocates the gradient buffers on the current CUDA device, so a model
+        built on a CPU can be inspected but not trained."""
+        config = self.config
+        model = self.model
         if args.precision != "fp32":
             model = Float16Module(config, model)
         self.model = DistributedDataParallel(
@@ -93,7 +112,6 @@ class MegatronBackend:
         config.grad_scale_func = self.optimizer.scale_loss
         config.finalize_model_grads_func = finalize_model_grads
         self.forward_backward = get_forward_backward_func()
-        self.position_ids = torch.arange(cfg.seq_length, device=dist.device).unsqueeze(0)
 
     def _forward_step(self, batches: Iterator[dict[str, torch.Tensor]], model):
         batch = next(batches)  # every stage takes one, so all stay on the same sample
@@ -104,6 +122,9 @@ class MegatronBackend:
     def train_step(self, batches: Iterator[dict[str, torch.Tensor]]) -> float | None:
         """One iteration over this rank's micro-batches and one optimizer
         step. Returns the mean loss on the last pipeline stage, else None."""
+        if self.optimizer is None:
+            raise BenchmarkInputError("the megatron backend trains on CUDA or ROCm GPUs only "
+                                      "(megatron-core's DDP keeps its buffers there); use --backend torch")
         self.model.zero_grad_buffer()
         self.optimizer.zero_grad()
         losses = self.forward_backward(

@@ -43,13 +43,14 @@ class TorchBackend:
         torch.manual_seed(args.seed)  # the same initial weights on every rank
         model = GPT(cfg, args.recompute).to(device)
         self.params = list(model.parameters())
-        # Without a process group there is nothing to synchronise: no DDP.
-        self.model = model if dist.backend is None else DistributedDataParallel(
+        # One rank has nothing to synchronise: no DDP, no sharded optimizer.
+        self.data_parallel = dist.world_size > 1
+        self.model = model if not self.data_parallel else DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
         self.attention = "torch-sdpa"
 
         groups = param_groups(model, args.weight_decay)
-        if args.distributed_optimizer and dist.backend is not None:
+        if args.distributed_optimizer and self.data_parallel:
             # Imported here: the import jit-compiles functional optimizers, slow and noisy.
             from torch.distributed.optim import ZeroRedundancyOptimizer
 
@@ -74,7 +75,7 @@ class TorchBackend:
             batch = next(batches)
             last = i == self.microbatches - 1
             # Gradients are all-reduced once, after the last micro-batch.
-            sync = nullcontext() if last or self.dist.backend is None else self.model.no_sync()
+            sync = nullcontext() if last or not self.data_parallel else self.model.no_sync()
             with sync:
                 with self.autocast:
                     loss = self.model(batch["tokens"], batch["labels"], batch["loss_mask"])

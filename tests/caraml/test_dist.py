@@ -6,17 +6,34 @@ import torch
 import torch.distributed as tdist
 
 from caraml import dist
+from tests.dist_fixtures import LAUNCHER_VARIABLES
 
 
-def test_single_process_without_launcher(monkeypatch):
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID",
-                "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"):
+def test_a_single_process_without_launcher_still_has_a_process_group(monkeypatch):
+    # megatron-core's parallel state asserts that a group exists; a 1-GPU
+    # run must take the same path as a multi-GPU one.
+    for var in LAUNCHER_VARIABLES:
         monkeypatch.delenv(var, raising=False)
     d = dist.init("cpu")
-    assert (d.rank, d.world_size, d.local_rank, d.backend) == (0, 1, 0, None)
-    assert d.device == torch.device("cpu")
-    assert d.any_rank(True) and not d.any_rank(False)
-    assert d.gather_floats([1.5, 2.5]) == [[1.5, 2.5]]
+    try:
+        assert (d.rank, d.world_size, d.local_rank, d.backend) == (0, 1, 0, "gloo")
+        assert tdist.is_initialized() and tdist.get_world_size() == 1
+        assert d.device == torch.device("cpu")
+        assert d.any_rank(True) and not d.any_rank(False)
+        assert d.gather_floats([1.5, 2.5]) == [[1.5, 2.5]]
+        assert d.gather_objects("x") == ["x"]
+    finally:
+        d.close()
+    assert not tdist.is_initialized()
+
+
+def test_several_processes_without_a_meeting_address_is_a_clear_error(monkeypatch):
+    for var in LAUNCHER_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(RuntimeError, match="2 processes but no MASTER_ADDR"):
+        dist.init("cpu")
+    assert not tdist.is_initialized()
 
 
 def test_one_slurm_task_per_device_reads_slurm_variables(monkeypatch):

@@ -4,7 +4,7 @@ import pytest
 import torch
 from PIL import Image
 
-from caraml.dist import Dist
+from tests.dist_fixtures import single_cpu  # noqa: F401
 from tests.driver_runs import parse_caraml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -17,12 +17,6 @@ TINY_RUN = ["--model", "resnet18", "--image-size", "32", "--num-classes", "10",
 @pytest.fixture
 def caraml_lines():
     return parse_caraml
-
-
-@pytest.fixture
-def single_cpu() -> Dist:
-    return Dist(rank=0, world_size=1, local_rank=0, local_world_size=1,
-                device=torch.device("cpu"), backend=None)
 
 
 @pytest.fixture

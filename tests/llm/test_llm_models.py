@@ -1,5 +1,5 @@
 """The two backends build the same model: megatron-core's GPTModel (built on
-the CPU in a one-process gloo group) and the native torch GPT have the same
+the CPU in the driver's one-process gloo group) and the native torch GPT have the same
 parameters, as many as flops.parameter_count says, and given the same
 weights they compute the same loss."""
 
@@ -7,11 +7,12 @@ import math
 
 import pytest
 import torch
-import torch.distributed as tdist
 
+from caraml import dist
 from llm_training.flops import parameter_count
 from llm_training.gpt_torch import GPT
 from llm_training.model_sizes import GPTConfig
+from tests.dist_fixtures import LAUNCHER_VARIABLES
 
 megatron = pytest.importorskip("megatron.core")
 from megatron.core import parallel_state  # noqa: E402
@@ -20,15 +21,17 @@ from llm_training import gpt_megatron  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def model_parallel(tmp_path_factory):
-    """A one-process gloo group with tensor and pipeline parallel size 1,
-    which megatron-core needs to build a model at all."""
-    store = tmp_path_factory.mktemp("gloo") / "store"
-    tdist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
-    parallel_state.initialize_model_parallel(1, 1)
-    yield
-    parallel_state.destroy_model_parallel()
-    tdist.destroy_process_group()
+def model_parallel():
+    """The driver's own one-process group, with tensor and pipeline parallel
+    size 1, which megatron-core needs to build a model at all."""
+    with pytest.MonkeyPatch.context() as env:
+        for var in LAUNCHER_VARIABLES:
+            env.delenv(var, raising=False)
+        d = dist.init("cpu")
+        parallel_state.initialize_model_parallel(1, 1)
+        yield
+        parallel_state.destroy_model_parallel()
+        d.close()
 
 
 def small(tie: bool, **kw) -> GPTConfig:

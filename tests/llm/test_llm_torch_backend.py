@@ -11,17 +11,15 @@ from llm_helpers import TINY
 from caraml.dist import Dist
 from llm_training import arguments
 from llm_training.torch_backend import TorchBackend
-
-CPU = Dist(rank=0, world_size=1, local_rank=0, local_world_size=1,
-           device=torch.device("cpu"), backend=None)
+from tests.dist_fixtures import single_cpu  # noqa: F401
 
 
-def backend(*flags: str) -> TorchBackend:
+def backend(dist: Dist, *flags: str) -> TorchBackend:
     args = arguments.parse([*TINY, "--train-iters", "2", "--energy-methods", "none", *flags])
     layout = arguments.resolve_layout(args, world_size=1)
     # No dropout, so two runs over the same samples compute the same thing.
     gpt = dataclasses.replace(arguments.gpt_config(args, args.vocab_size), dropout=0.0)
-    return TorchBackend(gpt, args, layout, CPU)
+    return TorchBackend(gpt, args, layout, dist)
 
 
 def samples(n: int) -> dict[str, torch.Tensor]:
@@ -34,22 +32,22 @@ def split(batch: dict[str, torch.Tensor], size: int):
     return iter([{k: v[i:i + size] for k, v in batch.items()} for i in range(0, n, size)])
 
 
-def test_gradient_accumulation_equals_one_big_micro_batch():
+def test_gradient_accumulation_equals_one_big_micro_batch(single_cpu):
     batch = samples(4)
-    accumulated = backend("--micro-batch-size", "1", "--global-batch-size", "4")
-    whole = backend("--micro-batch-size", "4", "--global-batch-size", "4")
+    accumulated = backend(single_cpu, "--micro-batch-size", "1", "--global-batch-size", "4")
+    whole = backend(single_cpu, "--micro-batch-size", "4", "--global-batch-size", "4")
     assert accumulated.microbatches == 4 and whole.microbatches == 1
     loss_accumulated = accumulated.train_step(split(batch, 1))
     loss_whole = whole.train_step(split(batch, 4))
     assert abs(loss_accumulated - loss_whole) < 1e-5
     for a, w in zip(accumulated.params, whole.params, strict=True):
         torch.testing.assert_close(a, w, rtol=1e-5, atol=1e-6)
-    initial = backend().params  # same seed: the weights before the step
+    initial = backend(single_cpu).params  # same seed: the weights before the step
     assert any(not torch.equal(w, i) for w, i in zip(whole.params, initial, strict=True))
 
 
-def test_repeated_batch_is_learned():
-    b = backend("--lr", "0.01")
+def test_repeated_batch_is_learned(single_cpu):
+    b = backend(single_cpu, "--lr", "0.01")
     batches = itertools.repeat(samples(2))
     losses = [b.train_step(batches) for _ in range(12)]
     assert losses[-1] < 0.5 * losses[0]
