@@ -2,8 +2,10 @@
 one figure (`jpwr combine`). Every rank may measure the same node devices,
 so a (host, method, device) seen in several ranks' files is kept once, from
 the lowest rank. Which channels add up to the total is decided per host by
-jpwr.counting. A run that was killed before it wrote its energy file is
-integrated from the samples it flushed, and the table says so."""
+jpwr.counting; figures of different scopes are never added, each scope
+measured gets its own total. A run that was killed before it wrote its
+energy file is integrated from the samples it flushed, and the table says
+so. Named windows (windows<suffix>.csv) are combined the same way."""
 
 from __future__ import annotations
 
@@ -18,14 +20,20 @@ import numpy as np
 import pandas as pd
 
 from jpwr.counting import counted
-from jpwr.energy import ENERGY_COLUMNS, POWER_COLUMNS, energy_table
+from jpwr.energy import COUNTER, COUNTER_COLUMNS, ENERGY_COLUMNS, POWER_COLUMNS, \
+    complete_energy_columns, energy_table
 from jpwr.method import ESTIMATED
 
 FROM_ENERGY = "energy file"
 FROM_SAMPLES = "flushed samples (run did not finish)"
 TABLE_COLUMNS = ["host", "rank", *ENERGY_COLUMNS[:3], "counted", *ENERGY_COLUMNS[3:],
-                 "origin", "file"]
-_RUN_FILE = re.compile(r"(?:meta|power|energy|additional_[a-z]+)(.*)\.(?:json|csv|h5)")
+                 *COUNTER_COLUMNS, "origin", "file"]
+# A counted channel that missed more than this share of its samples makes
+# the figure "incomplete" rather than "measured": its energy covers only the
+# intervals with answers and can be far too low.
+MISSING_LIMIT = 0.05
+INCOMPLETE = "incomplete"
+_RUN_FILE = re.compile(r"(?:meta|power|energy|windows|additional_[a-z]+)(.*)\.(?:json|csv|h5)")
 _RANK_IN_SUFFIX = re.compile(r"rank(\d+)")
 
 
@@ -83,7 +91,7 @@ def _read_energy(path: Path) -> pd.DataFrame:
     missing = set(ENERGY_COLUMNS) - set(table.columns)
     if missing:
         raise ValueError(f"{path} is not a jpwr energy file (no {', '.join(sorted(missing))})")
-    return table
+    return complete_energy_columns(table)
 
 
 def read_run(run: Run) -> pd.DataFrame | None:
@@ -110,6 +118,17 @@ def read_run(run: Run) -> pd.DataFrame | None:
     return table
 
 
+def _once_per_device(table: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """Each device once, from the lowest rank that reported it."""
+    table["rank"] = pd.array(pd.to_numeric(table["rank"], errors="coerce"), dtype="Int64")
+    table["host"] = table["host"].astype(str)
+    table["device"] = table["device"].astype(str)
+    by_rank = table["rank"].astype("Float64").fillna(np.inf).to_numpy(float)
+    table = table.iloc[np.argsort(by_rank, kind="stable")]
+    table = table.drop_duplicates(key, keep="first")
+    return table.sort_values("host", kind="stable").reset_index(drop=True)
+
+
 def combine(paths: Iterable[str | Path]) -> pd.DataFrame:
     """One row per (host, method, device) over all runs found under paths,
     with `counted` telling which rows make up the total."""
@@ -117,16 +136,31 @@ def combine(paths: Iterable[str | Path]) -> pd.DataFrame:
     tables = [t for t in map(read_run, find_runs(paths)) if t is not None]
     if not tables:
         raise NoEnergyData(f"no jpwr energy or power data found in {', '.join(map(str, paths))}")
-    table = pd.concat(tables, ignore_index=True)
-    table["rank"] = pd.array(pd.to_numeric(table["rank"], errors="coerce"), dtype="Int64")
-    table["host"] = table["host"].astype(str)
-    table["device"] = table["device"].astype(str)
-    by_rank = table["rank"].astype("Float64").fillna(np.inf).to_numpy(float)
-    table = table.iloc[np.argsort(by_rank, kind="stable")]
-    table = table.drop_duplicates(["host", "method", "device"], keep="first")
-    table = table.sort_values("host", kind="stable").reset_index(drop=True)
+    table = _once_per_device(pd.concat(tables, ignore_index=True), ["host", "method", "device"])
     table["counted"] = counted(table)
     return table[TABLE_COLUMNS]
+
+
+def combine_windows(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """The named windows of all runs under paths, one row per window and
+    (host, method, device); empty where no run marked a window."""
+    tables = []
+    for run in find_runs(list(paths)):
+        path = run.path("windows", "csv")
+        if path.is_file():
+            tables.append(pd.read_csv(path, dtype={"host": str, "method": str, "device": str,
+                                                   "source": str, "window": str}))
+    if not tables:
+        return pd.DataFrame()
+    table = _once_per_device(pd.concat(tables, ignore_index=True),
+                             ["window", "host", "method", "device"])
+    table["counted"] = counted(table)
+    return table
+
+
+def _joined(values: Iterable[str]) -> str:
+    # "+", not ",": tables that split values at commas read it as one value.
+    return "+".join(dict.fromkeys(values))
 
 
 def summarize(table: pd.DataFrame) -> dict:
@@ -136,6 +170,16 @@ def summarize(table: pd.DataFrame) -> dict:
     if known.empty:
         raise NoEnergyData("no channel that counts into the total has any energy data")
     total = float(known["energy_wh"].sum())
+    taken = counting["samples"] + counting["missing"]
+    missing_share = float(counting["missing"].sum() / taken.sum()) if taken.sum() else 0.0
+    by_counter = known[known["basis"] == COUNTER]
+    counter_total = float(by_counter["counter_wh"].sum())
+    if (counting["source"] == ESTIMATED).any():
+        source = ESTIMATED
+    elif (counting["missing"] > MISSING_LIMIT * taken).any():
+        source = INCOMPLETE
+    else:
+        source = "measured"
     return {
         "total_wh": total,
         "devices": len(known),
@@ -143,19 +187,54 @@ def summarize(table: pd.DataFrame) -> dict:
         "mean_w_per_device": float(known["mean_w"].mean()),
         "max_w": float(known["max_w"].max()),
         "duration_s": float(known["t_end"].max() - known["t_start"].min()),
-        # "+", not ",": JUBE splits a value at commas
-        "methods": "+".join(dict.fromkeys(known["method"])),
-        "source": ESTIMATED if (counting["source"] == ESTIMATED).any() else "measured",
+        "methods": _joined(known["method"]),
+        "source": source,
+        "scope": _joined(known["scope"]),
+        "basis": _joined(known["basis"]),
+        # the integral's deviation from the counter, over the channels with one
+        "counter_vs_integrated_pct": (100 * (float(by_counter["integrated_wh"].sum())
+                                             - counter_total) / counter_total
+                                      if counter_total else np.nan),
+        "missing_pct": 100 * missing_share,
     }
 
 
+def scope_lines(table: pd.DataFrame) -> list[str]:
+    """One `jpwr-scope:` line per scope measured, each scope's own total
+    over every host where it was measured, counted into the headline or not."""
+    lines = []
+    for scope, rows in table[table["energy_wh"].notna()].groupby("scope", sort=False):
+        total = float(rows["energy_wh"].sum())
+        lines.append(f"jpwr-scope: scope={scope} total_wh={_number(total)} devices={len(rows)} "
+                     f"wh_per_device={_number(total / len(rows))} basis={_joined(rows['basis'])}")
+    return lines
+
+
+def window_lines(windows: pd.DataFrame) -> list[str]:
+    """One `jpwr-window:` line per named window, over the channels that
+    count into the headline total."""
+    if windows.empty:
+        return []
+    lines = []
+    for name, rows in windows[windows["counted"] & windows["energy_wh"].notna()].groupby(
+            "window", sort=False):
+        total = float(rows["energy_wh"].sum())
+        lines.append(f"jpwr-window: window={name} total_wh={_number(total)} devices={len(rows)} "
+                     f"wh_per_device={_number(total / len(rows))} "
+                     f"duration_s={_number(float(rows['duration_s'].max()))} "
+                     f"scope={_joined(rows['scope'])} basis={_joined(rows['basis'])}")
+    return lines
+
+
 def _number(value: float) -> str:
+    if not np.isfinite(value):
+        return "nan"
     text = f"{value:.6g}"
     return text if any(c in text for c in ".en") else text + ".0"
 
 
 def summary_line(summary: dict) -> str:
-    """The one line JUBE reads."""
+    """The one line a result table reads."""
     return ("jpwr-summary: " + " ".join(
         f"{key}={_number(value) if isinstance(value, float) else value}"
         for key, value in summary.items()))
@@ -173,14 +252,22 @@ def notes(table: pd.DataFrame) -> list[str]:
         if np.isnan(row.energy_wh):
             lines.append(f"{where}: no usable samples; it is left out of the total")
         elif row.missing:
+            marked = (f"; more than {MISSING_LIMIT:.0%} missing: the figure is marked {INCOMPLETE}"
+                      if row.missing > MISSING_LIMIT * (row.samples + row.missing) else "")
             lines.append(f"{where}: {row.missing} samples missing (it did not answer); "
-                         f"its energy covers only the answered intervals")
+                         f"its energy covers only the answered intervals{marked}")
+    scopes = table[table["counted"] & table["energy_wh"].notna()]["scope"].unique()
+    if len(scopes) > 1:
+        lines.append(f"the hosts count different scopes ({' and '.join(scopes)}); the total "
+                     f"adds them, compare per scope (jpwr-scope lines)")
     return lines
 
 
 def format_table(table: pd.DataFrame) -> str:
-    shown = table[["host", "rank", "method", "device", "source", "counted", "energy_wh",
-                   "mean_w", "max_w", "duration_s", "samples", "missing"]].copy()
+    shown = table[["host", "rank", "method", "device", "source", "scope", "counted", "energy_wh",
+                   "basis", "counter_vs_integrated_pct", "mean_w", "max_w", "duration_s",
+                   "samples", "missing"]].rename(
+        columns={"counter_vs_integrated_pct": "integral_vs_counter_pct"}).copy()
     shown["counted"] = shown["counted"].map({True: "yes", False: "no"})
     shown["rank"] = shown["rank"].astype(object).where(shown["rank"].notna(), "-")
     return shown.to_string(index=False, na_rep="-", float_format=lambda x: f"{x:.6g}")

@@ -14,6 +14,8 @@ command that does not exist) before anything is started."""
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import os
 import shutil
 import signal
@@ -24,7 +26,7 @@ from jpwr import aggregate
 from jpwr.ctxmgr import get_power
 from jpwr.method import MethodUnavailable
 from jpwr.methods import NAMES, check_names, from_names
-from jpwr.notice import say
+from jpwr.notice import one_line, say
 
 RUN_USAGE = ("jpwr --methods M [M ...] [--interval MS] [--df-out DIR] [--df-filetype csv|h5] "
              "[--df-suffix S] [--flush-s S] CMD [ARGS ...]")
@@ -124,6 +126,27 @@ def _terminal_sent_it() -> bool:
         return False
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent():
+    """preexec_fn for CMD: the kernel kills CMD when jpwr dies, also of a
+    SIGKILL that gives jpwr no chance to pass anything on. Linux only."""
+    if not sys.platform.startswith("linux"):
+        return None
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    parent = os.getpid()
+
+    def arm() -> None:
+        # Runs in the child between fork and exec: only the already-loaded
+        # libc is called, no import, no lock.
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # jpwr died before the line above
+            os._exit(NOT_FOUND)
+
+    return arm
+
+
 def _exit_status(returncode: int) -> int:
     return returncode if returncode >= 0 else 128 - returncode
 
@@ -164,19 +187,24 @@ def run(argv: list[str]) -> int:
     forwarder = SignalForwarder()
     try:
         scope.start()
-        child = subprocess.Popen(command)
-    except OSError as err:
+        child = subprocess.Popen(command, preexec_fn=_die_with_parent())
+    except (OSError, subprocess.SubprocessError) as err:
         forwarder.restore()
         scope.stop()
         say(f"error: cannot start {command[0]} ({err})")
         return NOT_FOUND
     forwarder.attach(child)
     returncode = child.wait()
+    # From here on nothing may turn CMD's status into jpwr's: scope.stop()
+    # reports a failing disk instead of raising, and so does the summary.
     scope.stop()
     forwarder.restore()
     for method in methods:
         method.close()
-    _print_summary(scope)
+    try:
+        _print_summary(scope)
+    except Exception as err:  # noqa: BLE001
+        say(f"error: no summary ({one_line(err)}); the samples are in the files written so far")
     return _exit_status(returncode)
 
 
@@ -214,7 +242,11 @@ def combine(argv: list[str]) -> int:
         say(f"note: {line}")
     if args.out:
         table.to_csv(args.out, index=False)
-    print(aggregate.summary_line(summary), flush=True)
+    print(aggregate.summary_line(summary))
+    for line in aggregate.scope_lines(table) + aggregate.window_lines(
+            aggregate.combine_windows(args.paths)):
+        print(line)
+    sys.stdout.flush()
     return 0
 
 

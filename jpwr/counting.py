@@ -10,7 +10,11 @@ that has a channel counts, and everything else is reported but not counted:
   5. estimate: the CPU-utilisation model (source "estimated")
 
 So a GH200 node measured with pynvml and gh counts the GPUs, one measured
-with gh alone counts the modules, and a CPU node counts RAPL packages+DRAM."""
+with gh alone counts the modules, and a CPU node counts RAPL packages+DRAM.
+
+Every channel also has a scope, the part of the machine its figure covers
+(scope_of). Figures of different scopes are never added: a total names its
+scope, and each scope measured gets its own total."""
 
 from __future__ import annotations
 
@@ -33,6 +37,26 @@ def tier(method: str, device: str) -> int | None:
     if method == "estimate":
         return 5
     return None
+
+
+def scope_of(method: str, device: str) -> str:
+    """What a channel's figure covers, in words without spaces or commas."""
+    if method in ("pynvml", "rocm"):
+        return "gpu"
+    if method == "gc":
+        return "ipu"
+    if method == "gh":
+        return device.split("-", 1)[0]  # module (the whole superchip), grace, cpu, sysio
+    if method == "rapl":
+        leaf = device.rsplit("/", 1)[-1]
+        if leaf.startswith("package") or leaf == "dram":
+            return "cpu-socket+dram"
+        return "platform" if leaf == "psys" else f"cpu-{leaf}"
+    if method == "hwmon":
+        return "hwmon-sensor"
+    if method == "estimate":
+        return "host-estimate"
+    return method
 
 
 def counted(rows: pd.DataFrame) -> pd.Series:

@@ -8,14 +8,17 @@
     energy_df, additional = scope.energy()
 
 `scope.df` holds every sample (time, method, device, source, power_w);
-`energy()` gives one row per channel with the trapezoid-integrated energy
-and, per method with a hardware counter, the counter's figure next to it.
-start() and stop() do the same without a `with` block."""
+`energy()` gives one row per channel: the hardware counter's figure where
+the channel has one of its own scope, else the trapezoid-integrated power,
+with the other figure beside it. start() and stop() do the same without a
+`with` block. begin_window(name) and end_window(name) mark a part of the
+run (e.g. the timed iterations) whose energy `windows()` gives per channel."""
 
 from __future__ import annotations
 
 import datetime
 import functools
+from dataclasses import dataclass
 import math
 import os
 import socket
@@ -26,7 +29,8 @@ import numpy as np
 import pandas as pd
 
 from jpwr.counting import counted
-from jpwr.energy import POWER_COLUMNS, energy_table
+from jpwr.energy import COUNTER, INTEGRATED, INTERPOLATED, POWER_COLUMNS, counter_first, energy_table, \
+    window_joules
 from jpwr.files import RunFiles, check_filetype
 from jpwr.method import ESTIMATED, Method
 from jpwr.notice import one_line, say
@@ -55,6 +59,22 @@ def _positive(value, what: str) -> float:
     return number
 
 
+@dataclass
+class Window:
+    """A named part of a run: wall-clock edges and the hardware counters
+    read at them (per method, None where it has none)."""
+
+    begin: float
+    counters_begin: list
+    end: float | None = None
+    counters_end: list | None = None
+
+
+WINDOW_COLUMNS = ["window", "host", "rank", "method", "device", "source", "scope", "counted",
+                  "energy_wh", "basis", "integrated_wh", "counter_wh", "duration_s", "samples",
+                  "t_start", "t_end"]
+
+
 def _iso(epoch: float | None) -> str | None:
     if epoch is None:
         return None
@@ -78,6 +98,7 @@ class PowerScope:
         self.start_time: float | None = None
         self.end_time: float | None = None
         self._sampler: Sampler | None = None
+        self._windows: dict[str, Window] = {}
 
     @property
     def channels(self) -> list[tuple[str, str, str]]:
@@ -98,12 +119,45 @@ class PowerScope:
         return self
 
     def stop(self) -> None:
+        """Ends the measurement and writes the results. Never raises for a
+        failing disk: the measured code has finished, and its results (and
+        the caller's) must not be lost to a traceback here."""
         if self._sampler is None or self.end_time is not None:
             return
+        for name, window in self._windows.items():
+            if window.end is None:
+                say(f"warning: window '{name}' was still open at the end; it ends there")
+                self.end_window(name)
         self._sampler.stop()
         self.end_time = time.time()
         if self.files is not None:
             self._write_results()
+
+    def begin_window(self, name: str) -> None:
+        """Marks the start of a named part of the run. The caller makes the
+        device idle first (e.g. torch.cuda.synchronize()), so that the edge
+        is where the work is."""
+        if self._sampler is None or self.end_time is not None:
+            raise RuntimeError(f"window '{name}' must begin while the measurement runs")
+        if name in self._windows:
+            raise RuntimeError(f"window '{name}' was already begun")
+        self._windows[name] = Window(time.time(), self._read_counters())
+
+    def end_window(self, name: str) -> None:
+        window = self._windows.get(name)
+        if window is None or window.end is not None:
+            raise RuntimeError(f"window '{name}' is not open")
+        window.counters_end = self._read_counters()
+        window.end = time.time()
+
+    def _read_counters(self) -> list:
+        readings = []
+        for method in self.methods:
+            try:
+                readings.append(method.energy_j())
+            except Exception:  # noqa: BLE001 - a lost counter leaves the integral
+                readings.append(None)
+        return readings
 
     def __enter__(self) -> PowerScope:
         return self.start()
@@ -139,17 +193,73 @@ class PowerScope:
 
     def energy(self) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         """(energy per channel, {method: counter vs integrated energy})."""
-        table = energy_table(self.df)
+        span = (self.start_time, self.end_time or time.time()) if self.start_time else None
+        table = energy_table(self.df, span)
         table.insert(0, "host", self.host)
         table.insert(1, "rank", self._rank_value)
         table.insert(5, "counted", counted(table))
+        sampler = self._sampler
+        if sampler is not None and sampler.counters_last:
+            table = counter_first(table, self._counter_wh(sampler.counters_first,
+                                                          sampler.counters_last))
         return table, self._additional(table)
+
+    def _counter_wh(self, first: list, last: list) -> dict[tuple[str, str], float]:
+        """{(method, device): counter difference in Wh} for channels whose
+        counter covers what their power reading covers (on GH200, NVML's
+        counter is the module's while its power is the GPU's)."""
+        result = {}
+        for method, before, after in zip(self.methods, first, last):
+            if before is None or after is None:
+                continue
+            for channel, b, a in zip(method.channels, before, after):
+                if not channel.counter_scope:
+                    result[(method.name, channel.device)] = (a - b) / 3600
+        return result
+
+    def windows(self) -> pd.DataFrame:
+        """One row per window and channel (WINDOW_COLUMNS). A window with
+        fewer than two samples inside is interpolated from the samples
+        around it, and says so on stderr."""
+        power = self.df
+        table = self.energy()[0].set_index(["method", "device"])
+        rows = []
+        for name, window in self._windows.items():
+            if window.end is None:
+                continue
+            counters = self._counter_wh(window.counters_begin, window.counters_end)
+            short = False
+            for (method, device, source), samples in power.groupby(["method", "device", "source"],
+                                                                   sort=False):
+                samples = samples.sort_values("time", kind="stable")
+                joules, inside = window_joules(samples["time"].to_numpy(float),
+                                               samples["power_w"].to_numpy(float),
+                                               window.begin, window.end)
+                integrated = joules / 3600
+                counter = counters.get((method, device), np.nan)
+                if np.isfinite(counter):
+                    energy, basis = counter, COUNTER
+                else:
+                    energy, basis = integrated, INTEGRATED if inside >= 2 else INTERPOLATED
+                short = short or inside < 2
+                channel = table.loc[(method, device)]
+                rows.append({"window": name, "host": self.host, "rank": self._rank_value,
+                             "method": method, "device": device, "source": source,
+                             "scope": channel["scope"], "counted": channel["counted"],
+                             "energy_wh": energy, "basis": basis, "integrated_wh": integrated,
+                             "counter_wh": counter, "duration_s": window.end - window.begin,
+                             "samples": inside, "t_start": window.begin, "t_end": window.end})
+            if short:
+                say(f"warning: window '{name}' ({window.end - window.begin:.3g} s) holds fewer "
+                    f"than two samples at {self.interval_ms:g} ms; channels without a hardware "
+                    f"counter are interpolated from the samples around it")
+        return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
 
     def _additional(self, table: pd.DataFrame) -> dict[str, pd.DataFrame]:
         sampler = self._sampler
         if sampler is None or not sampler.counters_last:
             return {}
-        integrated = table.set_index(["method", "device"])["energy_wh"]
+        integrated = table.set_index(["method", "device"])["integrated_wh"]
         result = {}
         for method, first, last in zip(self.methods, sampler.counters_first, sampler.counters_last):
             if first is None or last is None:
@@ -160,6 +270,8 @@ class PowerScope:
                 by_samples = integrated.get((method.name, channel.device), np.nan)
                 rows.append({"host": self.host, "rank": self._rank_value, "method": method.name,
                              "device": channel.device, "source": channel.source,
+                             "counter_scope": channel.counter_scope or table.set_index(
+                                 ["method", "device"]).loc[(method.name, channel.device), "scope"],
                              "counter_wh": counter_wh, "integrated_wh": by_samples,
                              "difference_pct": 100 * (by_samples - counter_wh) / counter_wh
                              if counter_wh else np.nan})
@@ -168,11 +280,18 @@ class PowerScope:
 
     def _write_results(self) -> None:
         files = self.files
-        files.close_power()
         # The command has finished by now; failing to write must not turn
         # its success into a crash, but it must not go unnoticed either.
         try:
+            files.close_power()
+        except Exception as err:  # noqa: BLE001 - the last flush of a full disk
+            say(f"error: could not complete {files.path('power', 'csv')} ({one_line(err)}); "
+                f"{len(self._sampler.times)} samples were taken, the file holds those it flushed")
+        try:
             energy, additional = self.energy()
+            windows = self.windows()
+            if not windows.empty:
+                windows.to_csv(files.path("windows", "csv"), index=False)
             files.write_table(energy, "energy")
             for name, table in additional.items():
                 files.write_table(table, f"additional_{name}")

@@ -1,16 +1,30 @@
-"""Energy from power samples. Samples are points of a power curve and are
-integrated with the trapezoid rule; an interval with a NaN end (a channel
-that did not answer) adds nothing, and its samples show in `missing`."""
+"""Energy from power samples and hardware counters.
+
+Samples are points of a power curve and are integrated with the trapezoid
+rule; an interval with a NaN end (a channel that did not answer) adds
+nothing, and its samples show in `missing`. Where the hardware has an energy
+counter of the same scope as the power reading, the counter's difference is
+the figure (`basis` counter) and the integral its cross-check; elsewhere the
+integral is the figure (`basis` integrated). A window with fewer than two
+answered samples inside is bridged from the power curve around it (`basis`
+interpolated), never left empty."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from jpwr.counting import scope_of
+
 POWER_COLUMNS = ["time", "method", "device", "source", "power_w"]
 CHANNEL_KEY = ["method", "device", "source"]
 ENERGY_COLUMNS = [*CHANNEL_KEY, "energy_wh", "mean_w", "max_w", "duration_s",
                   "samples", "missing", "t_start", "t_end"]
+# Columns newer than the files of older jpwr versions; read_energy fills them.
+COUNTER_COLUMNS = ["scope", "basis", "integrated_wh", "counter_wh", "counter_vs_integrated_pct"]
+COUNTER = "counter"
+INTEGRATED = "integrated"
+INTERPOLATED = "interpolated"
 
 
 def trapezoid(times: np.ndarray, watts: np.ndarray) -> tuple[float, float]:
@@ -21,26 +35,89 @@ def trapezoid(times: np.ndarray, watts: np.ndarray) -> tuple[float, float]:
     return float(np.sum(middles[known] * steps[known])), float(np.sum(steps[known]))
 
 
-def channel_energy(times: np.ndarray, watts: np.ndarray) -> dict:
+def window_joules(times: np.ndarray, watts: np.ndarray, begin: float, end: float) -> tuple[float, int]:
+    """(energy in J between begin and end, answered samples inside). The
+    power at the window's edges is interpolated linearly from the answered
+    samples around them (held at the nearest one beyond the first or last),
+    so a window between two samples still gets its share."""
+    answered = np.isfinite(watts)
+    t, p = times[answered], watts[answered]
+    if len(t) == 0 or not end >= begin:
+        return np.nan, 0
+    inside = (t > begin) & (t < end)
+    edges_t = np.concatenate(([begin], t[inside], [end]))
+    edges_p = np.concatenate(([np.interp(begin, t, p)], p[inside], [np.interp(end, t, p)]))
+    return trapezoid(edges_t, edges_p)[0], int(inside.sum())
+
+
+def channel_energy(times: np.ndarray, watts: np.ndarray, span: tuple[float, float] | None = None) -> dict:
+    """One channel's row. With fewer than two answered samples the curve is
+    held over `span` (the measured run's start and end) when given."""
     joules, covered = trapezoid(times, watts)
     answered = np.isfinite(watts)
+    basis = INTEGRATED
+    if covered <= 0 and answered.any() and span is not None and span[1] > span[0]:
+        joules, _ = window_joules(times, watts, *span)
+        covered, basis = span[1] - span[0], INTERPOLATED
+    energy_wh = joules / 3600 if covered > 0 else np.nan
     return {
-        "energy_wh": joules / 3600 if covered > 0 else np.nan,
+        "energy_wh": energy_wh,
         "mean_w": joules / covered if covered > 0 else np.nan,
         "max_w": float(np.max(watts[answered])) if answered.any() else np.nan,
-        "duration_s": float(times[-1] - times[0]),
+        "duration_s": float(times[-1] - times[0]) if basis == INTEGRATED else covered,
         "samples": int(answered.sum()),
         "missing": int((~answered).sum()),
-        "t_start": float(times[0]),
-        "t_end": float(times[-1]),
+        "t_start": float(times[0]) if basis == INTEGRATED else span[0],
+        "t_end": float(times[-1]) if basis == INTEGRATED else span[1],
+        "basis": basis,
+        "integrated_wh": energy_wh,
     }
 
 
-def energy_table(power: pd.DataFrame) -> pd.DataFrame:
+def energy_table(power: pd.DataFrame, span: tuple[float, float] | None = None) -> pd.DataFrame:
     """One row per channel of a long power table (POWER_COLUMNS)."""
     rows = []
     for key, samples in power.groupby(CHANNEL_KEY, sort=False):
         samples = samples.sort_values("time", kind="stable")
-        rows.append(dict(zip(CHANNEL_KEY, key)) | channel_energy(
-            samples["time"].to_numpy(float), samples["power_w"].to_numpy(float)))
-    return pd.DataFrame(rows, columns=ENERGY_COLUMNS)
+        rows.append(dict(zip(CHANNEL_KEY, key)) | {"scope": scope_of(key[0], key[1])} | channel_energy(
+            samples["time"].to_numpy(float), samples["power_w"].to_numpy(float), span))
+    table = pd.DataFrame(rows, columns=[*ENERGY_COLUMNS, "scope", "basis", "integrated_wh"])
+    table["counter_wh"] = np.nan
+    table["counter_vs_integrated_pct"] = np.nan
+    return table[[*ENERGY_COLUMNS, *COUNTER_COLUMNS]]
+
+
+def counter_first(table: pd.DataFrame, counters: dict[tuple[str, str], float]) -> pd.DataFrame:
+    """Puts each hardware counter's figure (Wh, keyed by method and device,
+    of the same scope as the channel) in place of the integral, which stays
+    beside it with the difference in per cent."""
+    table = table.copy()
+    for i, row in table.iterrows():
+        counter_wh = counters.get((row["method"], row["device"]), np.nan)
+        if not np.isfinite(counter_wh):
+            continue
+        integrated = row["integrated_wh"]
+        table.loc[i, "counter_wh"] = counter_wh
+        table.loc[i, "counter_vs_integrated_pct"] = (
+            100 * (integrated - counter_wh) / counter_wh if counter_wh else np.nan)
+        table.loc[i, "energy_wh"] = counter_wh
+        table.loc[i, "basis"] = COUNTER
+        if row["duration_s"] > 0:
+            table.loc[i, "mean_w"] = counter_wh * 3600 / row["duration_s"]
+    return table
+
+
+def complete_energy_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """An energy table of an older jpwr, with the newer columns filled in:
+    integrated figures of the scope the channel has."""
+    table = table.copy()
+    if "scope" not in table:
+        table["scope"] = [scope_of(m, d) for m, d in zip(table["method"], table["device"])]
+    if "basis" not in table:
+        table["basis"] = INTEGRATED
+    if "integrated_wh" not in table:
+        table["integrated_wh"] = table["energy_wh"]
+    for column in ("counter_wh", "counter_vs_integrated_pct"):
+        if column not in table:
+            table[column] = np.nan
+    return table

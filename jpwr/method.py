@@ -28,6 +28,10 @@ class Channel:
     device: str
     source: str = MEASURED
     info: str = ""
+    # The scope of the hardware counter where it differs from the power
+    # reading's (GH200: NVML's counter is the module's, its power the GPU's);
+    # such a counter is reported beside the figure, never as it.
+    counter_scope: str = ""
 
 
 def import_binding(module: str, method: str, install_hint: str) -> ModuleType:

@@ -1,5 +1,5 @@
 """Messages for the person running the job. They go to stderr, one line each,
-so they never mix with the measured command's stdout that JUBE parses."""
+so they never mix with the measured command's stdout that result tables parse."""
 
 from __future__ import annotations
 

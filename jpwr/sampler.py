@@ -93,8 +93,10 @@ class Sampler:
             if self._stop.wait(t0 + k * self.interval_s - time.monotonic()):
                 break
         # One more sample closes the window at the stop, unless the last
-        # one is so recent that a counter-based value would be mostly noise.
-        if time.monotonic() + to_wall - self.times[-1] >= self.interval_s / 2:
+        # one is so recent that a counter-based value would be mostly noise;
+        # a run shorter than the priming delay still gets its two samples.
+        if (len(self.times) < 2
+                or time.monotonic() + to_wall - self.times[-1] >= self.interval_s / 2):
             self._sample(to_wall)
         self.counters_last = self._counters()
         self._flush()

@@ -1,6 +1,9 @@
 """NVIDIA GPUs through NVML (package nvidia-ml-py, imported as pynvml):
 nvmlDeviceGetPowerUsage (mW) per sample and nvmlDeviceGetTotalEnergyConsumption
 (mJ since the driver was loaded, Volta and newer) as hardware counter.
+On GH200 the counter covers the whole module (Grace, Hopper and memory)
+while the power reading covers the GPU, so there the counter is reported
+beside the GPU's figure, never as it.
 Channels are named gpu<N> with N the NVML index, which is the same on every
 rank of a node whatever CUDA_VISIBLE_DEVICES says, so ranks that measure
 the same GPU can be recognised and counted once."""
@@ -17,6 +20,13 @@ from jpwr.notice import one_line
 
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _name(nvml, handle) -> str:
+    try:
+        return _text(nvml.nvmlDeviceGetName(handle))
+    except Exception:  # noqa: BLE001 - the name only refines the counter's scope
+        return ""
 
 
 class NvmlPower(Method):
@@ -45,7 +55,9 @@ class NvmlPower(Method):
             raise MethodUnavailable(f"pynvml: cannot list GPUs ({one_line(err)})") from err
         self._nvml = nvml
         self._handles = [handles[i] for i in picked]
-        self.channels = [Channel(f"gpu{i}", info=uuids[i]) for i in picked]
+        self.channels = [Channel(f"gpu{i}", info=uuids[i],
+                                 counter_scope="module" if "GH200" in _name(nvml, handles[i]) else "")
+                         for i in picked]
 
     def read(self) -> list[float]:
         get = self._nvml.nvmlDeviceGetPowerUsage

@@ -7,6 +7,7 @@ another interface and are left out so that nothing is read twice."""
 from __future__ import annotations
 
 import math
+import threading
 import time
 
 from jpwr.method import Channel, Method, MethodUnavailable
@@ -23,13 +24,28 @@ class RaplZone:
         self.total_uj = 0
         self._last_uj: int | None = None
         self._last_t = 0.0
+        # Windows read the counter from the application's thread while the
+        # sampler advances it.
+        self._lock = threading.Lock()
 
     def reset(self, now: float) -> None:
         self._last_uj = read_int(self.energy_path)
         self._last_t = now
 
+    def live_total_uj(self) -> int:
+        """The counter's increase so far, up to this moment."""
+        with self._lock:
+            if self._last_uj is None:
+                return self.total_uj
+            step = read_int(self.energy_path) - self._last_uj
+            return self.total_uj + (step + self.max_range_uj if step < 0 else step)
+
     def advance(self, now: float) -> float:
         """Average power in W since the previous call (NaN on the first)."""
+        with self._lock:
+            return self._advance(now)
+
+    def _advance(self, now: float) -> float:
         value = read_int(self.energy_path)
         if self._last_uj is None:
             self._last_uj, self._last_t = value, now
@@ -88,7 +104,8 @@ class RaplPower(Method):
         return [self._value(i, lambda z=zone: z.advance(now)) for i, zone in enumerate(self._zones)]
 
     def energy_j(self) -> list[float]:
-        return [zone.total_uj * 1e-6 for zone in self._zones]
+        return [self._value(i, lambda z=zone: z.live_total_uj() * 1e-6)
+                for i, zone in enumerate(self._zones)]
 
 
 power = RaplPower

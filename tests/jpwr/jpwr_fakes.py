@@ -96,6 +96,9 @@ class FakeNvml(types.ModuleType):
             raise self.NVMLError("GPU is lost")
         return self.gpus[handle]
 
+    def nvmlDeviceGetName(self, handle):
+        return self.gpus[handle].get("name", "NVIDIA H100 80GB HBM3").encode()
+
     def nvmlDeviceGetPowerUsage(self, handle):
         return self._gpu(handle)["power_mw"]
 

@@ -21,7 +21,8 @@ from jpwr.ctxmgr import get_power
 
 SUMMARY = re.compile(r"jpwr-summary: total_wh=(\S+) devices=(\d+) wh_per_device=(\S+) "
                      r"mean_w_per_device=(\S+) max_w=(\S+) duration_s=(\S+) "
-                     r"methods=([a-z+]+) source=(measured|estimated)")
+                     r"methods=([a-z+]+) source=(measured|estimated|incomplete) scope=(\S+) "
+                     r"basis=([a-z+]+) counter_vs_integrated_pct=(\S+) missing_pct=(\S+)")
 
 
 def write_rank(directory, rank, host, channels, start=1000.0, duration=100.0):
@@ -58,7 +59,10 @@ def test_two_nodes_sum_up(tmp_path):
     assert summary == {
         "total_wh": pytest.approx(10.0), "devices": 4, "wh_per_device": pytest.approx(2.5),
         "mean_w_per_device": pytest.approx(2.5 * 3600 / 100), "max_w": 500.0,
-        "duration_s": pytest.approx(105.0), "methods": "pynvml", "source": "measured"}
+        "duration_s": pytest.approx(105.0), "methods": "pynvml", "source": "measured",
+        "scope": "gpu", "basis": "integrated", "counter_vs_integrated_pct": pytest.approx(np.nan,
+                                                                                          nan_ok=True),
+        "missing_pct": 0.0}
 
 
 def test_summary_line_has_the_agreed_form(tmp_path):
@@ -134,10 +138,10 @@ def test_finished_and_killed_ranks_combine(tmp_path, synthetic, wait):
 
 def test_gaps_and_silent_channels_are_noted():
     table = pd.DataFrame([
-        {"host": "n1", "method": "pynvml", "device": "gpu0", "counted": True, "energy_wh": 1.0,
-         "missing": 12, "origin": FROM_ENERGY, "file": "x"},
-        {"host": "n1", "method": "pynvml", "device": "gpu1", "counted": True, "energy_wh": np.nan,
-         "missing": 99, "origin": FROM_ENERGY, "file": "x"}])
+        {"host": "n1", "method": "pynvml", "device": "gpu0", "scope": "gpu", "counted": True,
+         "energy_wh": 1.0, "samples": 988, "missing": 12, "origin": FROM_ENERGY, "file": "x"},
+        {"host": "n1", "method": "pynvml", "device": "gpu1", "scope": "gpu", "counted": True,
+         "energy_wh": np.nan, "samples": 0, "missing": 99, "origin": FROM_ENERGY, "file": "x"}])
     found = notes(table)
     assert any("gpu0: 12 samples missing" in line for line in found)
     assert any("gpu1: no usable samples; it is left out of the total" in line for line in found)

@@ -97,10 +97,16 @@ def test_signal_is_forwarded_and_the_data_still_written(sig, code, cli_env, tmp_
              "print('ready', flush=True)\n"
              "time.sleep(60)\n")
     out = tmp_path / "out"
-    proc = jpwr("--methods", "estimate", "--interval", "10", "--df-out", str(out),
-                sys.executable, "-c", child, env=cli_env, stdout=subprocess.PIPE, text=True)
+    proc = jpwr("--methods", "estimate", "--interval", "10", "--flush-s", "0.01",
+                "--df-out", str(out), sys.executable, "-c", child, env=cli_env,
+                stdout=subprocess.PIPE, text=True)
+    power = out / "power.csv"
     try:
         assert proc.stdout.readline().strip() == "ready"
+        # The energy needs two samples; the child can be ready before the
+        # sampler's first one, so wait until two have reached the file.
+        wait_for(lambda: power.exists() and len(power.read_text().splitlines()) > 2,
+                 "two flushed samples")
         proc.send_signal(sig)  # to jpwr only: its process group is its own
         assert proc.wait(timeout=30) == code
     finally:
@@ -148,7 +154,8 @@ def test_combine_prints_a_table_and_exactly_one_summary_line(tmp_path, capsys):
     summary = [line for line in stdout if line.startswith("jpwr-summary:")]
     assert summary == ["jpwr-summary: total_wh=1.0 devices=2 wh_per_device=0.5 "
                        "mean_w_per_device=180.0 max_w=200.0 duration_s=10.0 methods=pynvml "
-                       "source=measured"]
+                       "source=measured scope=gpu basis=integrated counter_vs_integrated_pct=nan "
+                       "missing_pct=0.0"]
     assert any("gpu1" in line and "measured" in line for line in stdout)
     assert len(pd.read_csv(out)) == 2
 
@@ -157,3 +164,42 @@ def test_combine_without_data_fails_naming_the_path(tmp_path, capsys):
     assert main(["combine", str(tmp_path)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(tmp_path) in err[0] and err[0].startswith("jpwr: error:")
+
+
+def test_sigkill_of_jpwr_takes_its_command_with_it(cli_env, tmp_path):
+    proc = jpwr("--methods", "estimate", sys.executable, "-c",
+                "import os, time; print(os.getpid(), flush=True); time.sleep(60)",
+                env=cli_env, stdout=subprocess.PIPE, text=True)
+    child = int(proc.stdout.readline())
+    try:
+        os.kill(proc.pid, signal.SIGKILL)  # jpwr alone, not its process group
+        proc.wait()
+        wait_for(lambda: not _alive(child), "the command to die with jpwr")
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
+
+
+def _alive(pid):
+    """Running, as opposed to gone or a zombie nobody has reaped yet."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_output_lost_mid_run_keeps_the_commands_status_and_the_summary(sysfs, no_vendor_libraries,
+                                                                      tmp_path, capfd):
+    """The output directory becomes unwritable while the command runs (here
+    the command replaces it by a file): jpwr reports it, prints its summary
+    and still exits with the command's status."""
+    sysfs.hwmon(0, "psu", power1_input=50_000_000)
+    out = tmp_path / "out"
+    status = main(["--methods", "hwmon", "--interval", "10", "--df-out", str(out),
+                   "sh", "-c", f"sleep 0.1; rm -r '{out}'; touch '{out}'; exit 3"])
+    err = capfd.readouterr().err
+    assert status == 3
+    assert "Traceback" not in err
+    assert "jpwr: error: could not write the results" in err
+    assert re.search(r"jpwr: total \S+ Wh over", err)

@@ -71,7 +71,7 @@ class CountingNvml(FakeNvml):
         return self.gpus[handle]["energy_mj"]
 
 
-def test_hardware_counter_goes_next_to_the_integrated_energy(install, tmp_path, wait):
+def test_hardware_counter_is_the_figure_and_the_integral_its_cross_check(install, tmp_path, wait):
     fake = CountingNvml([{"uuid": "GPU-1", "power_mw": 300_000, "energy_mj": 0}])
     install("pynvml", fake)
     with get_power([NvmlPower()], 10, out_dir=tmp_path, suffix="_x") as scope:
@@ -81,9 +81,31 @@ def test_hardware_counter_goes_next_to_the_integrated_energy(install, tmp_path, 
     # Read once after the first sample and once after the last one.
     assert len(fake.handed_out) == 2
     assert counter.counter_wh == pytest.approx((fake.handed_out[1] - fake.handed_out[0]) / 3.6e6)
-    assert counter.integrated_wh == pytest.approx(energy.iloc[0].energy_wh)
+    row = energy.iloc[0]
+    assert counter.integrated_wh == pytest.approx(row.integrated_wh)
+    # 300 W held over the samples' span is the integral; the counter moved
+    # by 7.2 J, so the counter's 0.002 Wh is the figure.
+    assert row.integrated_wh == pytest.approx(300 * row.duration_s / 3600)
+    assert (row.basis, row.energy_wh, row.counter_wh) == ("counter", pytest.approx(0.002),
+                                                          pytest.approx(0.002))
+    assert row.counter_vs_integrated_pct == pytest.approx(
+        100 * (row.integrated_wh - 0.002) / 0.002)
     written = pd.read_csv(tmp_path / "additional_pynvml_x.csv")
     assert written.iloc[0].counter_wh == pytest.approx(counter.counter_wh)
+    assert pd.read_csv(tmp_path / "energy_x.csv").iloc[0].basis == "counter"
+
+
+def test_gh200_module_counter_never_becomes_the_gpu_figure(install, tmp_path, wait):
+    fake = CountingNvml([{"uuid": "GPU-1", "name": "NVIDIA GH200 480GB", "power_mw": 300_000,
+                          "energy_mj": 0}])
+    install("pynvml", fake)
+    with get_power([NvmlPower()], 10) as scope:
+        wait(lambda: len(scope.df) >= 3, "three samples")
+    energy, additional = scope.energy()
+    row = energy.iloc[0]
+    assert (row.scope, row.basis) == ("gpu", "integrated")
+    assert row.energy_wh == pytest.approx(row.integrated_wh)
+    assert additional["pynvml"].iloc[0].counter_scope == "module"
 
 
 def test_device_vanishing_mid_run_gives_nan_one_warning_and_no_crash(sysfs, tmp_path, wait,
@@ -212,3 +234,18 @@ def test_sampler_runs_nicer_than_the_application(synthetic, wait):
         wait(lambda: len(scope.df) >= 1, "a sample")
         sampler = next(t for t in threading.enumerate() if t.name == "jpwr-sampler")
         assert os.getpriority(os.PRIO_PROCESS, sampler.native_id) == min(19, main_nice + 10)
+
+
+def test_a_full_disk_at_the_close_is_reported_not_raised(synthetic, tmp_path, wait, capfd):
+    """The power file's last flush and every result file fail, as on a file
+    system that filled up during the run."""
+    out = tmp_path / "out"
+    scope = get_power([synthetic(lambda t: 20.0)], 10, out_dir=out, flush_s=0.01).start()
+    wait(lambda: data_lines(out / "power.csv") >= 1, "a flushed sample")
+    scope.files._power = open("/dev/full", "w")  # noqa: SIM115 - closed by the scope
+    scope.files._power.write("x" * 10)  # buffered; only the close can fail now
+    scope.files.dir = out / "power.csv"  # a file: nothing can be created below it
+    scope.stop()
+    err = capfd.readouterr().err
+    assert "could not complete" in err and "could not write the results" in err
+    assert scope.energy()[0].iloc[0].energy_wh > 0

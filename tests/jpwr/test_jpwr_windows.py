@@ -1,0 +1,156 @@
+"""Named windows, the shortest runs, scopes that are never added, and
+figures marked incomplete: what a result row needs to say what its energy
+figure covers."""
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from jpwr_fakes import FakeNvml
+
+from jpwr.aggregate import combine, combine_windows, scope_lines, summarize, window_lines
+from jpwr.cli import main
+from jpwr.ctxmgr import get_power
+from jpwr.gpu.pynvml import NvmlPower
+from jpwr.sys.rapl import RaplPower
+
+
+def ramp(t0):
+    """10 W at t0, rising 100 W per second: the analytic energy of a window is known."""
+    return lambda t: 10.0 + 100.0 * (t - t0)
+
+
+def ramp_joules(t0, begin, end):
+    return 10.0 * (end - begin) + 50.0 * ((end - t0) ** 2 - (begin - t0) ** 2)
+
+
+def test_a_window_gets_the_energy_between_its_edges(synthetic, wait, tmp_path):
+    t0 = time.time()
+    with get_power([synthetic(ramp(t0))], 10, out_dir=tmp_path, suffix="_rank0") as scope:
+        wait(lambda: len(scope.df) >= 5, "samples before the window")
+        scope.begin_window("timed")
+        wait(lambda: len(scope.df) >= 25, "samples inside the window")
+        scope.end_window("timed")
+        wait(lambda: len(scope.df) >= 30, "samples after the window")
+    row = scope.windows().iloc[0]
+    # A linear ramp is integrated exactly by the trapezoid rule with
+    # interpolated edges; only the timestamps' spacing from the reads remains.
+    expected = ramp_joules(t0, row.t_start, row.t_end) / 3600
+    assert row.energy_wh == pytest.approx(expected, rel=0.02)
+    assert (row.window, row.basis, row.scope) == ("timed", "integrated", "hwmon-sensor")
+    assert row.samples >= 2
+    whole = scope.energy()[0].iloc[0]
+    assert row.energy_wh < whole.energy_wh
+    written = pd.read_csv(tmp_path / "windows_rank0.csv")
+    assert list(written.window) == ["timed"]
+
+
+def test_a_window_shorter_than_the_interval_is_interpolated_with_a_warning(synthetic, wait, capfd):
+    t0 = time.time()
+    with get_power([synthetic(ramp(t0))], 200) as scope:
+        wait(lambda: len(scope.df) >= 1, "a first sample")
+        scope.begin_window("blink")
+        scope.end_window("blink")
+        wait(lambda: len(scope.df) >= 2, "a sample after the window")
+    row = scope.windows().iloc[0]
+    assert row.basis == "interpolated" and row.samples == 0
+    assert row.energy_wh > 0
+    assert row.energy_wh == pytest.approx(ramp_joules(t0, row.t_start, row.t_end) / 3600, rel=0.05)
+    assert "window 'blink'" in capfd.readouterr().err
+
+
+def test_a_window_takes_the_hardware_counter_where_there_is_one(install, wait):
+    gpus = [{"uuid": "GPU-1", "power_mw": 100_000, "energy_mj": 0}]
+    install("pynvml", FakeNvml(gpus))
+    with get_power([NvmlPower()], 10) as scope:
+        wait(lambda: len(scope.df) >= 2, "samples")
+        scope.begin_window("timed")
+        gpus[0]["energy_mj"] += 36_000  # the counter moves by 36 J = 0.01 Wh
+        scope.end_window("timed")
+    row = scope.windows().iloc[0]
+    assert (row.basis, row.energy_wh) == ("counter", pytest.approx(0.01))
+    assert row.integrated_wh < 0.01  # 100 W over a few microseconds
+
+
+def test_rapl_counter_is_read_live_for_a_window(sysfs, wait, no_vendor_libraries):
+    zone = sysfs.rapl_zone("intel-rapl:0", "package-0", 1_000_000)
+    with get_power([RaplPower()], 50) as scope:
+        wait(lambda: len(scope.df) >= 2, "samples")
+        scope.begin_window("timed")
+        zone.write_text("4600000\n")  # 3.6 J = 0.001 Wh
+        scope.end_window("timed")
+    row = scope.windows().iloc[0]
+    assert (row.basis, row.energy_wh) == ("counter", pytest.approx(0.001))
+
+
+def test_a_command_shorter_than_the_priming_delay_still_gets_energy(sysfs, no_vendor_libraries,
+                                                                   tmp_path, capsys):
+    sysfs.hwmon(0, "psu", power1_input=50_000_000)  # 50 W
+    out = tmp_path / "out"
+    assert main(["--methods", "hwmon", "--interval", "100", "--df-out", str(out), "true"]) == 0
+    row = pd.read_csv(out / "energy.csv").iloc[0]
+    assert row.energy_wh > 0 and row.mean_w == pytest.approx(50.0)
+    assert "jpwr: total" in capsys.readouterr().err
+
+
+def test_windows_of_all_ranks_combine_into_one_line_each(synthetic, wait, tmp_path):
+    for rank in (0, 1):
+        with get_power([synthetic(lambda t: 36.0, devices=(f"s{rank}",))], 10,
+                       out_dir=tmp_path, suffix=f"_rank{rank}") as scope:
+            scope.begin_window("timed")
+            wait(lambda: len(scope.df) >= 4, "samples")
+            scope.end_window("timed")
+    windows = combine_windows([tmp_path])
+    assert len(windows) == 2
+    (line,) = window_lines(windows)
+    fields = dict(f.split("=") for f in line.split()[1:])
+    assert fields["window"] == "timed" and fields["devices"] == "2"
+    expected = windows["duration_s"].sum() * 36 / 3600
+    assert float(fields["total_wh"]) == pytest.approx(expected, rel=1e-3)
+    assert fields["scope"] == "hwmon-sensor"
+
+
+def energy_file(directory, rank, host, rows):
+    directory.mkdir(parents=True, exist_ok=True)
+    table = pd.DataFrame([{"host": host, "rank": rank, "method": m, "device": d,
+                           "source": "measured", "counted": True, "energy_wh": wh,
+                           "mean_w": wh * 36, "max_w": 1.0, "duration_s": 100.0,
+                           "samples": samples, "missing": missing, "t_start": 0.0,
+                           "t_end": 100.0} for m, d, wh, samples, missing in rows])
+    table.to_csv(directory / f"energy_rank{rank}.csv", index=False)
+    (directory / f"meta_rank{rank}.json").write_text(json.dumps({"host": host, "rank": rank}))
+
+
+def test_each_scope_gets_its_own_total_and_scopes_are_never_added(tmp_path):
+    energy_file(tmp_path, 0, "gh1", [("pynvml", "gpu0", 2.0, 100, 0),
+                                    ("gh", "module-0", 5.0, 100, 0),
+                                    ("gh", "grace-0", 1.0, 100, 0)])
+    table = combine([tmp_path])
+    summary = summarize(table)
+    assert (summary["total_wh"], summary["scope"]) == (2.0, "gpu")
+    lines = {line.split()[1]: line for line in scope_lines(table)}
+    assert set(lines) == {"scope=gpu", "scope=module", "scope=grace"}
+    assert "total_wh=5.0 " in lines["scope=module"]
+
+
+def test_too_many_missing_samples_mark_the_figure_incomplete(tmp_path):
+    energy_file(tmp_path, 0, "n1", [("hwmon", "psu/hwmon0/power1", 0.0247, 10, 79)])
+    summary = summarize(combine([tmp_path]))
+    assert summary["source"] == "incomplete"
+    assert summary["missing_pct"] == pytest.approx(100 * 79 / 89)
+    energy_file(tmp_path, 0, "n1", [("hwmon", "psu/hwmon0/power1", 0.0247, 99, 1)])
+    assert summarize(combine([tmp_path]))["source"] == "measured"
+
+
+def test_integral_and_counter_differences_reach_the_summary(tmp_path):
+    energy_file(tmp_path, 0, "n1", [("pynvml", "gpu0", 1.0, 100, 0)])
+    table = pd.read_csv(tmp_path / "energy_rank0.csv")
+    table["basis"], table["counter_wh"], table["integrated_wh"] = "counter", 1.0, 1.017
+    table["scope"], table["counter_vs_integrated_pct"] = "gpu", 1.7
+    table.to_csv(tmp_path / "energy_rank0.csv", index=False)
+    summary = summarize(combine([tmp_path]))
+    assert summary["basis"] == "counter"
+    assert summary["counter_vs_integrated_pct"] == pytest.approx(1.7)
+    assert np.isfinite(summary["total_wh"])
