@@ -1,0 +1,49 @@
+"""The job a time- or energy-to-solution is computed for: how much work
+(tokens or images) one real training takes. Measured rates times this work
+are extrapolations, and every table that shows them says so."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+# Parameters per model size with GPT-2's vocabulary padded as Megatron pads it
+# (cpu-small: the local 8192-token BPE of the CPU runs), as
+# llm_training.flops.parameter_count gives them; a row's own Params column
+# wins. caraml may not import the benchmarks, so the counts are written
+# here and tests/compare checks them against that function.
+PARAMETERS = {
+    "cpu-small": 5_256_704,
+    "117M": 123_689_472,
+    "800M": 908_759_040,
+    "13B": 12_843_796_480,
+    "175B": 174_590_681_088,
+}
+IMAGENET_TRAIN_IMAGES = 1_281_167
+
+
+@dataclass(frozen=True)
+class Jobs:
+    tokens_per_parameter: float = 20.0  # compute-optimal training (Hoffmann et al. 2022)
+    llm_tokens: float | None = None  # a fixed token count instead of tokens per parameter
+    epochs: float = 90.0
+    images_per_epoch: int = IMAGENET_TRAIN_IMAGES
+
+    def work(self, row: pd.Series) -> tuple[float, str]:
+        """Units of work (tokens or images) of the job for this row's
+        configuration, and how it was chosen."""
+        if row["benchmark"] == "image":
+            return (self.epochs * self.images_per_epoch,
+                    f"{self.epochs:g} epochs of {self.images_per_epoch:,} images".replace(",", " "))
+        if self.llm_tokens is not None:
+            return self.llm_tokens, f"{self.llm_tokens:.3g} tokens"
+        params, origin = row["params"], "the row's Params"
+        if pd.isna(params):
+            params, origin = PARAMETERS.get(row["model"], math.nan), f"the {row['model']} size's count"
+        if pd.isna(params):
+            return math.nan, f"n/a: no parameter count for model {row['model']}"
+        return (self.tokens_per_parameter * params,
+                f"{self.tokens_per_parameter:g} tokens per parameter x {params / 1e6:.1f}M parameters "
+                f"({origin})")

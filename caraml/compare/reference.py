@@ -1,0 +1,149 @@
+"""Reference figures with tolerance bands (YAML or CSV), and each measured
+row's verdict against them: within, above or below. A reference names a
+system tag of platform.xml, a benchmark, a model and one figure; the keys
+global_batch, nodes, devices, precision and variant narrow the rows it
+applies to. Without global_batch, nodes or devices it applies to the
+system's best row for that figure (a published "up to" figure)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from caraml import systems
+from caraml.compare import CompareError
+from caraml.compare.figures import ok_rows
+from caraml.compare.runs import BENCHMARKS
+
+DEFAULT_FILE = Path(__file__).with_name("references.yaml")
+# Figures where more is better, so that "below" is a regression
+FIGURES = ("throughput", "throughput_per_device", "throughput_per_node", "mfu", "work_per_wh")
+ORIGINS = ("published", "measured")
+REQUIRED = ("system", "benchmark", "model", "figure", "value", "lower", "upper", "origin", "source")
+NARROWING = ("precision", "variant", "global_batch", "nodes", "devices")
+NUMERIC_NARROWING = ("global_batch", "nodes", "devices")
+COLUMNS = [*REQUIRED, *NARROWING, "low", "high"]
+SEVERITY = {"below": 3, "above": 2, "within": 1}
+
+
+def _read(path: Path) -> list[dict]:
+    try:
+        if path.suffix.lower() == ".csv":
+            table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+            return [{k: v for k, v in entry.items() if not pd.isna(v)} for entry in table.to_dict("records")]
+        document = yaml.safe_load(path.read_text())
+    except OSError as err:
+        raise CompareError(f"{path}: cannot read the reference file ({err.strerror})") from None
+    except (yaml.YAMLError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise CompareError(f"{path}: not a YAML or CSV reference file "
+                           f"({' '.join(str(err).split())[:200]})") from None
+    if not isinstance(document, dict) or not isinstance(document.get("references"), list):
+        raise CompareError(f"{path}: no list under the key 'references'; see docs/compare.md for the format")
+    return document["references"]
+
+
+def _number(value) -> float:
+    if isinstance(value, bool):
+        return math.nan
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _check(path: Path, index: int, entry, known: set[str]) -> dict:
+    where = f"{path}: entry {index + 1}"
+    if not isinstance(entry, dict):
+        raise CompareError(f"{where}: not a mapping of keys to values")
+    where += f" ({entry.get('system', '?')} {entry.get('model', '?')} {entry.get('figure', '?')})"
+    missing = [k for k in REQUIRED if k not in entry]
+    unknown = sorted(set(entry) - set(REQUIRED) - set(NARROWING))
+    if missing or unknown:
+        raise CompareError(f"{where}: " + "; ".join(
+            ([f"missing {' '.join(missing)}"] if missing else []) + ([f"unknown key {' '.join(unknown)}"]
+                                                                     if unknown else [])))
+    entry = dict(entry)
+    if str(entry["system"]) not in known:
+        raise CompareError(f"{where}: unknown system {entry['system']!r}; "
+                           f"use a tag of platform.xml ({' '.join(sorted(known))})")
+    for key, allowed in (("benchmark", tuple(BENCHMARKS)), ("figure", FIGURES), ("origin", ORIGINS)):
+        if entry[key] not in allowed:
+            raise CompareError(f"{where}: {key} {entry[key]!r} is not one of {' '.join(allowed)}")
+    value, lower, upper = (_number(entry[k]) for k in ("value", "lower", "upper"))
+    if not value > 0:
+        raise CompareError(f"{where}: malformed band: value must be a positive number, got {entry['value']!r}")
+    if not 0 <= lower < 1:
+        raise CompareError(f"{where}: malformed band: lower must be a fraction in [0 1) of the value, "
+                           f"got {entry['lower']!r}")
+    if not upper >= 0:
+        raise CompareError(f"{where}: malformed band: upper must be a fraction >= 0 of the value, "
+                           f"got {entry['upper']!r}")
+    for key in NUMERIC_NARROWING:
+        if key in entry and not _number(entry[key]) > 0:
+            raise CompareError(f"{where}: {key} must be a positive number, got {entry[key]!r}")
+    entry.update(value=value, lower=lower, upper=upper, low=value * (1 - lower), high=value * (1 + upper),
+                 system=str(entry["system"]), model=str(entry["model"]))
+    return entry
+
+
+def load(path: Path = DEFAULT_FILE) -> pd.DataFrame:
+    """The references of a file, checked; one line naming the file, the entry
+    and the problem where one is wrong."""
+    path = Path(path)
+    known = set(systems.load())
+    entries = [_check(path, i, e, known) for i, e in enumerate(_read(path))]
+    return pd.DataFrame(entries, columns=COLUMNS)
+
+
+def load_empty() -> pd.DataFrame:
+    return pd.DataFrame(columns=COLUMNS)
+
+
+def verdict(value: float, low: float, high: float) -> str:
+    if pd.isna(value):
+        return "n/a"
+    return "below" if value < low else "above" if value > high else "within"
+
+
+def _matching(ok: pd.DataFrame, ref: pd.Series) -> pd.DataFrame:
+    rows = ok[(ok["platform"] == ref["system"]) & (ok["benchmark"] == ref["benchmark"])
+              & (ok["model"] == ref["model"])]
+    for key in NARROWING:
+        if not pd.isna(ref[key]):
+            wanted = _number(ref[key]) if key in NUMERIC_NARROWING else str(ref[key])
+            rows = rows[rows[key] == wanted]
+    if rows.empty or any(not pd.isna(ref[k]) for k in NUMERIC_NARROWING):
+        return rows
+    # no batch or layout given: the best of each system label that ran it
+    return rows.loc[rows.groupby("system")[ref["figure"]].idxmax().dropna().to_numpy()]
+
+
+def verdicts(rows: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
+    """One line per (reference, measured row it applies to)."""
+    ok = ok_rows(rows)
+    out = []
+    for _, ref in refs.iterrows():
+        for index, row in _matching(ok, ref).iterrows():
+            measured = row[ref["figure"]]
+            out.append({"row": index, "system": row["system"], "platform": row["platform"],
+                        "benchmark": row["benchmark"], "config": row["config"],
+                        "global_batch": row["global_batch"], "nodes": row["nodes"], "devices": row["devices"],
+                        "figure": ref["figure"], "measured": measured, "reference": ref["value"],
+                        "low": ref["low"], "high": ref["high"],
+                        "verdict": verdict(measured, ref["low"], ref["high"]),
+                        "energy_source": row["energy_source"] if ref["figure"] == "work_per_wh" else "",
+                        "origin": ref["origin"], "source": ref["source"]})
+    return pd.DataFrame(out, columns=["row", "system", "platform", "benchmark", "config", "global_batch",
+                                      "nodes", "devices", "figure", "measured", "reference", "low", "high",
+                                      "verdict", "energy_source", "origin", "source"])
+
+
+def row_verdicts(rows: pd.DataFrame, checks: pd.DataFrame) -> pd.Series:
+    """Each row's worst verdict (below, then above, then within); n/a where no reference applies."""
+    worst = pd.Series("n/a", index=rows.index, dtype=object)
+    for index, group in checks.groupby("row"):
+        worst[index] = max(group["verdict"], key=lambda v: SEVERITY.get(v, 0))
+    return worst
