@@ -23,6 +23,7 @@ import torch
 from caraml import dist as caraml_dist
 from caraml import precision, report
 from caraml.dist import Dist
+from caraml.energy import TimedWindow
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
 from caraml.timing import IterationTimer
@@ -127,8 +128,9 @@ def train_model(args: argparse.Namespace, dist: Dist, batch_size: int, stop: Sto
     timer = IterationTimer(args.warmup_iterations, sync=dist.sync)
     if dist.is_main:
         report.write_line(describe(args, dist, batch_size, model.parameter_count(net)))
-    with energy(dist.rank):
-        return train.run(step, source, timer, stop, dist, args.iterations, args.log_interval)
+    with energy(dist.rank) as scope:
+        return train.run(step, source, timer, stop, dist, args.iterations, args.log_interval,
+                         TimedWindow(scope, dist.sync))
 
 
 def train_and_report(args: argparse.Namespace, stop: StopCondition,

@@ -11,6 +11,7 @@ from torch import nn
 
 from caraml import precision, report
 from caraml.dist import Dist
+from caraml.energy import TimedWindow
 from caraml.stopping import StopCondition
 from caraml.timing import IterationTimer, rate
 from image_classification import model
@@ -46,16 +47,20 @@ class LoopResult:
 
 def run(step: Step, batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
         timer: IterationTimer, stop: StopCondition, dist: Dist,
-        total_iterations: int, log_interval: int) -> LoopResult:
+        total_iterations: int, log_interval: int,
+        timed_window: TimedWindow | None = None) -> LoopResult:
     """Runs steps until `stop` holds on any rank, so all ranks leave after the
     same iteration (the all-reduce behind that is outside the timing). A
     step's time includes fetching its batch onto the device."""
     done = 0
     loss = None
+    timed_window = timed_window or TimedWindow(None, sync=lambda: None)
     while True:
         reason = stop.reason(done)
         if dist.any_rank(reason is not None):
             break
+        if done == timer.warmup:
+            timed_window.begin()
         timer.start()
         images, labels = next(batches)
         loss = step(images, labels)
@@ -65,6 +70,7 @@ def run(step: Step, batches: Iterator[tuple[torch.Tensor, torch.Tensor]],
             phase = " (warm-up)" if done <= timer.warmup else ""
             report.write_line(f"iteration {done}/{total_iterations}{phase}: loss {loss.item():.4f}, "
                               f"{seconds:.3f} s, {rate(len(labels), seconds):.1f} images/s on rank 0")
+    timed_window.end()
     return LoopResult(done, list(timer.durations),
                       None if loss is None else loss.item(), reason)
 

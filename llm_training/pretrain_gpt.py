@@ -23,8 +23,9 @@ from dataclasses import dataclass
 import torch
 
 from caraml import dist as caraml_dist
-from caraml import precision, report
+from caraml import device_peaks, precision, report
 from caraml.dist import Dist
+from caraml.energy import TimedWindow
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
 from caraml.timing import slowest_per_iteration, summarize
@@ -121,7 +122,11 @@ def build_backend(gpt: GPTConfig, args: Args, layout: Layout, dist: Dist) -> tra
 def peak_of(args: Args, dist: Dist) -> Peak:
     if args.peak_tflops is None:
         return Peak.none()
-    if args.peak_tflops == "measure":
+    if args.peak_tflops == "auto" and dist.device.type == "cuda":
+        known = device_peaks.lookup(torch.cuda.get_device_name(dist.device))
+        if known is not None:
+            return Peak(known.tflops, "datasheet")
+    if args.peak_tflops in ("auto", "measure"):
         # All ranks measure at once, sharing the host as they do in training.
         mine = measure_tflops(dist.device, precision.DTYPES[args.precision])
         return Peak(statistics.fmean(r[0] for r in dist.gather_floats([mine])), MEASURED)
@@ -194,10 +199,11 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition) -> int:
                         devices=layout.devices)
     peak = peak_of(args, dist)
     nodes = dist.node_count()
-    with prepared.energy():
+    with prepared.energy() as energy:
         result = training.train(backend, batches, dist, stop, warmup=args.warmup_iters,
                                 log_interval=args.log_interval,
-                                max_iterations=args.train_iters, workload=workload)
+                                max_iterations=args.train_iters, workload=workload,
+                                timed_window=TimedWindow(energy, dist.sync))
     if peak.source == MEASURED and result.iterations >= args.train_iters:
         # On a shared host another job can hold a core for a whole window and
         # halve the measured rate; it rarely does so for both. A run stopped

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from caraml import report
 from caraml.dist import Dist
+from caraml.energy import TimedWindow
 from caraml.stopping import StopCondition
 from caraml.timing import IterationTimer
 from llm_training.metrics import Workload
@@ -53,14 +54,18 @@ class _Interval:
 
 
 def train(backend: Backend, batches: Iterator[dict], dist: Dist, stop: StopCondition, *,
-          warmup: int, log_interval: int, max_iterations: int, workload: Workload) -> LoopResult:
+          warmup: int, log_interval: int, max_iterations: int, workload: Workload,
+          timed_window: TimedWindow | None = None) -> LoopResult:
     timer = IterationTimer(warmup, sync=dist.sync)
+    timed_window = timed_window or TimedWindow(None, sync=lambda: None)
     interval = _Interval()
     loss = math.nan
     done = 0
     reason = stop.reason(done)  # a signal may have come during set-up
     stopping = dist.any_rank(reason is not None)
     while not stopping:
+        if done == warmup:
+            timed_window.begin()
         timer.start()
         step_loss = backend.train_step(batches)
         done += 1
@@ -71,6 +76,7 @@ def train(backend: Backend, batches: Iterator[dict], dist: Dist, stop: StopCondi
         if stopping or done % log_interval == 0:
             loss = _log(dist, done, max_iterations, interval, workload)
             interval = _Interval()
+    timed_window.end()
     # A rank that saw no reason of its own stops because another one did.
     return LoopResult(done, timer.durations, loss, reason or "stop requested by another rank")
 

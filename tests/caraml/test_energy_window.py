@@ -1,0 +1,87 @@
+"""The timed iterations as a named energy window: where the drivers' loops
+open and close it, and that a real driver run leaves it in the energy files
+for `jpwr combine`."""
+
+import itertools
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import torch
+
+from caraml.energy import TIMED, TimedWindow
+from caraml.stopping import StopCondition
+from caraml.timing import IterationTimer
+from image_classification import train
+from llm_training.pretrain_gpt import main as pretrain_main
+from tests.dist_fixtures import single_cpu  # noqa: F401
+
+# tests/llm/llm_helpers.py's tiny GPT, spelled out: that module is not a package.
+TINY_GPT = ["--model-size", "cpu-small", "--num-layers", "1", "--hidden-size", "32",
+            "--num-attention-heads", "2", "--seq-length", "16", "--synthetic", "--vocab-size", "128",
+            "--micro-batch-size", "2", "--global-batch-size", "4", "--num-workers", "0",
+            "--device", "cpu", "--log-interval", "1"]
+
+
+class Recorder:
+    """Stands in for a jpwr scope and the device sync: records what happens
+    when, on the loop's own iteration count."""
+
+    def __init__(self):
+        self.events = []
+        self.iteration = 0
+
+    def begin_window(self, name):
+        self.events.append(("begin", name, self.iteration))
+
+    def end_window(self, name):
+        self.events.append(("end", name, self.iteration))
+
+    def sync(self):
+        self.events.append(("sync", None, self.iteration))
+
+
+def test_the_image_loop_brackets_exactly_the_timed_iterations(single_cpu):  # noqa: F811
+    recorder = Recorder()
+
+    def step(images, labels):
+        recorder.iteration += 1
+        return torch.tensor(0.0)
+
+    batches = itertools.repeat((torch.zeros(2, 3), torch.zeros(2)))
+    result = train.run(step, batches, IterationTimer(3), StopCondition(max_iterations=7),
+                       single_cpu, total_iterations=7, log_interval=1000,
+                       timed_window=TimedWindow(recorder, recorder.sync))
+    assert len(result.durations) == 4
+    edges = [e for e in recorder.events if e[0] != "sync"]
+    assert edges == [("begin", TIMED, 3), ("end", TIMED, 7)]
+    # The device is synchronised right before each edge.
+    for edge in edges:
+        assert recorder.events[recorder.events.index(edge) - 1][0] == "sync"
+
+
+def test_no_window_without_timed_iterations(single_cpu):  # noqa: F811
+    recorder = Recorder()
+    batches = itertools.repeat((torch.zeros(2, 3), torch.zeros(2)))
+    train.run(lambda i, l: torch.tensor(0.0), batches, IterationTimer(5),
+              StopCondition(max_iterations=3), single_cpu, total_iterations=3,
+              log_interval=1000, timed_window=TimedWindow(recorder, recorder.sync))
+    assert [e for e in recorder.events if e[0] != "sync"] == []
+
+
+def test_an_llm_run_leaves_its_timed_window_for_combine(tmp_path, capsys):
+    code = pretrain_main([*TINY_GPT, "--train-iters", "6", "--warmup-iters", "2",
+                          "--energy-methods", "estimate", "--energy-dir", str(tmp_path)])
+    capsys.readouterr()
+    assert code == 0
+    run = pd.read_csv(tmp_path / "energy_rank0.csv").iloc[0]
+    window = pd.read_csv(tmp_path / "windows_rank0.csv").iloc[0]
+    assert window.window == TIMED and window.scope == "host-estimate"
+    interval_s = json.loads((tmp_path / "meta_rank0.json").read_text())["interval_ms"] / 1000
+    # The run's last sample is at most half an interval before its stop,
+    # which comes after the window's end.
+    assert run.t_start < window.t_start < window.t_end < run.t_end + interval_s / 2
+    combined = subprocess.run([sys.executable, "-m", "jpwr", "combine", str(tmp_path)],
+                              capture_output=True, text=True, check=True).stdout
+    assert any(line.startswith("jpwr-window: window=timed ") for line in combined.splitlines())
