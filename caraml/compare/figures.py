@@ -46,8 +46,10 @@ def add_ratios(rows: pd.DataFrame, reference_system: str) -> pd.DataFrame:
     """Adds `<figure>_ratio`: the figure over that of the reference system's
     row of the same configuration, batch and node count (empty where it has none)."""
     ref = ok_rows(rows)[ok_rows(rows)["system"] == reference_system].drop_duplicates(MATCH)
-    merged = rows[MATCH].merge(ref[MATCH + RATIO_FIGURES], on=MATCH, how="left", suffixes=("", "_ref"))
+    merged = rows[MATCH].merge(ref[MATCH + RATIO_FIGURES + ["energy_source"]], on=MATCH, how="left")
     rows = rows.copy()
+    # an energy ratio is estimated where either side's energy is
+    rows["reference_energy_source"] = merged["energy_source"].fillna("n/a").to_numpy()
     for figure in RATIO_FIGURES:
         ratio = rows[figure].to_numpy() / merged[figure].to_numpy()
         rows[f"{figure}_ratio"] = ratio

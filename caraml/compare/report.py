@@ -14,6 +14,7 @@ from caraml.compare.figures import energy_kind
 NA = "n/a"
 ENERGY_FIGURES = ("energy_per_device_wh", "energy_per_node_wh", "work_per_wh", "mean_power_w_per_device",
                   "estimated_energy_kwh", "estimated_action_kwh_h")
+ENERGY_RATIOS = ("energy_per_device_wh_ratio", "work_per_wh_ratio", "mean_power_w_per_device_ratio")
 WINDOW = ("Energy window: each row's measured training run (warm-up included) as jpwr measured it, "
           "summed over the job's devices; scope: the EnergyScope column where the table has one (else n/a).")
 
@@ -28,11 +29,16 @@ def _number(value) -> str:
 
 def _with_energy_kind(frame: pd.DataFrame, display: pd.DataFrame) -> None:
     """Every energy figure from an estimated source says so in its cell."""
-    estimated = frame["energy_source"].map(energy_kind) == "estimated"
-    for column in ENERGY_FIGURES:
+    estimated = (frame["energy_source"].map(energy_kind) == "estimated").to_numpy()
+    if "reference_energy_source" in frame:
+        ref_estimated = (frame["reference_energy_source"].map(energy_kind) == "estimated").to_numpy()
+    else:
+        ref_estimated = estimated
+    for column in (*ENERGY_FIGURES, *ENERGY_RATIOS):
         if column in display:
+            mask = (estimated | ref_estimated) if column in ENERGY_RATIOS else estimated
             display[column] = [f"{v} (estimated)" if est and v != NA else v
-                               for v, est in zip(display[column], estimated)]
+                               for v, est in zip(display[column], mask)]
 
 
 def comparison_display(rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:

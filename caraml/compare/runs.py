@@ -192,10 +192,10 @@ def read_run(run: RunDir) -> pd.DataFrame:
         "energy_per_node_wh": energy / nodes,
         "work_per_wh": _numeric(table, bench.per_wh),
         "mean_power_w_per_device": _numeric(table, "MeanPower/device(W)"),
-        "energy_source": _column(table, "EnergySource").fillna("n/a").astype(str),
-        "energy_scope": _scope_column(table).fillna("n/a").astype(str),
-        "status": _column(table, "Status").fillna("n/a").astype(str),
-        "error": _column(table, "Error").fillna("").astype(str),
+        "energy_source": _column(table, "EnergySource").astype(object).fillna("n/a").astype(str),
+        "energy_scope": _scope_column(table).astype(object).fillna("n/a").astype(str),
+        "status": _column(table, "Status").astype(object).fillna("n/a").astype(str),
+        "error": _column(table, "Error").astype(object).fillna("").astype(str),
         "run_dir": str(run.path),
     })
     return out[COLUMNS]

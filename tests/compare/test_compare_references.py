@@ -1,0 +1,101 @@
+"""Reference bands: verdicts at and beyond the bounds, the best-row rule for
+published "up to" figures, the exit status, and one-line errors for bad
+reference files."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from caraml.compare import CompareError, cli, figures, reference, runs
+from tests.compare.tables import LLM_ROW, run_dir
+
+
+def _ref(**changes) -> dict:
+    return {"system": "A100", "benchmark": "llm", "model": "800M", "figure": "throughput_per_device",
+            "value": 20000.0, "lower": 0.1, "upper": 0.2, "origin": "measured", "source": "a test", **changes}
+
+
+def _write(tmp_path, *entries, name="refs.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({"references": list(entries)}))
+    return path
+
+
+@pytest.mark.parametrize("value, expected", [(18000.0, "within"), (17999.0, "below"), (24000.0, "within"),
+                                             (24001.0, "above"), (float("nan"), "n/a")])
+def test_verdict_at_the_bounds(value, expected):
+    # band: 20000 x (1 - 0.1) to 20000 x (1 + 0.2)
+    assert reference.verdict(value, 18000.0, 24000.0) == expected
+
+
+def test_a_reference_without_batch_applies_to_the_best_row_only(tmp_path):
+    path = run_dir(tmp_path, "a", LLM_ROW, [{"GlobalBatchSize": 16, "Tokens/s/device": 9000.0},
+                                            {"GlobalBatchSize": 512, "Tokens/s/device": 21000.0}])
+    rows = figures.mark_best(runs.load([str(path)]))
+    checks = reference.verdicts(rows, reference.load(_write(tmp_path, _ref())))
+    assert checks[["global_batch", "measured", "verdict"]].values.tolist() == [[512, 21000.0, "within"]]
+    assert reference.row_verdicts(rows, checks).tolist() == ["n/a", "within"]
+
+
+def test_a_reference_with_batch_applies_to_that_batch(tmp_path):
+    path = run_dir(tmp_path, "a", LLM_ROW, [{"GlobalBatchSize": 16, "Tokens/s/device": 9000.0},
+                                            {"GlobalBatchSize": 512, "Tokens/s/device": 21000.0}])
+    rows = runs.load([str(path)])
+    checks = reference.verdicts(rows, reference.load(_write(tmp_path, _ref(global_batch=16))))
+    assert checks[["global_batch", "verdict"]].values.tolist() == [[16, "below"]]
+
+
+def test_the_command_exits_3_when_a_figure_falls_below_its_band_and_0_otherwise(tmp_path, capsys):
+    path = run_dir(tmp_path, "a", LLM_ROW, [{"Tokens/s/device": 17000.0}])
+    low = _write(tmp_path, _ref(), name="low.yaml")
+    assert cli.main([str(path), "--out", str(tmp_path / "o1"), "--references", str(low)]) == 3
+    assert "BELOW BAND: A100 800M fp16 megatron batch 512 throughput_per_device 1.7e+04 < 1.8e+04" \
+        in capsys.readouterr().out
+    fine = _write(tmp_path, _ref(value=17000.0), name="fine.yaml")
+    assert cli.main([str(path), "--out", str(tmp_path / "o2"), "--references", str(fine)]) == 0
+    verdicts = (tmp_path / "o2" / "verdicts.csv").read_text()
+    assert "within" in verdicts and "a test" in verdicts
+
+
+def test_a_csv_reference_file_works_like_yaml(tmp_path):
+    path = tmp_path / "refs.csv"
+    path.write_text("system,benchmark,model,figure,value,lower,upper,origin,source,global_batch\n"
+                    "A100,llm,800M,throughput_per_device,30000,0.1,0.1,published,paper,512\n")
+    rows = runs.load([str(run_dir(tmp_path, "a", LLM_ROW, [{}]))])
+    assert reference.verdicts(rows, reference.load(path))["verdict"].tolist() == ["below"]
+
+
+def test_the_shipped_reference_file_is_valid_and_marks_published_figures():
+    refs = reference.load()
+    assert {"published", "measured"} == set(refs["origin"])
+    gh200 = refs[(refs["system"] == "GH200") & (refs["model"] == "800M")].iloc[0]
+    assert gh200["value"] == 47505 and "CARAML paper" in gh200["source"]
+
+
+@pytest.mark.parametrize("entry, message", [
+    (_ref(system="H200"), "entry 1 (H200 800M throughput_per_device): unknown system 'H200'"),
+    (_ref(lower=1.5), "malformed band: lower must be a fraction in [0 1) of the value, got 1.5"),
+    (_ref(upper=-0.1), "malformed band: upper must be a fraction >= 0"),
+    (_ref(value="fast"), "malformed band: value must be a positive number, got 'fast'"),
+    ({k: v for k, v in _ref().items() if k != "source"}, "missing source"),
+    (_ref(figure="energy_wh"), "figure 'energy_wh' is not one of"),
+    (_ref(batch=4), "unknown key batch"),
+])
+def test_a_bad_reference_entry_is_a_one_line_error_naming_file_and_entry(tmp_path, entry, message):
+    path = _write(tmp_path, entry)
+    with pytest.raises(CompareError) as err:
+        reference.load(path)
+    text = str(err.value)
+    assert text.startswith(f"{path}: entry 1") and message in text and "\n" not in text
+
+
+def test_a_file_that_is_not_a_reference_file_is_a_one_line_error(tmp_path):
+    path = tmp_path / "refs.yaml"
+    path.write_text("references: [unclosed\n")
+    with pytest.raises(CompareError, match=r"refs.yaml: not a YAML or CSV reference file") as err:
+        reference.load(path)
+    assert "\n" not in str(err.value)
+    path.write_text("figures: []\n")
+    with pytest.raises(CompareError, match=r"refs.yaml: no list under the key 'references'"):
+        reference.load(path)
