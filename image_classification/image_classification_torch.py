@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 import torch
 
 from caraml import dist as caraml_dist
-from caraml import precision, report
+from caraml import precision, provenance, report
 from caraml.dist import Dist
 from caraml.energy import TimedWindow
 from caraml.report import BenchmarkInputError
@@ -126,6 +126,7 @@ def train_model(args: argparse.Namespace, dist: Dist, batch_size: int, stop: Sto
     step = train.sgd_step(model.parallelize(net, dist, args.compile), optimizer,
                           args.precision, dist.device)
     timer = IterationTimer(args.warmup_iterations, sync=dist.sync)
+    provenance.record(dist, args.energy_dir)
     if dist.is_main:
         report.write_line(describe(args, dist, batch_size, model.parameter_count(net)))
     with energy(dist.rank) as scope:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from caraml import dist as caraml_dist
-from caraml import precision, report
+from caraml import precision, provenance, report
 from caraml.dist import Dist
 from caraml.energy import TimedWindow
 from caraml.report import BenchmarkInputError
@@ -184,6 +184,7 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition) -> int:
         error = str(e)
     if first_failure_reported(dist, error):
         return 1
+    provenance.record(dist, args.energy_dir)
     layout, gpt = prepared.layout, prepared.gpt
     backend = build_backend(gpt, args, layout, dist)
     batches = micro_batches(prepared.train_data, micro_batch_size=layout.micro_batch_size,

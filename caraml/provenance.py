@@ -1,0 +1,197 @@
+"""Where a result row came from: the suite's commit, the software stack, the
+devices and the job, in one JSON file per work package (provenance.json in
+the run's energy folder, inside the work package) and a short line for the
+result table:
+
+    CARAML provenance: commit=1a2b3c4 clean=yes torch=2.6.0 cuda=12.4 ...
+
+Every field that cannot be found here is null in the file and `-` in the
+line, never guessed."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import subprocess
+from pathlib import Path
+
+from caraml import report
+from caraml.dist import Dist
+
+SUITE_ROOT = Path(__file__).resolve().parents[1]
+FILE_NAME = "provenance.json"
+# The fields of the table line, in order; the rest is in the file.
+LINE_FIELDS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices")
+
+
+def _command(*args: str, cwd: Path | None = None) -> str | None:
+    try:
+        done = subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def suite_state(root: Path = SUITE_ROOT) -> dict:
+    """The commit and whether tracked files differ from it (untracked ones,
+    such as run folders and data, do not count)."""
+    commit = _command("git", "rev-parse", "HEAD", cwd=root)
+    changes = _command("git", "status", "--porcelain", "--untracked-files=no", cwd=root)
+    return {"commit": commit, "clean": None if changes is None else changes == ""}
+
+
+def _package(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _first_line(path: str) -> str | None:
+    try:
+        return Path(path).read_text().splitlines()[0].strip()
+    except (OSError, IndexError):
+        return None
+
+
+def gpu_driver() -> str | None:
+    nvidia = _first_line("/proc/driver/nvidia/version")
+    if nvidia:
+        found = re.search(r"Kernel Module\s+(\S+)", nvidia)
+        return f"nvidia {found.group(1) if found else nvidia}"
+    amd = _first_line("/sys/module/amdgpu/version")
+    return f"amdgpu {amd}" if amd else None
+
+
+def cpu_name() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def power_limits_w() -> list[float] | None:
+    """The enforced power limit of each visible NVIDIA GPU, where NVML is here."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no binding, no driver: no figure
+        return None
+    try:
+        limits = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            limits.append(pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000)
+        return limits
+    except Exception:  # noqa: BLE001
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def container() -> dict | None:
+    """The Apptainer image this runs in, with its sha256 digest."""
+    image = os.environ.get("APPTAINER_CONTAINER") or os.environ.get("SINGULARITY_CONTAINER")
+    if not image:
+        return None
+    digest = hashlib.sha256()
+    try:
+        with open(image, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                digest.update(block)
+    except OSError:
+        return {"image": image, "sha256": None}
+    return {"image": image, "sha256": digest.hexdigest()}
+
+
+def software(device_type: str) -> dict:
+    import torch
+
+    on_gpu = device_type == "cuda" and torch.cuda.is_available()
+    nccl = None
+    if on_gpu and hasattr(torch.cuda, "nccl"):
+        try:
+            version = torch.cuda.nccl.version()
+            nccl = ".".join(map(str, version)) if isinstance(version, tuple) else str(version)
+        except Exception:  # noqa: BLE001 - torch built without NCCL/RCCL
+            nccl = None
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "rocm": getattr(torch.version, "hip", None),
+        "nccl": nccl,
+        "cudnn": cudnn,
+        "megatron_core": _package("megatron-core"),
+        "torchvision": _package("torchvision"),
+        "jube": _jube_version(),
+    }
+
+
+def _jube_version() -> str | None:
+    text = _command("jube", "--version")
+    found = re.search(r"version\s+(\S+)", text or "")
+    return found.group(1) if found else None
+
+
+def devices(device_type: str, count: int) -> dict:
+    import torch
+
+    if device_type == "cuda" and torch.cuda.is_available():
+        names = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())})
+    else:
+        names = [cpu_name() or "unknown CPU"]
+    return {"device_type": device_type, "device_names": names, "devices": count,
+            "gpu_driver": gpu_driver(), "power_limits_w": power_limits_w()}
+
+
+def collect(device_type: str, device_count: int, hostnames: list[str]) -> dict:
+    return {
+        "format": "caraml-provenance-1",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        **suite_state(),
+        **software(device_type),
+        **devices(device_type, device_count),
+        "container": container(),
+        "hostnames": sorted(set(hostnames)),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+    }
+
+
+def line_fields(record: dict) -> dict[str, str]:
+    """The table's short set: no spaces (patterns split at them), no commas
+    (JUBE splits values at them)."""
+    values = {
+        "commit": (record["commit"] or "")[:12] or None,
+        "clean": {True: "yes", False: "no", None: None}[record["clean"]],
+        "torch": record["torch"],
+        "cuda": record["cuda"],
+        "rocm": record["rocm"],
+        "device_name": "+".join(record["device_names"]),
+        "devices": record["devices"],
+    }
+    return {k: "-" if v is None else re.sub(r"[\s,]+", "_", str(v)) for k, v in values.items()}
+
+
+def record(dist: Dist, folder: str | Path | None) -> None:
+    """Called by every rank (it gathers the host names); rank 0 writes the
+    file into folder (none without one) and prints the table's line."""
+    hostnames = dist.gather_objects(dist.hostname)
+    if not dist.is_main:
+        return
+    facts = collect(dist.device.type, dist.world_size, hostnames)
+    if folder is not None:
+        out = Path(folder)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / FILE_NAME).write_text(json.dumps(facts, indent=1) + "\n")
+    report.emit("provenance", **line_fields(facts))

@@ -1,0 +1,66 @@
+"""Provenance: the file a driver's rank 0 writes per work package, and the
+short line the result table reads."""
+
+import json
+import subprocess
+
+import pytest
+import torch
+
+from caraml import provenance
+from llm_training.pretrain_gpt import main as pretrain_main
+from tests.dist_fixtures import single_cpu  # noqa: F401
+from tests.driver_runs import parse_caraml
+
+TINY_GPT = ["--model-size", "cpu-small", "--num-layers", "1", "--hidden-size", "32",
+            "--num-attention-heads", "2", "--seq-length", "16", "--synthetic", "--vocab-size", "128",
+            "--micro-batch-size", "2", "--global-batch-size", "4", "--num-workers", "0",
+            "--device", "cpu", "--log-interval", "1"]
+
+
+def git(repo, *args):
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def test_suite_state_names_the_commit_and_a_changed_tree(tmp_path):
+    git(tmp_path, "init", "-q")
+    (tmp_path / "a.py").write_text("x = 1\n")
+    git(tmp_path, "add", "a.py")
+    git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    head = git(tmp_path, "rev-parse", "HEAD")
+    (tmp_path / "run_folder").mkdir()  # untracked output is no change to the suite
+    assert provenance.suite_state(tmp_path) == {"commit": head, "clean": True}
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert provenance.suite_state(tmp_path) == {"commit": head, "clean": False}
+
+
+def test_outside_a_checkout_nothing_is_guessed(tmp_path):
+    assert provenance.suite_state(tmp_path) == {"commit": None, "clean": None}
+
+
+def test_a_driver_run_writes_the_file_and_the_line(tmp_path, capsys):
+    code = pretrain_main([*TINY_GPT, "--train-iters", "2", "--warmup-iters", "1",
+                          "--energy-methods", "none", "--energy-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert code == 0
+    facts = json.loads((tmp_path / provenance.FILE_NAME).read_text())
+    assert facts["torch"] == torch.__version__ and facts["devices"] == 1
+    assert facts["commit"] == git(provenance.SUITE_ROOT, "rev-parse", "HEAD")
+    for key in ("python", "cuda", "rocm", "nccl", "cudnn", "megatron_core", "torchvision",
+                "jube", "gpu_driver", "device_names", "power_limits_w", "container",
+                "hostnames", "slurm_job_id", "date", "clean"):
+        assert key in facts
+    line = parse_caraml(out)["provenance"]
+    assert line["commit"] == facts["commit"][:12] and line["torch"] == torch.__version__
+    assert list(line) == list(provenance.LINE_FIELDS)
+
+
+@pytest.mark.parametrize("clean, shown", [(True, "yes"), (False, "no"), (None, "-")])
+def test_line_fields_have_no_spaces_or_commas(clean, shown):
+    facts = {"commit": "0123456789abcdef", "clean": clean, "torch": "2.6.0+cpu", "cuda": None,
+             "rocm": None, "device_names": ["AMD EPYC 7763 64-Core Processor, rev 1"],
+             "devices": 2}
+    fields = provenance.line_fields(facts)
+    assert fields["clean"] == shown and fields["cuda"] == "-" and fields["commit"] == "0123456789ab"
+    assert all(" " not in v and "," not in v for v in fields.values())
