@@ -18,10 +18,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from caraml import report, systems  # noqa: E402
+from caraml import local_host, report, systems  # noqa: E402
 
-# tag="A100|H100", tag: "!container+800M", {tag: 13B, ...}
-TAG_DECLARATION = re.compile(r"""\btag\s*[=:]\s*["']?([^"'}\n]+)""")
+# the names in a tag expression: "A100|H100", "!container+800M"
 TAG_WORD = re.compile(r"[A-Za-z0-9_.\-]+")
 
 
@@ -29,13 +28,49 @@ class PreflightError(Exception):
     pass
 
 
+def _tag_expressions(path: Path) -> list[str]:
+    """The values of the tag attributes (XML) or tag keys (YAML) of a JUBE
+    script, where JUBE reads them: never words of a comment."""
+    if path.suffix in (".yaml", ".yml"):
+        import yaml  # JUBE itself needs PyYAML to read a YAML script
+
+        found: list[str] = []
+
+        def walk(node: object) -> None:
+            if isinstance(node, dict):
+                for key, value in node.items():
+                    if key == "tag" and isinstance(value, (str, int, float)):
+                        found.append(str(value))
+                    else:
+                        walk(value)
+            elif isinstance(node, list):
+                for item in node:
+                    walk(item)
+
+        walk(yaml.safe_load(path.read_text()))
+        return found
+    return [e.attrib["tag"] for e in ET.parse(path).getroot().iter() if "tag" in e.attrib]
+
+
 def declared_tags(*files: Path) -> set[str]:
     """Every tag name any tag expression in these files mentions."""
-    tags: set[str] = set()
-    for path in files:
-        for expression in TAG_DECLARATION.findall(path.read_text()):
-            tags.update(TAG_WORD.findall(expression))
-    return tags
+    return {word for path in files for expression in _tag_expressions(path)
+            for word in TAG_WORD.findall(expression)}
+
+
+def check_one_of(selected: list[str], groups: list[str]) -> None:
+    """Tags of one group (model sizes, backends) exclude each other: JUBE
+    would keep the last one without a word."""
+    for group in groups:
+        chosen = [t for t in selected if t in group.split()]
+        if len(chosen) > 1:
+            raise PreflightError(f"tags {' and '.join(chosen)} exclude each other; give one of: {group}")
+
+
+def check_python(python: str) -> None:
+    if python and not Path(python).exists():
+        raise PreflightError(f"the suite's environment is missing ({python} not found): "
+                             "run bash aux/setup.sh")
 
 
 def selected_tags(run_config: Path) -> list[str]:
@@ -66,11 +101,11 @@ def check_container(image: str, definition: str, script: Path, system: str) -> N
             + (f" (definition {definition})" if definition else ""))
 
 
-def check_kind(system: systems.System, kinds: list[str], other_script: str,
+def check_kind(kind: str, system: str, kinds: list[str], other_script: str,
                script: Path) -> None:
-    if kinds and system.device_kind not in kinds:
+    if kinds and kind not in kinds:
         raise PreflightError(
-            f"{system.tag} ({system.device_kind} devices) is not run by {script.name}"
+            f"{system} ({kind} devices) is not run by {script.name}"
             + (f"; use {other_script}" if other_script else ""))
 
 
@@ -143,18 +178,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model-size", default="", help="LLM: check this size's layout")
     ap.add_argument("--backend", default="megatron")
     ap.add_argument("--global-batch-size", default="", help="LLM: empty for the size's default")
+    ap.add_argument("--one-of", action="append", default=[], metavar="TAGS",
+                    help="space-separated tags of which at most one may be given")
+    ap.add_argument("--python", default="",
+                    help="the suite's Python the job and the data step run with (empty: a container's)")
+    ap.add_argument("--device-kind", default="",
+                    help="the device kind as JUBE resolved it (LOCAL finds it at run time)")
+    ap.add_argument("--check-local-host", action="store_true",
+                    help="LOCAL: this host must have a working driver and the devices asked for")
     ap.add_argument("--devices-needed", type=int, default=0,
                     help="devices one model instance needs (pipelined models)")
     args = ap.parse_args(argv)
     try:
         system_tags = systems.names(args.platform)
-        check_tags(selected_tags(args.run_config),
-                   declared_tags(args.script, args.platform), system_tags)
+        selected = selected_tags(args.run_config)
+        check_tags(selected, declared_tags(args.script, args.platform), system_tags)
+        check_one_of(selected, args.one_of)
         system = systems.load(args.platform)[args.system]
-        check_kind(system, args.kinds, args.other_script, args.script)
+        check_kind(args.device_kind or system.device_kind, system.tag, args.kinds,
+                   args.other_script, args.script)
+        if args.check_local_host:
+            local_host.check(args.devices_per_node)
         if args.build_container:
             check_buildable(system)
             return 0
+        check_python(args.python)
         if args.model_size:
             print(llm_layout(args.system, args.model_size, args.backend, args.global_batch_size,
                              args.nodes, args.devices_per_node))
@@ -162,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         check_nodes(system, args.nodes, args.model_size)
         if not args.dry_run:
             check_container(args.container, args.container_def, args.script, args.system)
-    except (PreflightError, OSError, ET.ParseError) as exc:
+    except (PreflightError, OSError, ET.ParseError, ValueError) as exc:
         report.error(str(exc))
         return 2
     return 0

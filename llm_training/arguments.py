@@ -46,7 +46,7 @@ def _positive_float(text: str) -> float:
 
 
 def _peak(text: str) -> float | str:
-    return text if text == "measure" else _positive_float(text)
+    return text if text in ("measure", "auto") else _positive_float(text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="jpwr methods, or 'none' to measure no energy")
     energy.add_argument("--energy-interval-ms", type=_positive_int, default=100)
     energy.add_argument("--peak-tflops", type=_peak,
-                        help="the device's peak dense 16-bit TFLOP/s for MFU, or 'measure'")
+                        help="the device's peak dense 16-bit TFLOP/s for MFU; 'auto': the "
+                             "datasheet's by device name (caraml/device_peaks.py), measured where "
+                             "the device is not known; 'measure': always measured")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     return p
 

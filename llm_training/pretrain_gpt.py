@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from caraml import dist as caraml_dist
-from caraml import precision, provenance, report
+from caraml import device_peaks, precision, provenance, report
 from caraml.dist import Dist
 from caraml.energy import TimedWindow
 from caraml.report import BenchmarkInputError
@@ -122,7 +122,11 @@ def build_backend(gpt: GPTConfig, args: Args, layout: Layout, dist: Dist) -> tra
 def peak_of(args: Args, dist: Dist) -> Peak:
     if args.peak_tflops is None:
         return Peak.none()
-    if args.peak_tflops == "measure":
+    if args.peak_tflops == "auto" and dist.device.type == "cuda":
+        known = device_peaks.lookup(torch.cuda.get_device_name(dist.device))
+        if known is not None:
+            return Peak(known.tflops, "datasheet")
+    if args.peak_tflops in ("auto", "measure"):
         # All ranks measure at once, sharing the host as they do in training.
         mine = measure_tflops(dist.device, precision.DTYPES[args.precision])
         return Peak(statistics.fmean(r[0] for r in dist.gather_floats([mine])), MEASURED)

@@ -65,9 +65,9 @@ SYSTEMS = {
     "MI250": Expect("dc-mi200", 8, 1, 48, None, "torchrun_jsc", "caraml_rocm.sif", "--rocm",
                     "i", False, True, "pspmix", 2, "rocm", "rocm", 362.1 / 2, 560 / 2),
     "MI300X": Expect(None, 8, 1, 48, None, "torchrun", "caraml_rocm.sif", "--rocm",
-                     "", False, False, None, 1, "rocm", "rocm", None, 750, constraint="mi300x"),
+                     "", False, False, None, 1, "rocm", "rocm", 1307.4, 750, constraint="mi300x"),
     "MI300A": Expect(None, 4, 1, 48, None, "torchrun", "caraml_rocm.sif", "--rocm",
-                     "", False, False, None, 1, "rocm", "rocm", None, None, constraint="mi300a"),
+                     "", False, False, None, 1, "rocm", "rocm", 980.6, 550, constraint="mi300a"),
     "GC200": Expect("dc-ipu", 4, 1, 48, None, "jpwr", "caraml_ipu.sif", None,
                     "", False, True, "pspmix", 1, "ipu", "gc", 250, 300),
 }
