@@ -36,7 +36,7 @@ from llm_training.data.checksums import read_record, sha256_file, write_record
 from llm_training.data.corpus import documents
 from llm_training.data.download import fetch
 from llm_training.data.local_corpus import build_local_corpus
-from llm_training.data.preprocess import Prepared, check_no_spaces, preprocess
+from llm_training.data.preprocess import Prepared, preprocess
 from llm_training.data.tokenizer import Tokenizer, train_local_bpe
 
 DEFAULT_VOCAB_SIZE = 8192
@@ -46,7 +46,6 @@ def prepare(corpus: str, out_dir: Path, *, vocab_file: Path | None = None,
             merge_file: Path | None = None, json_key: str = "text",
             vocab_size: int | None = None) -> Prepared:
     out_dir = out_dir.absolute()
-    check_no_spaces(out_dir)
     if (vocab_file is None) != (merge_file is None):
         raise BenchmarkInputError("give --vocab-file and --merge-file together, or neither")
     if vocab_file is not None and vocab_size is not None:
@@ -83,7 +82,6 @@ def prepare(corpus: str, out_dir: Path, *, vocab_file: Path | None = None,
     else:
         tokenizer_kind = "gpt2"
         vocab_file, merge_file = vocab_file.absolute(), merge_file.absolute()
-        check_no_spaces(vocab_file, merge_file)
 
     prefix = out_dir / f"{name}_text_document"
     n_docs, n_tokens = preprocess(corpus_path, prefix, vocab_file, merge_file,

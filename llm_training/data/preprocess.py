@@ -16,6 +16,7 @@ import argparse
 import itertools
 import os
 import sys
+import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,9 +45,14 @@ class Prepared:
     tokenizer: str  # "gpt2" or "local-bpe"
 
     def emit(self) -> None:
-        report.emit("data", name=self.name, prefix=self.prefix, vocab_file=self.vocab_file,
-                    merge_file=self.merge_file, documents=self.documents, tokens=self.tokens,
-                    tokenizer=self.tokenizer)
+        # JUBE reads the line as space-separated key=value pairs: a path with
+        # a space (or any other character a URL escapes) is percent-encoded
+        def path(p: Path) -> str:
+            return urllib.parse.quote(str(p))
+
+        report.emit("data", name=self.name, prefix=path(self.prefix),
+                    vocab_file=path(self.vocab_file), merge_file=path(self.merge_file),
+                    documents=self.documents, tokens=self.tokens, tokenizer=self.tokenizer)
 
 
 def preprocess(corpus: Path, prefix: Path, vocab_file: Path, merge_file: Path, *,
@@ -87,14 +93,6 @@ def _batched(items, n: int):
         yield batch
 
 
-def check_no_spaces(*paths: Path) -> None:
-    """The data line is read by JUBE as space-separated key=value pairs."""
-    for path in paths:
-        if any(c.isspace() for c in str(path)):
-            raise BenchmarkInputError(f"path {str(path)!r} contains white space, which the "
-                                      "'CARAML data:' line cannot carry; choose another folder")
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m llm_training.data.preprocess",
                                 description=__doc__.split("\n\n")[0])
@@ -119,7 +117,6 @@ def main(argv: list[str] | None = None) -> int:
     prefix = Path(f"{args.output_prefix}_{args.json_key}_document").absolute()
     vocab_file, merge_file = args.vocab_file.absolute(), args.merge_file.absolute()
     try:
-        check_no_spaces(prefix, vocab_file, merge_file)
         prefix.parent.mkdir(parents=True, exist_ok=True)
         n_docs, n_tokens = preprocess(args.input, prefix, vocab_file, merge_file,
                                       json_key=args.json_key, max_documents=args.max_documents)

@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 import threading
+import urllib.parse
 from functools import partial
 
 import pytest
@@ -288,7 +289,11 @@ def test_bad_input_is_one_line_and_a_failed_exit(local_run, tmp_path, capsys, ar
     assert re.search(message, err)
 
 
-def test_an_out_dir_with_spaces_is_refused(tmp_path, capsys):
-    code, _, err = run(capsys, "--corpus", "local", "--out-dir", tmp_path / "with space")
-    assert code == 1 and "contains white space" in err
-    assert not (tmp_path / "with space").exists()
+def test_a_path_with_a_space_and_a_semicolon_is_carried_percent_encoded(tmp_path, capsys):
+    from llm_training.data.preprocess import Prepared
+
+    odd = tmp_path / "a b;c" / "x_text_document"
+    Prepared("x", odd, odd.with_name("v.json"), odd.with_name("m.txt"), 2, 9, "gpt2").emit()
+    match = LINE.fullmatch(capsys.readouterr().out.strip())
+    assert match, "the data line must stay space-separated key=value pairs"
+    assert urllib.parse.unquote(match["prefix"]) == str(odd)

@@ -1,0 +1,155 @@
+"""The cause of a failed job, in one line for its row of the result table.
+
+job.sh's exit handler runs this on the job's logs (stderr first, then
+stdout) and writes the line to the work package's error file:
+
+    job exited with status 1: out of memory at 256 samples per device (CUDA): lower the global batch size
+    job exited with status 143 (SIGTERM): ...
+
+The first exception of the logs is the cause; what launchers add around it
+(torchrun's `[rank0]:` prefixes, its ChildFailedError summary, the re-raise
+on every other rank) is not. Standard library only: it runs with the node's
+python3 where the suite's environment may be missing."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import signal
+import sys
+from pathlib import Path
+
+# torchrun's --tee / log-line prefix, "[rank3]:" and "[default0]:"
+LAUNCHER_PREFIX = re.compile(r"^\[(?:rank|default)?(\d+)\]:\s?")
+EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt))(?::\s*(?P<message>.*))?$")
+FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+# exceptions that only say another one happened first
+ECHOES = ("torch.distributed.elastic", "ChildFailedError", "KeyboardInterrupt")
+OUT_OF_MEMORY = re.compile(r"\b(CUDA|HIP|XPU|MPS)? ?out of memory", re.IGNORECASE)
+NO_MODULE = re.compile(r"No module named '([^']+)'")
+# bash: "job.sh: line 40: /x/.venv/bin/python: No such file or directory"
+MISSING_VENV = re.compile(r"(\S*\.venv/bin/python\S*): (?:No such file or directory|not found)")
+COLLECTIVE = re.compile(r"\b(NCCL|RCCL|gloo|Gloo|c10d)\b")
+# torchrun's failure summary, whose "Root Cause" section names the first rank that failed:
+#   rank      : 1 (local_rank: 1)
+#   exitcode  : -9 (pid: 12291)  (SIGKILL)
+SUMMARY_ROOT = "Root Cause (first observed failure):"
+SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)[^(]*\(pid: \d+\)\s*(?:\((SIG\w+)\))?")
+# gloo's "[/path/pair.cc:537] Read error ...": the source position says nothing to a user
+SOURCE_POSITION = re.compile(r"^\[[^\]]+\.(?:cc|cpp|h):\d+\]\s*")
+
+
+def _strip(line: str) -> tuple[str | None, str]:
+    """The rank a launcher prefix names (or None) and the line without it."""
+    match = LAUNCHER_PREFIX.match(line)
+    if match:
+        return match.group(1), line[match.end():].rstrip("\n")
+    return None, line.rstrip("\n")
+
+
+def _short(path: str) -> str:
+    """The last package directories of a source path: site-packages prefixes
+    differ between hosts and only make the row long."""
+    parts = Path(path).parts
+    return "/".join(parts[-3:])
+
+
+def _root_cause(lines: list[tuple[str | None, str]]) -> tuple[str, str] | None:
+    """(rank, how it ended) from torchrun's summary: the first rank that failed."""
+    texts = [t for _, t in lines]
+    if SUMMARY_ROOT not in texts:
+        return None
+    rank = None
+    for text in texts[texts.index(SUMMARY_ROOT):]:
+        if SUMMARY_RANK.match(text):
+            rank = SUMMARY_RANK.match(text).group(1)
+        ended = SUMMARY_EXIT.match(text)
+        if ended and rank is not None:
+            code, sig = ended.groups()
+            return rank, f"killed by {sig}" if sig else f"exit code {code}"
+    return None
+
+
+def _exception_cause(lines: list[tuple[str | None, str]], samples_per_device: str,
+                     root: tuple[str, str] | None) -> str | None:
+    last_frame: dict[str, str] | None = None
+    for rank, text in lines:
+        frame = FRAME.match(text)
+        if frame:
+            last_frame = frame.groupdict()
+            continue
+        match = EXCEPTION.match(text)
+        if not match or any(echo in text for echo in ECHOES):
+            continue
+        kind, message = match.group("type"), (match.group("message") or "").strip()
+        rank = rank if rank is not None else (root[0] if root else None)
+        where = f"rank {rank}: " if rank is not None else ""
+        if OUT_OF_MEMORY.search(text):
+            device = OUT_OF_MEMORY.search(text).group(1) or "device"
+            at = f" at {samples_per_device} samples per device" if samples_per_device else ""
+            return (f"{where}out of memory{at} ({device}): lower the global batch size "
+                    "(or the micro-batch size) or use more devices")
+        module = NO_MODULE.search(message)
+        if module:
+            return (f"{where}missing Python module {module.group(1)}: install it into the "
+                    "job's environment (bash aux/setup.sh) or its container")
+        if COLLECTIVE.search(text):
+            first = SOURCE_POSITION.sub("", message).split(". ")[0]
+            after = (f" (first failure: rank {root[0]} {root[1]})"
+                     if root and root[0] != rank else "")
+            return (f"{where}communication error ({COLLECTIVE.search(text).group(1)}): "
+                    f"{kind}: {first}{after}")
+        if not message and last_frame:
+            return (f"{where}{kind} at {_short(last_frame['file'])}:{last_frame['line']} "
+                    f"in {last_frame['func']}")
+        return f"{where}{kind}: {message}" if message else f"{where}{kind}"
+    return None
+
+
+def cause(text: str, samples_per_device: str = "") -> str | None:
+    """The named cause in a job's log text, or None when it names none."""
+    lines = [_strip(line) for line in text.splitlines()]
+    # the suite's own one-line errors name their cause already
+    own = next((t for _, t in lines if t.startswith("CARAML ERROR: ")), None)
+    if own:
+        return own.removeprefix("CARAML ERROR: ")
+    venv = next((MISSING_VENV.search(t) for _, t in lines if MISSING_VENV.search(t)), None)
+    if venv:
+        return (f"the suite's environment is missing ({venv.group(1)} not found): "
+                "run bash aux/setup.sh")
+    root = _root_cause(lines)
+    found = _exception_cause(lines, samples_per_device, root)
+    if found:
+        return found
+    return f"rank {root[0]} {root[1]}" if root else None
+
+
+def summary(status: int, logs: list[Path], samples_per_device: str = "") -> str:
+    """The error file's line: the exit status, the signal it stands for, the cause."""
+    head = f"job exited with status {status}"
+    if status > 128:
+        try:
+            head += f" ({signal.Signals(status - 128).name})"
+        except ValueError:
+            pass
+    text = "\n".join(p.read_text(errors="replace") for p in logs if p.is_file())
+    found = cause(text, samples_per_device)
+    line = f"{head}: {found}" if found else head
+    # one line and no commas: JUBE splits values at commas
+    return " ".join(line.split()).replace(",", ";")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--status", type=int, required=True, help="the job's exit status")
+    ap.add_argument("--samples-per-device", default="",
+                    help="batch per device, named in an out-of-memory cause")
+    ap.add_argument("logs", nargs="*", type=Path, help="the job's log files, stderr first")
+    args = ap.parse_args(argv)
+    print(summary(args.status, args.logs, args.samples_per_device))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

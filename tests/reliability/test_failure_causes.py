@@ -1,0 +1,118 @@
+"""The cause a failed job's row names (caraml/failure.py), from real failure
+logs made here on CPU with torchrun and gloo, and from GPU-style logs in
+logs/ (see logs/README.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from caraml import failure
+
+LOGS = Path(__file__).parent / "logs"
+
+# one script, one failure per mode; rank 1 fails, rank 0 is collateral
+FAILING = '''
+import os, signal, sys
+import torch, torch.distributed as dist
+mode, rank = sys.argv[1], int(os.environ["RANK"])
+if mode == "module" and rank == 1:
+    import caraml_no_such_module
+if mode == "assert" and rank == 1:
+    expected_world = 3
+    assert expected_world == int(os.environ["WORLD_SIZE"])
+dist.init_process_group("gloo")
+dist.barrier()
+if rank == 1:
+    if mode == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    os._exit(3)
+for _ in range(3):
+    dist.all_reduce(torch.ones(1))
+'''
+MODES = ("assert", "module", "kill", "gloo")
+
+
+@pytest.fixture(scope="module")
+def cpu_logs(tmp_path_factory) -> dict[str, Path]:
+    """mode -> the stderr of a real two-rank torchrun job that failed that way."""
+    base = tmp_path_factory.mktemp("failures")
+    script = base / "failing.py"
+    script.write_text(FAILING)
+    logs = {}
+    for mode in MODES:
+        log = base / f"{mode}.err"
+        with log.open("w") as err:
+            proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                   "--nproc-per-node=2", str(script), mode],
+                                  stdout=subprocess.DEVNULL, stderr=err, timeout=300)
+        assert proc.returncode != 0, log.read_text()
+        logs[mode] = log
+    venv = base / "venv.err"
+    with venv.open("w") as err:
+        subprocess.run(["bash", "-c", f"'{base}/checkout/.venv/bin/python' -m llm_training.pretrain_gpt"],
+                       stderr=err, check=False)
+    logs["venv"] = venv
+    return logs
+
+
+def _line(status: int, log: Path, samples: str = "") -> str:
+    line = failure.summary(status, [log], samples)
+    assert "\n" not in line and "," not in line
+    return line
+
+
+def test_an_assertion_without_a_message_names_its_file_line_and_rank(cpu_logs):
+    line = _line(1, cpu_logs["assert"])
+    assert "status 1: rank 1: AssertionError at " in line
+    assert line.endswith(f"{cpu_logs['assert'].parent.name}/failing.py:9 in <module>")
+
+
+def test_a_missing_module_is_named(cpu_logs):
+    line = _line(1, cpu_logs["module"])
+    assert "rank 1: missing Python module caraml_no_such_module" in line
+
+
+def test_a_killed_rank_is_named_not_the_one_torchrun_stopped_after_it(cpu_logs):
+    # rank 0 may or may not see the broken connection before torchrun stops it;
+    # either way the row names rank 1 and its signal as the first failure
+    line = _line(1, cpu_logs["kill"])
+    assert "rank 1 killed by SIGKILL" in line and "rank 0 killed" not in line
+
+
+def test_a_gloo_error_says_which_rank_saw_it_and_which_failed_first(cpu_logs):
+    line = _line(1, cpu_logs["gloo"])
+    assert "rank 0: communication error (gloo)" in line
+    assert "first failure: rank 1 exit code 3" in line
+    # the text after the cause stays short: gloo's source position and advice are dropped
+    assert ".cc:" not in line and "GLHF" not in line
+
+
+def test_a_missing_environment_says_to_run_setup(cpu_logs):
+    assert "run bash aux/setup.sh" in _line(127, cpu_logs["venv"])
+    assert "status 127" in _line(127, cpu_logs["venv"])
+
+
+def test_cuda_out_of_memory_names_the_batch_per_device_and_what_to_lower():
+    line = _line(1, LOGS / "cuda_oom_rank0.err", samples="256")
+    assert line.endswith("status 1: rank 0: out of memory at 256 samples per device (CUDA): "
+                         "lower the global batch size (or the micro-batch size) or use more devices")
+
+
+def test_hip_out_of_memory_without_a_rank_prefix():
+    assert "out of memory (HIP)" in _line(1, LOGS / "hip_oom.err")
+
+
+def test_an_nccl_error_names_the_rank_and_the_library():
+    line = _line(1, LOGS / "nccl_rank2.err")
+    assert "rank 2: communication error (NCCL): torch.distributed.DistBackendError: NCCL error in:" in line
+
+
+def test_a_signal_is_named_and_the_suites_own_error_comes_first(tmp_path):
+    log = tmp_path / "job.err"
+    log.write_text("W1123 warning\nCARAML ERROR: data path /x does not exist\nTraceback\nValueError: later\n")
+    assert _line(143, log) == "job exited with status 143 (SIGTERM): data path /x does not exist"
+    assert _line(137, tmp_path / "missing.err") == "job exited with status 137 (SIGKILL)"

@@ -1,0 +1,87 @@
+"""The README's main command (aux/run_benchmarks.sh) run as a user runs it,
+from a copy of this checkout whose path has a space, a ";" and a command
+after it: it always ends, its exit status says whether a row failed, and no
+part of the path ever runs as a command."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.jube_runs import ROOT
+
+pytestmark = pytest.mark.jube
+
+# a shell that splits this path runs `touch INJECTED`
+AWKWARD = "x y;touch INJECTED;z"
+
+
+def _venv_view(target: Path, checkout: Path) -> None:
+    """A virtual environment that is the suite's .venv under another name,
+    with a set-up stamp for the copy's pyproject.toml: setup.sh then finds it
+    ready and never installs into the shared one."""
+    real = ROOT / ".venv"
+    (target / "bin").mkdir(parents=True)
+    shutil.copy(real / "pyvenv.cfg", target / "pyvenv.cfg")
+    (target / "lib").symlink_to(real / "lib")
+    (target / "bin" / "python").symlink_to(real / "bin" / "python")
+    (target / "bin" / "python3").symlink_to(real / "bin" / "python")
+    digest = hashlib.sha256((checkout / "pyproject.toml").read_bytes()).hexdigest()
+    (target / ".caraml-setup-stamp").write_text(digest + "\n")
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    """The working tree's files (tracked and new, not ignored) under AWKWARD."""
+    base = tmp_path_factory.mktemp("checkout")
+    copy = base / AWKWARD / "caraml"
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)
+    _venv_view(copy / ".venv", copy)
+    return copy
+
+
+def _main_command(checkout: Path, *tags: str, env: dict[str, str] | None = None):
+    return subprocess.run(["bash", str(checkout / "aux" / "run_benchmarks.sh"), *tags],
+                          cwd=checkout, env={**os.environ, **(env or {})}, text=True,
+                          capture_output=True, timeout=1200)
+
+
+def _injected(checkout: Path) -> list[Path]:
+    return list(checkout.parents[1].rglob("INJECTED"))
+
+
+def test_a_failed_row_ends_the_command_with_status_1_and_the_next_benchmark_still_runs(checkout):
+    proc = _main_command(checkout, "CPU", "smoke",
+                         env={"CARAML_IMAGE_DATA": str(checkout / "no such images")})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    # the image row names the missing path; the LLM benchmark ran after it
+    assert "FAILED" in out and "no such images does not exist" in out, out[-4000:]
+    llm = sorted((checkout / "llm_training" / "llm_benchmark_nvidia_amd_run").glob("*/result/result_csv.dat"))
+    assert llm and "CPU,torch,cpu-small" in llm[-1].read_text() and ",ok," in llm[-1].read_text(), out[-4000:]
+    assert not _injected(checkout)
+
+
+def test_a_dry_run_ends_with_status_0(checkout):
+    proc = _main_command(checkout, "CPU", "dryrun")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert out.count("dry run") >= 2
+    assert not _injected(checkout)
+
+
+def test_a_refused_run_ends_with_status_1(checkout):
+    proc = _main_command(checkout, "CPU", "smoke", "A200")
+    assert proc.returncode == 1
+    assert "unknown tag A200" in proc.stdout + proc.stderr
