@@ -26,7 +26,13 @@ from caraml.dist import Dist
 SUITE_ROOT = Path(__file__).resolve().parents[1]
 FILE_NAME = "provenance.json"
 # The fields of the table line, in order; the rest is in the file.
-LINE_FIELDS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices")
+LINE_FIELDS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
+               "cpus", "other_benchmarks")
+# What a benchmark process of this suite has in its command line.
+BENCHMARK_MARKERS = ("llm_training.pretrain_gpt", "image_classification.image_classification_torch",
+                     "image_classification_torch.py")
+# Variables that ranks of one job share and other jobs do not.
+_JOB_KEYS = ("SLURM_JOB_ID", "MASTER_PORT")
 
 
 def _command(*args: str, cwd: Path | None = None) -> str | None:
@@ -155,6 +161,47 @@ def devices(device_type: str, count: int) -> dict:
             "gpu_driver": gpu_driver(), "power_limits_w": power_limits_w()}
 
 
+def other_benchmarks(proc: Path = Path("/proc")) -> int | None:
+    """Benchmark processes of this suite on this host that belong to another
+    job (a run beside this one shares the devices and the CPUs). None where
+    /proc cannot be read."""
+    mine = {k: os.environ[k] for k in _JOB_KEYS if os.environ.get(k)}
+    count = 0
+    try:
+        pids = [p.name for p in proc.iterdir() if p.name.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        if int(pid) == os.getpid():
+            continue
+        try:
+            command = (proc / pid / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # gone meanwhile
+        if not any(marker in command for marker in BENCHMARK_MARKERS):
+            continue
+        theirs = _read_environ(proc, pid)
+        if mine and all(theirs.get(k) == v for k, v in mine.items()):
+            continue  # a rank of this job
+        count += 1
+    return count
+
+
+def _read_environ(proc: Path, pid: str) -> dict[str, str]:
+    try:
+        raw = (proc / pid / "environ").read_bytes()
+    except OSError:
+        return {}
+    return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
+
+
+def host_load() -> dict:
+    """How busy the host was when the run began: the 1-minute load average
+    against the CPUs, and other benchmark processes."""
+    return {"load_1min": round(os.getloadavg()[0], 2), "cpus": os.cpu_count(),
+            "other_benchmark_processes": other_benchmarks()}
+
+
 def collect(device_type: str, device_count: int, hostnames: list[str]) -> dict:
     return {
         "format": "caraml-provenance-1",
@@ -163,6 +210,7 @@ def collect(device_type: str, device_count: int, hostnames: list[str]) -> dict:
         **software(device_type),
         **devices(device_type, device_count),
         "container": container(),
+        **host_load(),
         "hostnames": sorted(set(hostnames)),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }
@@ -179,6 +227,9 @@ def line_fields(record: dict) -> dict[str, str]:
         "rocm": record["rocm"],
         "device_name": "+".join(record["device_names"]),
         "devices": record["devices"],
+        "load": record["load_1min"],
+        "cpus": record["cpus"],
+        "other_benchmarks": record["other_benchmark_processes"],
     }
     return {k: "-" if v is None else re.sub(r"[\s,]+", "_", str(v)) for k, v in values.items()}
 

@@ -201,13 +201,15 @@ def summarize(table: pd.DataFrame) -> dict:
 
 def scope_lines(table: pd.DataFrame) -> list[str]:
     """One `jpwr-scope:` line per scope measured, each scope's own total
-    over every host where it was measured, counted into the headline or not."""
-    lines = []
+    over every host where it was measured, counted into the headline or not,
+    and one `jpwr-scopes:` line with all of them in Wh."""
+    lines, totals = [], []
     for scope, rows in table[table["energy_wh"].notna()].groupby("scope", sort=False):
         total = float(rows["energy_wh"].sum())
+        totals.append(f"{scope}={_number(total)}")
         lines.append(f"jpwr-scope: scope={scope} total_wh={_number(total)} devices={len(rows)} "
                      f"wh_per_device={_number(total / len(rows))} basis={_joined(rows['basis'])}")
-    return lines
+    return [*lines, "jpwr-scopes: " + " ".join(totals)] if totals else []
 
 
 def window_lines(windows: pd.DataFrame) -> list[str]:

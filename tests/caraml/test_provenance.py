@@ -49,7 +49,8 @@ def test_a_driver_run_writes_the_file_and_the_line(tmp_path, capsys):
     assert facts["commit"] == git(provenance.SUITE_ROOT, "rev-parse", "HEAD")
     for key in ("python", "cuda", "rocm", "nccl", "cudnn", "megatron_core", "torchvision",
                 "jube", "gpu_driver", "device_names", "power_limits_w", "container",
-                "hostnames", "slurm_job_id", "date", "clean"):
+                "hostnames", "slurm_job_id", "date", "clean", "load_1min", "cpus",
+                "other_benchmark_processes"):
         assert key in facts
     line = parse_caraml(out)["provenance"]
     assert line["commit"] == facts["commit"][:12] and line["torch"] == torch.__version__
@@ -60,7 +61,26 @@ def test_a_driver_run_writes_the_file_and_the_line(tmp_path, capsys):
 def test_line_fields_have_no_spaces_or_commas(clean, shown):
     facts = {"commit": "0123456789abcdef", "clean": clean, "torch": "2.6.0+cpu", "cuda": None,
              "rocm": None, "device_names": ["AMD EPYC 7763 64-Core Processor, rev 1"],
-             "devices": 2}
+             "devices": 2, "load_1min": 1.5, "cpus": 2, "other_benchmark_processes": None}
     fields = provenance.line_fields(facts)
     assert fields["clean"] == shown and fields["cuda"] == "-" and fields["commit"] == "0123456789ab"
+    assert (fields["load"], fields["other_benchmarks"]) == ("1.5", "-")
     assert all(" " not in v and "," not in v for v in fields.values())
+
+
+def fake_process(proc, pid, command, **environ):
+    folder = proc / str(pid)
+    folder.mkdir(parents=True)
+    (folder / "cmdline").write_bytes(b"\0".join(part.encode() for part in command.split()) + b"\0")
+    (folder / "environ").write_bytes(b"".join(f"{k}={v}\0".encode() for k, v in environ.items()))
+
+
+def test_other_benchmarks_on_the_host_are_counted_and_this_jobs_ranks_are_not(tmp_path,
+                                                                               monkeypatch):
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    fake_process(tmp_path, 101, "python -m llm_training.pretrain_gpt --x", MASTER_PORT="29500")
+    fake_process(tmp_path, 102, "python -m llm_training.pretrain_gpt --x", MASTER_PORT="29611")
+    fake_process(tmp_path, 103, "python image_classification/image_classification_torch.py")
+    fake_process(tmp_path, 104, "sleep 100")
+    assert provenance.other_benchmarks(tmp_path) == 2

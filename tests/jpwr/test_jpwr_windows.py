@@ -130,9 +130,11 @@ def test_each_scope_gets_its_own_total_and_scopes_are_never_added(tmp_path):
     table = combine([tmp_path])
     summary = summarize(table)
     assert (summary["total_wh"], summary["scope"]) == (2.0, "gpu")
-    lines = {line.split()[1]: line for line in scope_lines(table)}
+    *per_scope, together = scope_lines(table)
+    lines = {line.split()[1]: line for line in per_scope}
     assert set(lines) == {"scope=gpu", "scope=module", "scope=grace"}
     assert "total_wh=5.0 " in lines["scope=module"]
+    assert together == "jpwr-scopes: gpu=2.0 module=5.0 grace=1.0"
 
 
 def test_too_many_missing_samples_mark_the_figure_incomplete(tmp_path):
