@@ -213,18 +213,20 @@ def scope_lines(table: pd.DataFrame) -> list[str]:
 
 
 def window_lines(windows: pd.DataFrame) -> list[str]:
-    """One `jpwr-window:` line per named window, over the channels that
-    count into the headline total."""
+    """One `jpwr-window:` line per named window and scope; counted=yes marks
+    the scope that makes up the headline total (scopes are never added)."""
     if windows.empty:
         return []
     lines = []
-    for name, rows in windows[windows["counted"] & windows["energy_wh"].notna()].groupby(
-            "window", sort=False):
+    known = windows[windows["energy_wh"].notna()]
+    for (name, scope), rows in known.groupby(["window", "scope"], sort=False):
         total = float(rows["energy_wh"].sum())
-        lines.append(f"jpwr-window: window={name} total_wh={_number(total)} devices={len(rows)} "
+        counted_here = "yes" if rows["counted"].all() else "no"
+        lines.append(f"jpwr-window: window={name} scope={scope} counted={counted_here} "
+                     f"total_wh={_number(total)} devices={len(rows)} "
                      f"wh_per_device={_number(total / len(rows))} "
                      f"duration_s={_number(float(rows['duration_s'].max()))} "
-                     f"scope={_joined(rows['scope'])} basis={_joined(rows['basis'])}")
+                     f"basis={_joined(rows['basis'])}")
     return lines
 
 

@@ -106,10 +106,24 @@ def test_windows_of_all_ranks_combine_into_one_line_each(synthetic, wait, tmp_pa
     assert len(windows) == 2
     (line,) = window_lines(windows)
     fields = dict(f.split("=") for f in line.split()[1:])
-    assert fields["window"] == "timed" and fields["devices"] == "2"
+    assert (fields["window"], fields["counted"], fields["devices"]) == ("timed", "yes", "2")
     expected = windows["duration_s"].sum() * 36 / 3600
     assert float(fields["total_wh"]) == pytest.approx(expected, rel=1e-3)
     assert fields["scope"] == "hwmon-sensor"
+
+
+def test_a_window_gets_one_line_per_scope(tmp_path):
+    pd.DataFrame([{"window": "timed", "host": "gh1", "rank": 0, "method": m, "device": d,
+                   "source": "measured", "scope": scope, "counted": True, "energy_wh": wh,
+                   "basis": "integrated", "integrated_wh": wh, "counter_wh": np.nan,
+                   "duration_s": 10.0, "samples": 100, "t_start": 0.0, "t_end": 10.0}
+                  for m, d, scope, wh in (("pynvml", "gpu0", "gpu", 1.0),
+                                          ("gh", "module-0", "module", 3.0))]
+                 ).to_csv(tmp_path / "windows_rank0.csv", index=False)
+    (tmp_path / "meta_rank0.json").write_text(json.dumps({"host": "gh1", "rank": 0}))
+    lines = window_lines(combine_windows([tmp_path]))
+    assert [line.split()[2:5] for line in lines] == [
+        ["scope=gpu", "counted=yes", "total_wh=1.0"], ["scope=module", "counted=no", "total_wh=3.0"]]
 
 
 def energy_file(directory, rank, host, rows):
