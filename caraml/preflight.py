@@ -150,6 +150,13 @@ def llm_layout(system: str, model_size: str, backend: str, global_batch: str,
             f"microbatches={layout.microbatches}")
 
 
+def check_batch_split(global_batch: str, devices: int) -> None:
+    """Data parallelism gives every device the same share of the batch."""
+    if global_batch and (int(global_batch) % devices or int(global_batch) < devices):
+        raise PreflightError(f"global batch size {global_batch} does not divide evenly over "
+                             f"{devices} device{'s' if devices > 1 else ''}; use a multiple of {devices}")
+
+
 def check_devices(system: systems.System, needed: int, nodes: int, devices_per_node: int) -> None:
     if needed > nodes * devices_per_node:
         raise PreflightError(
@@ -186,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the device kind as JUBE resolved it (LOCAL finds it at run time)")
     ap.add_argument("--check-local-host", action="store_true",
                     help="LOCAL: this host must have a working driver and the devices asked for")
+    ap.add_argument("--split-batch", default="", metavar="GLOBAL_BATCH",
+                    help="data-parallel only: this global batch must divide over the devices")
     ap.add_argument("--devices-needed", type=int, default=0,
                     help="devices one model instance needs (pipelined models)")
     args = ap.parse_args(argv)
@@ -207,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
             print(llm_layout(args.system, args.model_size, args.backend, args.global_batch_size,
                              args.nodes, args.devices_per_node))
         check_devices(system, args.devices_needed, args.nodes, args.devices_per_node)
+        check_batch_split(args.split_batch, args.nodes * args.devices_per_node)
         check_nodes(system, args.nodes, args.model_size)
         if not args.dry_run:
             check_container(args.container, args.container_def, args.script, args.system)

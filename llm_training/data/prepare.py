@@ -25,6 +25,7 @@ the same inputs does nothing and prints the same line. The last line is
 from __future__ import annotations
 
 import argparse
+import fcntl
 import re
 import sys
 from pathlib import Path
@@ -45,14 +46,28 @@ DEFAULT_VOCAB_SIZE = 8192
 def prepare(corpus: str, out_dir: Path, *, vocab_file: Path | None = None,
             merge_file: Path | None = None, json_key: str = "text",
             vocab_size: int | None = None) -> Prepared:
-    out_dir = out_dir.absolute()
+    """Prepares under a lock on the output folder: two runs that need the
+    same data at once (two JUBE runs, the work packages of a sweep) would
+    otherwise write the same files together; the second waits, then finds
+    the data made and does nothing."""
     if (vocab_file is None) != (merge_file is None):
         raise BenchmarkInputError("give --vocab-file and --merge-file together, or neither")
     if vocab_file is not None and vocab_size is not None:
         raise BenchmarkInputError("--vocab-size is for a locally trained BPE; "
                                   "with --vocab-file the vocabulary is that file's")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = out_dir.absolute()
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BenchmarkInputError(f"cannot make the data folder {out_dir}: {exc.strerror}; "
+                                  "set a writable one") from exc
+    with (out_dir / ".prepare.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _prepare(corpus, out_dir, vocab_file, merge_file, json_key, vocab_size)
 
+
+def _prepare(corpus: str, out_dir: Path, vocab_file: Path | None, merge_file: Path | None,
+             json_key: str, vocab_size: int | None) -> Prepared:
     max_documents = None
     if corpus == "oscar":
         corpus_path = fetch(sources.OSCAR, out_dir)

@@ -1,0 +1,83 @@
+"""The checks before any data step (tags read where JUBE reads them, one
+model size, a batch that splits over the devices, the suite's environment)
+and a data step that is safe when two runs prepare the same data at once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from caraml import preflight
+from tests.jube_runs import ROOT, JubeRun
+
+LLM = "llm_training/llm_benchmark_nvidia_amd.yaml"
+
+
+def test_tags_are_read_from_tag_declarations_not_from_comments():
+    tags = preflight.declared_tags(ROOT / LLM, ROOT / "platform.xml")
+    assert {"117M", "800M", "smoke", "synthetic", "dryrun", "slurm", "CPU", "container"} <= tags
+    # words of the scripts' comments are no tags
+    assert not {"the", "a", "and", "16", "_", "Tags"} & tags
+
+
+def test_a_batch_that_does_not_split_over_the_devices_is_refused():
+    with pytest.raises(preflight.PreflightError, match="global batch size 7 does not divide evenly over 2 devices"):
+        preflight.check_batch_split("7", 2)
+    with pytest.raises(preflight.PreflightError, match="use a multiple of 4"):
+        preflight.check_batch_split("2", 4)
+    preflight.check_batch_split("8", 4)
+
+
+def test_a_missing_environment_says_to_run_setup(tmp_path):
+    with pytest.raises(preflight.PreflightError, match="run bash aux/setup.sh"):
+        preflight.check_python(str(tmp_path / ".venv" / "bin" / "python"))
+
+
+@pytest.mark.jube
+@pytest.mark.parametrize("tags, message", [
+    (("CPU", "smoke", "the"), "unknown tag the"),
+    (("CPU", "smoke", "117M", "800M"), "tags 117M and 800M exclude each other"),
+])
+def test_a_refused_llm_run_fails_before_its_data_step(tmp_path, tags, message):
+    # a corpus that is not there: a data step that ran would fail on it instead
+    run = JubeRun(LLM, tmp_path / "run",
+                  env={**os.environ, "CARAML_LLM_CORPUS": str(tmp_path / "never_read.txt")})
+    run.run(*tags)
+    table = run.table()
+    assert set(table["Status"]) == {"FAILED"}
+    assert all(message in error for error in table["Error"]), table["Error"].tolist()
+    assert not any("never_read" in error for error in table["Error"])
+
+
+def _prepare(corpus: Path, out: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "llm_training.data.prepare", "--corpus", str(corpus),
+                             "--out-dir", str(out), "--vocab-size", "300"],
+                            cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_two_runs_preparing_the_same_data_at_once_both_succeed(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(f"line {i} of a small corpus for two preparations at once\n"
+                              for i in range(3000)))
+    out = tmp_path / "data"
+    procs = [_prepare(corpus, out) for _ in range(3)]
+    results = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [r[1] for r in results]
+    lines = {r[0].strip().splitlines()[-1] for r in results}
+    assert len(lines) == 1 and next(iter(lines)).startswith("CARAML data: ")
+    # nothing half-written is left behind
+    assert not [p.name for p in out.iterdir() if "tmp" in p.name]
+
+
+def test_a_data_folder_that_cannot_be_made_is_one_line(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    proc = subprocess.run([sys.executable, "-m", "llm_training.data.prepare", "--corpus", "local",
+                           "--out-dir", str(blocker / "data")], cwd=ROOT, text=True, capture_output=True)
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith(f"CARAML ERROR: cannot make the data folder {blocker / 'data'}")
