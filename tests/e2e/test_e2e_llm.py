@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 from tests.jube_runs import JubeRun
 
@@ -29,7 +30,13 @@ def _check_full_row(row, data_prefix: str) -> None:
     assert row["Iterations"] == 4
     # tokens/s = global batch x sequence length / time per iteration
     assert row["Tokens/s"] == pytest.approx(4 * 256 / row["Time/iteration(s)"], rel=2e-3)
-    assert row["TFLOP/s/device"] > 0
+    # hardware FLOPs count recomputed passes (none here); the model's are the MFU basis
+    assert row["HardwareTFLOP/s/device(with-recompute)"] >= row["ModelTFLOP/s/device(MFU-basis)"] > 0
+    # the energy says its scope, what it divides by, and the timed window's own figure
+    assert (row["EnergyScope"], row["EnergyDevices"]) == ("host-estimate", "1xhost-estimate")
+    assert row["TimedTokens/Wh"] == pytest.approx(4 * 4 * 256 / row["TimedEnergy(Wh)"], rel=2e-3)
+    assert row["TimedEnergy(Wh)"] < row["Energy(Wh)"]
+    assert len(row["Commit"]) >= 12 and row["Torch"].startswith(torch.__version__)
     assert 0 < row["MFU"] < 1
     assert row["PeakSource"] == "measured-matmul"
     assert row["EnergySource"] == "estimated(estimate)"
