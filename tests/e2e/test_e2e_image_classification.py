@@ -3,6 +3,7 @@ this host (local) and through the local Slurm cluster, as a user runs it."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pandas as pd
@@ -34,6 +35,13 @@ def test_cpu_smoke_run_gives_a_full_row_with_consistent_figures(tmp_path):
     assert row["MeanPower/device(W)"] > 0
     # images/Wh counts every image the measured window saw: 4 iterations x 8
     assert row["Images/Wh"] == pytest.approx(4 * 8 / row["Energy(Wh)"], rel=2e-3)
+    # the timed iterations (3 after 1 warm-up) have their own window and figure
+    assert row["TimedImages/Wh"] == pytest.approx(3 * 8 / row["TimedEnergy(Wh)"], rel=2e-3)
+    assert (row["Data"], row["EnergyScope"], row["EnergyDevices"]) == (
+        "synthetic", "host-estimate", "1xhost-estimate")
+    # where it came from: the commit in the row, the rest in the work package
+    provenance = json.loads((run.work_dirs("execute")[0] / "energy" / "provenance.json").read_text())
+    assert row["Commit"].startswith(provenance["commit"][:12])
     # every rank left its own energy files
     energy = run.work_dirs("execute")[0] / "energy"
     assert sorted(p.name for p in energy.glob("*rank0*"))
