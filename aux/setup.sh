@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Set-up shared by the README's two commands: JUBE, a virtual environment
-# with the suite and its pinned torch stack, and a check that they work.
+# with the suite and a torch stack (the node's own where it works with the
+# node's GPUs, else the pinned standard build), and a check that they work.
+# Offline (HPC compute nodes): CARAML_WHEELHOUSE=DIR installs from a folder
+# that `python3 aux/wheelhouse.py DIR` filled on a connected machine.
 # Source it (it exports PATH and CARAML_ROOT) or run it; it is idempotent and
 # fast once done (a stamp keyed on pyproject.toml skips the pip install).
 set -euo pipefail
@@ -28,6 +31,16 @@ ensure_jube() {
     # An HPC module or a user install comes first: JUBE from the distribution
     # is only the fallback.
     if command -v jube >/dev/null; then return; fi
+    # aux/wheelhouse.py unpacks Debian's pure-Python package into the wheelhouse
+    local unpacked="${CARAML_WHEELHOUSE:-/nonexistent}/jube"
+    if [ -f "$unpacked/usr/bin/jube" ]; then
+        say "JUBE from $unpacked"
+        printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "%s" "$@"\n' \
+            "$unpacked/usr/lib/python3/dist-packages" "$VENV/bin/python" "$unpacked/usr/bin/jube" \
+            >"$VENV/bin/jube"
+        chmod +x "$VENV/bin/jube"
+        return
+    fi
     say "JUBE not on PATH; installing the distribution package"
     apt_install jube || die "JUBE is not installed and could not be installed with apt-get. Install it with 'module load JUBE' on an HPC system, 'apt-get install jube' on Debian/Ubuntu, or 'pip install http://apps.fz-juelich.de/jsc/jube/jube2/download.php?version=latest', then run this again."
     command -v jube >/dev/null || die "apt-get installed jube but 'jube' is still not on PATH"
@@ -44,28 +57,79 @@ pick_python() {
     die "Python 3.11 or newer is needed (set CARAML_PYTHON to its path)"
 }
 
+# A GPU node's own torch (a module, a container, a preinstalled wheel) is
+# built for its driver and network: the venv is made on top of it and keeps
+# it. Elsewhere the venv gets the pinned standard build. CARAML_SYSTEM_TORCH=1
+# or 0 decides instead of the check.
+system_torch_works() {
+    local py=$1
+    case "${CARAML_SYSTEM_TORCH:-auto}" in
+        1) "$py" -c 'import torch' 2>/dev/null \
+               || die "CARAML_SYSTEM_TORCH=1 but '$py' cannot import torch"; return 0 ;;
+        0) return 1 ;;
+    esac
+    "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null
+}
+
+# The sensor bindings of this node's vendor
+vendor_extras() {
+    if command -v nvidia-smi >/dev/null; then echo ",nvidia"
+    elif [ -d /sys/class/kfd ]; then echo ",rocm"; fi
+}
+
+# pip from the index, or (CARAML_WHEELHOUSE) from a folder that
+# aux/wheelhouse.py filled on a connected machine: no network needed
+pip_install() {
+    if [ -n "${CARAML_WHEELHOUSE:-}" ]; then
+        "$VENV/bin/python" -m pip install --no-index --find-links "$CARAML_WHEELHOUSE" "$@"
+    else
+        "$VENV/bin/python" -m pip install "$@"
+    fi
+}
+
 ensure_venv() {
+    local py; py="$(pick_python)"
+    local mode=pinned
+    if system_torch_works "$py"; then mode=system; fi
     if [ ! -x "$VENV/bin/python" ]; then
-        local py; py="$(pick_python)"
-        say "creating virtual environment $VENV with $("$py" --version)"
-        if ! "$py" -m venv "$VENV" 2>/dev/null; then
+        local flags=()
+        [ "$mode" = system ] && flags=(--system-site-packages)
+        say "creating virtual environment $VENV with $("$py" --version)${flags:+ on top of its own torch}"
+        if ! "$py" -m venv "${flags[@]}" "$VENV" 2>/dev/null; then
             rm -rf "$VENV"
             apt_install python3-venv || die "'$py -m venv' failed and python3-venv could not be installed"
-            "$py" -m venv "$VENV"
+            "$py" -m venv "${flags[@]}" "$VENV"
         fi
     fi
-    local want; want="$(sha256sum "$CARAML_ROOT/pyproject.toml" | cut -d' ' -f1)"
+    [ -n "${CARAML_WHEELHOUSE:-}" ] && [ ! -d "$CARAML_WHEELHOUSE" ] \
+        && die "CARAML_WHEELHOUSE=$CARAML_WHEELHOUSE is not a folder; fill one with: python3 aux/wheelhouse.py DIR"
+    local extras="bench,test$(vendor_extras)"
+    [ "$mode" = pinned ] && extras="torch,$extras"
+    local want
+    want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
     if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then return; fi
-    say "installing the suite and its dependencies into $VENV (the standard torch build is several GB on first install)"
+    say "installing the suite [$extras] into $VENV${CARAML_WHEELHOUSE:+ from $CARAML_WHEELHOUSE}$([ "$mode" = pinned ] && echo " (the standard torch build is several GB on first install)")"
     local log="$VENV/pip-install.log"
-    if ! { "$VENV/bin/python" -m pip install --upgrade pip \
-           && "$VENV/bin/python" -m pip install -e "$CARAML_ROOT[host,test]" \
+    if ! { { [ -n "${CARAML_WHEELHOUSE:-}" ] || "$VENV/bin/python" -m pip install --upgrade pip; } \
+           && pip_install -e "$CARAML_ROOT[$extras]" \
+           && { [ "$mode" = pinned ] || matching_torchvision; } \
            && "$VENV/bin/python" -m pip check; } >"$log" 2>&1; then
         tail -n 30 "$log" >&2
         die "pip could not install the suite into $VENV (full log: $log)"
     fi
     check_torch
     echo "$want" >"$STAMP"
+}
+
+# torchvision is built against one torch minor version: 0.(N+15) for 2.N
+matching_torchvision() {
+    local want
+    want="$("$VENV/bin/python" -c 'import torch; m = int(torch.__version__.split(".")[1]); print(f"0.{m + 15}")')"
+    if "$VENV/bin/python" -c "import sys, torchvision; sys.exit(not torchvision.__version__.startswith('$want.'))" 2>/dev/null; then
+        return 0
+    fi
+    echo "torchvision $want.* to match this torch"
+    pip_install --no-deps "torchvision==$want.*"
 }
 
 check_torch() {
@@ -81,7 +145,7 @@ print(f"[caraml setup] torch {torch.__version__} and torchvision {torchvision.__
 PY
 }
 
-ensure_jube
 ensure_venv
 export PATH="$VENV/bin:$PATH"
+ensure_jube
 export VIRTUAL_ENV="$VENV"

@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager
 import torch
 
 from caraml import dist as caraml_dist
-from caraml import precision, provenance, report
+from caraml import memory, precision, provenance, report
 from caraml.dist import Dist
 from caraml.energy import TimedWindow
 from caraml.report import BenchmarkInputError
@@ -77,6 +77,7 @@ def summarise(args: argparse.Namespace, dist: Dist, batch_size: int,
     durations_by_rank = dist.gather_floats(result.durations) if timed else []
     reasons, hosts = zip(*dist.gather_objects((result.stop_reason, dist.hostname)), strict=True)
     reason, nodes = train.stop_reason(list(reasons)), len(set(hosts))
+    peak_memory = memory.peak(dist)
     if not dist.is_main:
         return 0 if timed else 1
     report.stop(reason)
@@ -95,6 +96,7 @@ def summarise(args: argparse.Namespace, dist: Dist, batch_size: int,
     if timed:
         summary |= throughput.overall(args.global_batch_size, durations_by_rank)
     summary["samples_total"] = args.global_batch_size * result.iterations
+    summary |= peak_memory
     if result.loss is not None:
         summary["loss"] = result.loss
     report.emit("global", **summary)
@@ -145,6 +147,9 @@ def train_and_report(args: argparse.Namespace, stop: StopCondition,
         batch_size = args.global_batch_size // dist.world_size
         try:
             result = train_model(args, dist, batch_size, stop, energy)
+        except torch.OutOfMemoryError:
+            raise BenchmarkInputError(memory.out_of_memory(
+                batch_size, dist.device, "lower the global batch size or use more devices")) from None
         except BaseException as e:
             # A traceback keeps train_model's frame, and the DDP model in it,
             # alive; free it before the process group goes (see train_model).

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from caraml import dist as caraml_dist
-from caraml import device_peaks, precision, provenance, report
+from caraml import device_peaks, memory, precision, provenance, report
 from caraml.dist import Dist
 from caraml.energy import TimedWindow
 from caraml.report import BenchmarkInputError
@@ -143,6 +143,7 @@ def summarise(args: Args, dist: Dist, prepared: Prepared, backend: training.Back
     report.emit(f"rank {dist.rank}", tokens_per_s=workload.tokens_per_s(mean) / workload.devices,
                 time_per_iteration_s=mean, iterations_total=result.iterations)
     job = summarize(slowest_per_iteration(dist.gather_floats(result.durations))) if timed else None
+    peak_memory = memory.peak(dist)
     if not dist.is_main:
         return
     layout, gpt = prepared.layout, prepared.gpt
@@ -173,6 +174,7 @@ def summarise(args: Args, dist: Dist, prepared: Prepared, backend: training.Back
         distributed_optimizer=int(args.distributed_optimizer),
         attention=backend.attention,
         vocab_size=gpt.vocab_size,
+        **peak_memory,
     )
     report.stop(result.stop_reason)
 
@@ -226,6 +228,11 @@ def run(args: Args, stop: StopCondition) -> int:
         return 1
     try:
         return train_and_report(args, dist, stop)
+    except torch.OutOfMemoryError:
+        report.error(memory.out_of_memory(
+            args.micro_batch_size, dist.device, "lower --micro-batch-size (gradient "
+            "accumulation keeps the global batch) or pass --recompute-activations full"))
+        return 1
     except BaseException as e:
         # A traceback keeps train_and_report's frame, and the model in it, alive.
         traceback.clear_frames(e.__traceback__)

@@ -5,13 +5,14 @@ import torch
 from PIL import Image
 
 from tests.dist_fixtures import single_cpu  # noqa: F401
+from tests.gpu_marks import DEVICE
 from tests.driver_runs import parse_caraml
 
 REPO = Path(__file__).resolve().parents[2]
 # A small real run: resnet18 on 32x32 images is seconds per iteration at most
-# on two CPU cores; --device cpu keeps it off a GPU where there is one.
+# on two CPU cores; on the GPU where there is one.
 TINY_RUN = ["--model", "resnet18", "--image-size", "32", "--num-classes", "10",
-            "--device", "cpu"]
+            "--device", DEVICE]
 
 
 @pytest.fixture

@@ -126,7 +126,7 @@ def test_asking_for_a_gpu_without_one_is_an_input_error(capsys, tiny_run):
 
 def test_indivisible_batch_stops_main_before_training(capsys, monkeypatch, tiny_run):
     three_ranks = Dist(rank=0, world_size=3, local_rank=0, local_world_size=3,
-                       device=CPU, backend=None)
+                       device=CPU, backend="gloo")
     monkeypatch.setattr(driver.caraml_dist, "init", lambda device: three_ranks)
     built = []
     monkeypatch.setattr(driver.model, "build", lambda *a, **k: built.append(a))

@@ -121,7 +121,7 @@ def test_energy_files_are_written(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--backend", "megatron"],
+    (["--backend", "megatron", "--device", "cpu"],
      "the megatron backend needs a CUDA or ROCm GPU (megatron-core calls torch.cuda) and this "
      "run is on cpu; use --backend torch"),
     (["--energy-methods", "sensors", "--energy-dir", "e"],

@@ -1,0 +1,50 @@
+"""Device memory of a training run, for the summary line and for an
+out-of-memory failure: the fullest device decides whether a layout fits, so
+the job reports the maximum over its ranks.
+
+On a GPU the figures are torch's caching allocator's peaks (allocated by
+tensors, reserved from the device) and the device's capacity; on a CPU the
+process's peak resident memory stands for both peaks, and the host's memory
+for the capacity."""
+
+from __future__ import annotations
+
+import os
+import resource
+
+import torch
+
+from caraml.dist import Dist
+
+GIB = 2**30
+
+
+def _this_rank(device: torch.device) -> list[float]:
+    if device.type == "cuda":
+        return [torch.cuda.max_memory_allocated(device) / GIB,
+                torch.cuda.max_memory_reserved(device) / GIB,
+                torch.cuda.get_device_properties(device).total_memory / GIB]
+    # ru_maxrss is in KiB on Linux
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB
+    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
+    return [rss, rss, host]
+
+
+def peak(dist: Dist) -> dict[str, float]:
+    """The summary's memory fields: the largest peak of any rank, and the
+    capacity of one device. A collective: every rank calls it."""
+    ranks = dist.gather_floats(_this_rank(dist.device))
+    return {
+        "memory_max_allocated_gib": max(r[0] for r in ranks),
+        "memory_max_reserved_gib": max(r[1] for r in ranks),
+        "memory_device_gib": min(r[2] for r in ranks),
+    }
+
+
+def out_of_memory(samples_per_device: int, device: torch.device, what_to_lower: str) -> str:
+    """The one line a failed row shows when a device ran out of memory."""
+    capacity = ""
+    if device.type == "cuda":
+        capacity = f" of {torch.cuda.get_device_properties(device).total_memory / GIB:.0f} GiB"
+    return (f"out of memory at {samples_per_device} samples per device on "
+            f"{device.type}{capacity}: {what_to_lower}")
