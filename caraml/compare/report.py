@@ -54,6 +54,8 @@ def comparison_display(rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
         "mean_power_w_per_device": "W/device", "energy_source": "energy source", "energy_scope": "energy scope",
         "verdict": "verdict", "best": "best", "status": "status",
     }
+    if group["mfu"].isna().all():  # the image benchmark has no MFU
+        columns = {k: v for k, v in columns.items() if not k.startswith("mfu")}
     display = group[list(columns)].copy()
     for column in display.columns:
         if column not in ("best",):
