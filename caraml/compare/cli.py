@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a JUBE run directory, its outpath (latest run) or a directory of outpaths; "
                         "SYSTEM= names the system (default: the table's System column)")
     p.add_argument("--out", required=True, type=Path, help="directory to write the comparison into")
-    p.add_argument("--reference-system", help="system the ratios are taken against (default: the first given)")
+    p.add_argument("--reference-system",
+                   help="system the ratios are taken against (default: the first given)")
     p.add_argument("--references", type=Path, default=reference.DEFAULT_FILE,
                    help="reference figures with tolerance bands, YAML or CSV (default: the shipped file)")
     p.add_argument("--no-references", action="store_true", help="check no figure against a band")
@@ -89,7 +90,8 @@ def compare(args: argparse.Namespace) -> int:
         sol = solutions[solutions["benchmark"] == benchmark] if not solutions.empty else solutions
         sol_display = report.solution_display(sol) if not sol.empty else sol
         scal = report.plain_display(scaling[scaling["benchmark"] == benchmark])
-        text = [f"# {benchmark}: comparison (reference system {ref_system})\n\n", *(n + "\n\n" for n in notes),
+        text = [f"# {benchmark}: comparison (reference system {ref_system})\n\n",
+                *(n + "\n\n" for n in notes),
                 report.markdown(table), "\n## Time and energy to solution\n\n",
                 report.markdown(sol_display) if not sol.empty else "none\n",
                 "\n## Scaling efficiency\n\n", report.markdown(scal) if not scal.empty else "no runs that "

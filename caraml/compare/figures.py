@@ -116,8 +116,8 @@ def scaling_efficiency(rows: pd.DataFrame) -> pd.DataFrame:
                 series = (f"strong at batch {row['global_batch']:g}" if kind == "strong"
                           else f"weak at {row['batch_per_device']:g} per device")
                 out.append({"system": row["system"], "benchmark": row["benchmark"], "config": row["config"],
-                            "scaling": kind, "series": series, "global_batch": row["global_batch"], "nodes": row["nodes"],
-                            "devices": row["devices"], "base_devices": base["devices"],
+                            "scaling": kind, "series": series, "global_batch": row["global_batch"],
+                            "nodes": row["nodes"], "devices": row["devices"], "base_devices": base["devices"],
                             "throughput": row["throughput"], "efficiency": eff})
-    return pd.DataFrame(out, columns=["system", "benchmark", "config", "scaling", "series", "global_batch", "nodes",
-                                      "devices", "base_devices", "throughput", "efficiency"])
+    return pd.DataFrame(out, columns=["system", "benchmark", "config", "scaling", "series", "global_batch",
+                                      "nodes", "devices", "base_devices", "throughput", "efficiency"])

@@ -74,7 +74,8 @@ def _check(path: Path, index: int, entry, known: set[str]) -> dict:
             raise CompareError(f"{where}: {key} {entry[key]!r} is not one of {' '.join(allowed)}")
     value, lower, upper = (_number(entry[k]) for k in ("value", "lower", "upper"))
     if not value > 0:
-        raise CompareError(f"{where}: malformed band: value must be a positive number, got {entry['value']!r}")
+        raise CompareError(f"{where}: malformed band: value must be a positive number, "
+                           f"got {entry['value']!r}")
     if not 0 <= lower < 1:
         raise CompareError(f"{where}: malformed band: lower must be a fraction in [0 1) of the value, "
                            f"got {entry['lower']!r}")

@@ -51,7 +51,8 @@ def comparison_display(rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
         "throughput_per_node_ratio": "/node x ref", "mfu": "MFU", "mfu_ratio": "MFU x ref",
         "energy_per_device_wh": "Wh/device", "energy_per_node_wh": "Wh/node",
         "work_per_wh": f"{unit}/Wh", "work_per_wh_ratio": "/Wh x ref",
-        "mean_power_w_per_device": "W/device", "energy_source": "energy source", "energy_scope": "energy scope",
+        "mean_power_w_per_device": "W/device", "energy_source": "energy source",
+        "energy_scope": "energy scope",
         "verdict": "verdict", "best": "best", "status": "status",
     }
     if group["mfu"].isna().all():  # the image benchmark has no MFU
