@@ -23,6 +23,8 @@ from pathlib import Path
 LAUNCHER_PREFIX = re.compile(r"^\[(?:rank|default)?(\d+)\]:\s?")
 EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt))(?::\s*(?P<message>.*))?$")
 FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+# torchrun got a signal and stopped its workers with it
+LAUNCHER_SIGNAL = re.compile(r"SignalException: Process \d+ got signal: (\d+)")
 # exceptions that only say another one happened first
 ECHOES = ("torch.distributed.elastic", "ChildFailedError", "KeyboardInterrupt")
 OUT_OF_MEMORY = re.compile(r"\b(CUDA|HIP|XPU|MPS)? ?out of memory", re.IGNORECASE)
@@ -79,6 +81,9 @@ def _exception_cause(lines: list[tuple[str | None, str]], samples_per_device: st
         if frame:
             last_frame = frame.groupdict()
             continue
+        launcher_signal = LAUNCHER_SIGNAL.search(text)
+        if launcher_signal:
+            return f"the launcher got {signal.Signals(int(launcher_signal.group(1))).name} and stopped the ranks"
         match = EXCEPTION.match(text)
         if not match or any(echo in text for echo in ECHOES):
             continue

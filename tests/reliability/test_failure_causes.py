@@ -116,3 +116,11 @@ def test_a_signal_is_named_and_the_suites_own_error_comes_first(tmp_path):
     log.write_text("W1123 warning\nCARAML ERROR: data path /x does not exist\nTraceback\nValueError: later\n")
     assert _line(143, log) == "job exited with status 143 (SIGTERM): data path /x does not exist"
     assert _line(137, tmp_path / "missing.err") == "job exited with status 137 (SIGKILL)"
+
+
+def test_a_signal_to_torchrun_is_named(tmp_path):
+    log = tmp_path / "job.err"
+    # the tail torchrun 2.x prints when SIGTERM reaches it
+    log.write_text("    raise SignalException(f\"Process {os.getpid()} got signal: {sigval}\", sigval=sigval)\n"
+                   "torch.distributed.elastic.multiprocessing.api.SignalException: Process 754 got signal: 15\n")
+    assert _line(1, log) == "job exited with status 1: the launcher got SIGTERM and stopped the ranks"

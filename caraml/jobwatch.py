@@ -1,0 +1,103 @@
+"""Every process a job starts dies with it, also when its job script is
+killed outright (SIGKILL runs no trap): torchrun and its workers would
+otherwise train on beside the next work package, and the killed one's row
+would stay "running" for ever.
+
+job.sh starts this in a session of its own when it runs without Slurm
+(Slurm ends a job's processes itself). It remembers the job script's
+descendants while the script lives; once the script is gone it kills the
+ones still alive, and if the script left no end markers it writes them:
+the error file names the signal, the done marker lets JUBE go on.
+
+Standard library only, Linux /proc: it runs with the node's python3."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+Process = tuple[int, str]  # pid and start time: a pid alone may be reused
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, start time) of a live process, or None."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # the command name in parentheses may hold spaces: split after it
+    fields = text[text.rindex(")") + 2:].split()
+    if fields[0] == "Z":
+        return None
+    return int(fields[1]), fields[19]
+
+
+def descendants(root: int) -> set[Process]:
+    children: dict[int, list[int]] = {}
+    started: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (stat := _stat(int(entry))):
+            children.setdefault(stat[0], []).append(int(entry))
+            started[int(entry)] = stat[1]
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add((child, started[child]))
+            todo.append(child)
+    return found
+
+
+def alive(process: Process) -> bool:
+    stat = _stat(process[0])
+    return stat is not None and stat[1] == process[1]
+
+
+def kill_all(processes: set[Process]) -> int:
+    """SIGKILL to each remembered process still alive and what it started since."""
+    targets = {p for p in processes if alive(p)}
+    for process in list(targets):
+        targets |= descendants(process[0])
+    for pid, _ in targets:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return len(targets)
+
+
+def watch(job: Process, done_file: Path, error_file: Path, analysis_cache: Path,
+          interval_s: float = 0.2) -> None:
+    seen: set[Process] = set()
+    while alive(job):
+        # this watcher is the job script's child too
+        seen = {p for p in seen if alive(p)} | {p for p in descendants(job[0]) if p[0] != os.getpid()}
+        time.sleep(interval_s)
+    killed = kill_all(seen)
+    if not done_file.exists():
+        error_file.write_text(f"job exited with status {128 + signal.SIGKILL} (SIGKILL): "
+                              f"the job script was killed; {killed} of its processes were stopped\n")
+        analysis_cache.unlink(missing_ok=True)
+        done_file.touch()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pid", type=int, required=True, help="the job script's process")
+    ap.add_argument("--done-file", type=Path, required=True)
+    ap.add_argument("--error-file", type=Path, required=True)
+    ap.add_argument("--analysis-cache", type=Path, required=True)
+    args = ap.parse_args(argv)
+    stat = _stat(args.pid)
+    if stat is None:
+        return 0
+    watch((args.pid, stat[1]), args.done_file.absolute(), args.error_file.absolute(),
+          args.analysis_cache)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
