@@ -220,7 +220,7 @@ def _print_summary(scope) -> None:
     for line in aggregate.notes(table):
         say(f"note: {line}")
     where = f"; files in {scope.files.dir}" if scope.files else ""
-    say(f"total {summary['total_wh']:.6g} Wh over {summary['duration_s']:.1f} s, "
+    say(f"total {summary['total_wh']:.6g} Wh over {summary['duration_s']:.3g} s, "
         f"{summary['devices']} device(s) counted ({summary['methods']}, "
         f"{summary['source'].upper()}){where}")
 
