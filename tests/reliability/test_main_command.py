@@ -85,3 +85,24 @@ def test_a_refused_run_ends_with_status_1(checkout):
     proc = _main_command(checkout, "CPU", "smoke", "A200")
     assert proc.returncode == 1
     assert "unknown tag A200" in proc.stdout + proc.stderr
+
+
+@pytest.mark.slurm
+def test_a_table_looked_at_during_a_slurm_run_is_fresh_without_dash_a(tmp_path, slurm):
+    """JUBE 2.5.1 keeps a run's first analysis: a look at the table while the
+    job waits must not leave `jube result` showing "queued" after the job."""
+    from tests.jube_runs import JubeRun
+
+    # the job is held in the queue until the first look is done
+    run = JubeRun("image_classification/image_classification_torch_benchmark.xml", tmp_path / "run",
+                  env={**slurm.env, "SBATCH_HOLD": "1"})
+    run.run("CPU", "smoke", "slurm")
+    assert run.table().iloc[0]["Status"] == "queued"
+    job_ids = subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm.env, text=True,
+                             capture_output=True, check=True).stdout.split()
+    subprocess.run(["scontrol", "release", *job_ids], env=slurm.env, check=True)
+    slurm.wait_for_jobs(timeout_s=600)
+    # the README's commands: continue, then result, no -a
+    row = run.table().iloc[0]
+    assert row["Status"] == "ok", row.to_dict()
+    assert row["Energy(Wh)"] > 0
