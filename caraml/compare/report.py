@@ -99,11 +99,12 @@ def _image(path: Path) -> str:
 
 CSS = """
 body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1400px}
-table{border-collapse:collapse;font-size:12px;margin:0.5em 0 1.5em}
+table{border-collapse:collapse;font-size:11px;margin:0.5em 0 1.5em}
 th,td{border:1px solid #bbb;padding:2px 6px;text-align:right}
 th{background:#eee}td:first-child,td:nth-child(2){text-align:left}
 .note{background:#fff6d8;border-left:4px solid #e0b000;padding:0.4em 0.8em;font-size:13px}
 img{max-width:100%;border:1px solid #ddd}
+.wide{overflow-x:auto}
 """
 
 
@@ -114,7 +115,7 @@ def html_page(title: str, sections: list[tuple[str, list]]) -> str:
         body.append(f"<h2>{html.escape(heading)}</h2>")
         for part in parts:
             if isinstance(part, pd.DataFrame):
-                body.append(part.to_html(index=False, na_rep=NA, border=0, escape=True)
+                body.append(f'<div class="wide">{part.to_html(index=False, na_rep=NA, border=0)}</div>'
                             if not part.empty else "<p>none</p>")
             elif isinstance(part, Path):
                 body.append(_image(part))
