@@ -170,13 +170,16 @@ def summarize(table: pd.DataFrame) -> dict:
     if known.empty:
         raise NoEnergyData("no channel that counts into the total has any energy data")
     total = float(known["energy_wh"].sum())
-    taken = counting["samples"] + counting["missing"]
-    missing_share = float(counting["missing"].sum() / taken.sum()) if taken.sum() else 0.0
+    # A channel that never answered is left out of the total and noted (on
+    # MI250 amdsmi reports the card on its first GCD and nothing on the
+    # second); the share missing is over the channels with data.
+    taken = known["samples"] + known["missing"]
+    missing_share = float(known["missing"].sum() / taken.sum()) if taken.sum() else 0.0
     by_counter = known[known["basis"] == COUNTER]
     counter_total = float(by_counter["counter_wh"].sum())
     if (counting["source"] == ESTIMATED).any():
         source = ESTIMATED
-    elif (counting["missing"] > MISSING_LIMIT * taken).any():
+    elif (known["missing"] > MISSING_LIMIT * taken).any():
         source = INCOMPLETE
     else:
         source = "measured"

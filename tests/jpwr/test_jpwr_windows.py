@@ -170,3 +170,11 @@ def test_integral_and_counter_differences_reach_the_summary(tmp_path):
     assert summary["basis"] == "counter"
     assert summary["counter_vs_integrated_pct"] == pytest.approx(1.7)
     assert np.isfinite(summary["total_wh"])
+
+
+def test_a_channel_that_never_answers_is_left_out_not_marked_incomplete(tmp_path):
+    """MI250: amdsmi reports the card's power on the first GCD, none on the second."""
+    energy_file(tmp_path, 0, "mi250", [("rocm", "gpu0", 1.0, 100, 0),
+                                      ("rocm", "gpu1", float("nan"), 0, 100)])
+    summary = summarize(combine([tmp_path]))
+    assert (summary["source"], summary["devices"], summary["missing_pct"]) == ("measured", 1, 0.0)
