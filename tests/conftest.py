@@ -1,4 +1,5 @@
-"""Fixtures shared by the test suite: a real one-node Slurm cluster."""
+"""Fixtures shared by the test suite: real Slurm clusters, one node on
+localhost and two nodes in namespaces of this machine."""
 
 from __future__ import annotations
 
@@ -6,21 +7,35 @@ import os
 
 import pytest
 
-from tests.slurm_cluster import LocalSlurm, SlurmUnavailable
+from tests.slurm_cluster import LocalSlurm, NamespacedSlurm, SlurmUnavailable
 
 
-@pytest.fixture(scope="session")
-def slurm(tmp_path_factory):
-    """A real slurmctld + slurmd on localhost for the whole session.
-    CI sets CARAML_REQUIRE_SLURM=1, so there a missing Slurm fails rather
-    than skips."""
-    cluster = LocalSlurm(tmp_path_factory.mktemp("slurm"))
+def _started(cluster: LocalSlurm, what: str):
+    """The cluster, started; a skip (or, where CI sets CARAML_REQUIRE_SLURM=1,
+    a failure) with the reason where it cannot be had."""
     try:
         cluster.start()
     except SlurmUnavailable as exc:
         cluster.stop()
         if os.environ.get("CARAML_REQUIRE_SLURM"):
             raise
-        pytest.skip(f"no local Slurm cluster: {exc}")
+        pytest.skip(f"no {what}: {exc}")
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def slurm(tmp_path_factory):
+    """A real slurmctld + slurmd on localhost for the whole session."""
+    cluster = _started(LocalSlurm(tmp_path_factory.mktemp("slurm")), "local Slurm cluster")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def slurm2n(tmp_path_factory):
+    """Two Slurm nodes, cn1 and cn2, each slurmd in its own network, UTS and
+    mount namespace, one CPU each, for the whole session."""
+    cluster = _started(NamespacedSlurm(tmp_path_factory.mktemp("slurm2n"), nodes=2),
+                       "two-node Slurm cluster")
     yield cluster
     cluster.stop()

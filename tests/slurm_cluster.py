@@ -1,13 +1,20 @@
-"""A real one-node Slurm cluster on localhost for the tests: munged,
-slurmctld and slurmd from the distribution's packages, configured in a
-temporary directory and stopped afterwards.
+"""Real Slurm clusters for the tests, from the distribution's packages,
+configured in a temporary directory and stopped afterwards: one node on
+localhost (LocalSlurm), or several nodes on this machine (NamespacedSlurm),
+each slurmd in its own network, UTS and mount namespace, so that every node
+has its own host name and address, reached over a bridge the cluster makes
+and removes, and resolves the node names from a hosts file only its own
+processes see.
 
-Also usable by hand:  python tests/slurm_cluster.py start DIR  /  stop DIR
+Also usable by hand:  python tests/slurm_cluster.py start DIR [NODES]  /  stop DIR
 (then `export SLURM_CONF=DIR/slurm.conf`)."""
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -47,6 +54,10 @@ def _free_port() -> int:
 
 
 class LocalSlurm:
+    """One node, named localhost, with all of this machine's CPUs."""
+
+    node_count = 1
+
     def __init__(self, root: Path, cpus: int | None = None):
         self.root = Path(root)
         self.cpus = cpus or os.cpu_count() or 1
@@ -58,6 +69,17 @@ class LocalSlurm:
         """The environment a client (sbatch, squeue, JUBE) needs."""
         return {**os.environ, "SLURM_CONF": str(self.conf)}
 
+    def _controller(self) -> str:
+        return "localhost(127.0.0.1)"
+
+    def _nodes_config(self, mem_mb: int) -> str:
+        return (f"SlurmdPidFile={self.root}/slurmd.pid\n"
+                f"SlurmdSpoolDir={self.root}/d\n"
+                f"SlurmdLogFile={self.root}/log/slurmd.log\n"
+                f"NodeName=localhost NodeAddr=127.0.0.1 CPUs={self.cpus} "
+                f"RealMemory={mem_mb // 2} State=UNKNOWN\n"
+                "PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP\n")
+
     def _write_config(self) -> None:
         for sub in ("munge", "ctld", "d", "log"):
             (self.root / sub).mkdir(parents=True, exist_ok=True)
@@ -65,7 +87,7 @@ class LocalSlurm:
         mem_mb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
         self.conf.write_text(f"""\
 ClusterName=caraml-test
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost={self._controller()}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
@@ -74,11 +96,8 @@ CredType=cred/munge
 SlurmctldPort={_free_port()}
 SlurmdPort={_free_port()}
 StateSaveLocation={self.root}/ctld
-SlurmdSpoolDir={self.root}/d
 SlurmctldPidFile={self.root}/slurmctld.pid
-SlurmdPidFile={self.root}/slurmd.pid
 SlurmctldLogFile={self.root}/log/slurmctld.log
-SlurmdLogFile={self.root}/log/slurmd.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -89,9 +108,7 @@ ReturnToService=2
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 KillWait=10
-NodeName=localhost NodeAddr=127.0.0.1 CPUs={self.cpus} RealMemory={mem_mb // 2} State=UNKNOWN
-PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
-""")
+""" + self._nodes_config(mem_mb))
 
     def start(self, timeout_s: float = 60) -> LocalSlurm:
         ensure_installed()
@@ -104,26 +121,31 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
                         f"--log-file={self.root}/log/munged.log",
                         f"--seed-file={self.root}/munge/munged.seed"], check=True)
         subprocess.run([_sbin("slurmctld"), "-f", str(self.conf)], check=True, env=self.env)
-        subprocess.run([_sbin("slurmd"), "-f", str(self.conf), "-N", "localhost"], check=True, env=self.env)
+        self._start_slurmd()
         self._wait_idle(timeout_s)
         return self
 
+    def _start_slurmd(self) -> None:
+        subprocess.run([_sbin("slurmd"), "-f", str(self.conf), "-N", "localhost"], check=True, env=self.env)
+
     def _wait_idle(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        state = ""
+        states: list[str] = []
         while time.monotonic() < deadline:
             out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=self.env,
                                  capture_output=True, text=True)
-            state = out.stdout.strip()
-            if state == "idle":
+            states = out.stdout.split()
+            if len(states) == self.node_count and set(states) == {"idle"}:
                 return
             time.sleep(0.5)
-        raise SlurmUnavailable(f"the local Slurm node did not become idle within {timeout_s:.0f} s "
-                               f"(state {state!r}); see {self.root}/log")
+        raise SlurmUnavailable(f"the local Slurm nodes did not become idle within {timeout_s:.0f} s "
+                               f"(states {states}); see {self.root}/log")
+
+    def _pid_files(self) -> list[Path]:
+        return [self.root / "slurmd.pid"]
 
     def stop(self) -> None:
-        for pid_file in ("slurmd.pid", "slurmctld.pid", "munge/munged.pid"):
-            path = self.root / pid_file
+        for path in [*self._pid_files(), self.root / "slurmctld.pid", self.root / "munge/munged.pid"]:
             try:
                 os.kill(int(path.read_text().strip()), signal.SIGTERM)
             except (OSError, ValueError):
@@ -141,11 +163,164 @@ PartitionName=debug Nodes=localhost Default=YES MaxTime=INFINITE State=UP
         raise TimeoutError(f"Slurm jobs still queued or running after {timeout_s:.0f} s")
 
 
+def require_namespaces() -> None:
+    """Raises SlurmUnavailable, with the reason, where this process cannot
+    make network and UTS namespaces, bridges and veth pairs."""
+    if os.geteuid() != 0:
+        raise SlurmUnavailable("a cluster of several nodes on one machine needs root "
+                               "(network and UTS namespaces, a bridge)")
+    missing = [tool for tool in ("ip", "nsenter", "unshare", "mount") if not shutil.which(tool)]
+    if missing:
+        raise SlurmUnavailable(f"a cluster of several nodes needs {' and '.join(missing)}")
+    probe = subprocess.run(["unshare", "--net", "--uts", "--mount", "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        raise SlurmUnavailable(f"cannot make network and UTS namespaces here: {probe.stderr.strip()}")
+
+
+class NamespacedSlurm(LocalSlurm):
+    """Several nodes on this machine, each slurmd in its own network, UTS and
+    mount namespace: its own host name (cn1, cn2, ...) and address on a
+    private /24 behind a bridge, which slurmctld (in this machine's
+    namespace) owns as .1. Node names resolve only inside the nodes, from a
+    hosts file bind-mounted over /etc/hosts there. Every process of a job
+    lives in its node's namespaces; traffic stays on the bridge."""
+
+    def __init__(self, root: Path, nodes: int = 2, cpus_per_node: int = 1):
+        super().__init__(root, cpus=cpus_per_node)
+        self.node_count = nodes
+        self.nodes = [f"cn{i}" for i in range(1, nodes + 1)]
+        self.network_file = self.root / "network.json"
+        self.net: dict = {}
+
+    def address(self, node: str) -> str:
+        return self.net["addresses"][node]
+
+    def namespace(self, node: str) -> str:
+        return self.net["namespaces"][node]
+
+    def pids(self, node: str) -> list[int]:
+        """The processes living in a node (its slurmd, its jobs' processes)."""
+        out = subprocess.run(["ip", "netns", "pids", self.namespace(node)],
+                             capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def _controller(self) -> str:
+        # slurmctld accepts the name localhost wherever it runs; clients and
+        # the nodes reach it at the bridge's address
+        return f"localhost({self.net['controller']})"
+
+    def _nodes_config(self, mem_mb: int) -> str:
+        share = mem_mb // (2 * self.node_count)
+        lines = [f"SlurmdPidFile={self.root}/slurmd.%n.pid",
+                 f"SlurmdSpoolDir={self.root}/d/%n",
+                 f"SlurmdLogFile={self.root}/log/slurmd.%n.log"]
+        lines += [f"NodeName={node} NodeAddr={self.address(node)} CPUs={self.cpus} "
+                  f"RealMemory={share} State=UNKNOWN" for node in self.nodes]
+        lines.append(f"PartitionName=debug Nodes={','.join(self.nodes)} Default=YES "
+                     "MaxTime=INFINITE State=UP")
+        return "\n".join(lines) + "\n"
+
+    def _free_subnet(self) -> ipaddress.IPv4Network:
+        out = subprocess.run(["ip", "-j", "-4", "addr"], capture_output=True, text=True, check=True)
+        used = [ipaddress.ip_interface(f"{a['local']}/{a['prefixlen']}").network
+                for link in json.loads(out.stdout) for a in link.get("addr_info", [])]
+        routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
+        for word in routes.split():
+            try:
+                used.append(ipaddress.ip_network(word, strict=False))
+            except ValueError:
+                continue
+        candidates = [ipaddress.ip_network(f"10.231.{c}.0/24") for c in range(256)]
+        random.shuffle(candidates)
+        for net in candidates:
+            if not any(net.overlaps(u) for u in used if u.prefixlen > 0):
+                return net
+        raise SlurmUnavailable("no free private /24 in 10.231.0.0/16 for the test cluster's bridge")
+
+    def _make_network(self) -> None:
+        subnet = self._free_subnet()
+        hosts = list(subnet.hosts())
+        tag = f"{subnet.network_address.packed[2]}"
+        self.net = {
+            "bridge": f"crmbr{tag}",
+            "controller": str(hosts[0]),
+            "namespaces": {node: f"caraml-{tag}-{node}" for node in self.nodes},
+            "veths": {node: f"crm{tag}{node}" for node in self.nodes},
+            "addresses": {node: str(hosts[10 + i]) for i, node in enumerate(self.nodes)},
+        }
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.network_file.write_text(json.dumps(self.net))
+        bridge = self.net["bridge"]
+        commands = [["ip", "link", "add", bridge, "type", "bridge"],
+                    ["ip", "addr", "add", f"{self.net['controller']}/24", "dev", bridge],
+                    ["ip", "link", "set", bridge, "up"]]
+        for node in self.nodes:
+            ns, veth = self.namespace(node), self.net["veths"][node]
+            commands += [["ip", "netns", "add", ns],
+                         ["ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0",
+                          "netns", ns],
+                         ["ip", "link", "set", veth, "master", bridge, "up"],
+                         ["ip", "-n", ns, "addr", "add", f"{self.address(node)}/24", "dev", "eth0"],
+                         ["ip", "-n", ns, "link", "set", "eth0", "up"],
+                         ["ip", "-n", ns, "link", "set", "lo", "up"]]
+        for cmd in commands:
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SlurmUnavailable(f"{' '.join(cmd)} failed: {done.stderr.strip()}")
+        (self.root / "hosts").write_text(
+            "127.0.0.1 localhost\n" + f"{self.net['controller']} caraml-controller\n"
+            + "".join(f"{self.address(node)} {node}\n" for node in self.nodes))
+
+    def start(self, timeout_s: float = 60) -> NamespacedSlurm:
+        require_namespaces()
+        self._make_network()
+        super().start(timeout_s)
+        return self
+
+    def _start_slurmd(self) -> None:
+        for node in self.nodes:
+            (self.root / "d" / node).mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                # nsenter, not `ip netns exec`: that one remounts /sys, and
+                # slurmd needs the cgroup file system under it
+                ["nsenter", f"--net=/run/netns/{self.namespace(node)}",
+                 "unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c",
+                 'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -f "$4" -N "$1"',
+                 "sh", node, str(self.root / "hosts"), _sbin("slurmd"), str(self.conf)],
+                check=True, env=self.env)
+
+    def _pid_files(self) -> list[Path]:
+        return [self.root / f"slurmd.{node}.pid" for node in self.nodes]
+
+    def stop(self) -> None:
+        if not self.net and self.network_file.is_file():
+            self.net = json.loads(self.network_file.read_text())
+        super().stop()
+        if not self.net:
+            return
+        # what a job left behind in a node is this cluster's to end
+        for node in self.nodes:
+            for pid in self.pids(node):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    continue
+        for node in self.nodes:
+            subprocess.run(["ip", "link", "del", self.net["veths"][node]], capture_output=True)
+            subprocess.run(["ip", "netns", "del", self.namespace(node)], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.net["bridge"]], capture_output=True)
+
+
 if __name__ == "__main__":
     action, where = sys.argv[1], Path(sys.argv[2])
-    cluster = LocalSlurm(where)
+    count = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    cluster = NamespacedSlurm(where, nodes=count) if count > 1 else LocalSlurm(where)
     if action == "start":
         cluster.start()
         print(f"export SLURM_CONF={cluster.conf}")
     else:
+        if (where / "network.json").is_file():
+            cluster = NamespacedSlurm(where, nodes=len(json.loads(
+                (where / "network.json").read_text())["namespaces"]))
         cluster.stop()

@@ -72,6 +72,10 @@ SYSTEMS = {
                     "", False, True, "pspmix", 1, "ipu", "gc", 250, 300),
 }
 
+# The two-node CPU systems of the test cluster (tests/slurm_cluster.py),
+# checked by running them: tests/e2e/test_e2e_multinode.py
+MULTINODE_TEST_SYSTEMS = ["CPU2N", "CPU2NT"]
+
 # Model sizes of the LLM benchmark: nodes of the upstream configuration, and
 # tensor x pipeline parallel size (paper, section III-A1).
 SIZES = {"117M": (1, 1, 1), "800M": (1, 1, 1), "13B": (44, 2, 2), "175B": (16, 8, 8)}

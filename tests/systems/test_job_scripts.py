@@ -80,6 +80,9 @@ def check_launch(pkg, system: str, nodes: int, root, rundir) -> list[str]:
     rest = argv[image_at + 1:]
     if e.launcher in ("torchrun_jsc", "torchrun"):
         module = "torchrun_jsc" if e.launcher == "torchrun_jsc" else "torch.distributed.run"
+        # torchrun ignores Slurm's time-limit warning; its workers stop on it (aux/job.sh.in)
+        assert rest[:2] == ["env", "--ignore-signal=USR1"]
+        rest = rest[2:]
         assert rest[:3] == ["python3", "-m", module]
         assert f"--nnodes={nodes}" in rest and f"--nproc-per-node={e.devices}" in rest
         assert "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT" in rest

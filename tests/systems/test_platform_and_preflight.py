@@ -8,12 +8,12 @@ import textwrap
 import pytest
 
 from caraml import preflight, systems
-from tests.systems.conftest import SYSTEMS
+from tests.systems.conftest import MULTINODE_TEST_SYSTEMS, SYSTEMS
 
 
 def test_every_paper_system_is_a_tag_with_the_papers_figures():
     loaded = systems.load()
-    assert list(loaded) == ["CPU", *SYSTEMS]
+    assert list(loaded) == ["CPU", "LOCAL", *SYSTEMS, *MULTINODE_TEST_SYSTEMS]
     for tag, e in SYSTEMS.items():
         s = loaded[tag]
         assert s.description and s["partition"] == (e.partition or "")
