@@ -128,7 +128,8 @@ def train_model(args: argparse.Namespace, dist: Dist, batch_size: int, stop: Sto
     step = train.sgd_step(model.parallelize(net, dist, args.compile), optimizer,
                           args.precision, dist.device)
     timer = IterationTimer(args.warmup_iterations, sync=dist.sync)
-    provenance.record(dist, args.energy_dir)
+    # The file goes with the energy files; a run that measures none has no folder to litter.
+    provenance.record(dist, args.energy_dir if config.measures_energy(args) else None)
     if dist.is_main:
         report.write_line(describe(args, dist, batch_size, model.parameter_count(net)))
     with energy(dist.rank) as scope:
