@@ -84,8 +84,10 @@ def heatmaps(rows: pd.DataFrame, out: Path) -> list[Path]:
         grid = group.pivot_table(index="devices", columns="global_batch", values="throughput", aggfunc="max")
         fig, ax = plt.subplots(figsize=(1.4 + 0.9 * grid.shape[1], 1.4 + 0.6 * grid.shape[0]))
         image = ax.imshow(grid.to_numpy(), cmap="viridis", aspect="auto", origin="lower")
+        middle = (grid.min().min() + grid.max().max()) / 2
         for (i, j), value in pd.DataFrame(grid.to_numpy()).stack().items():
-            ax.text(j, i, f"{value:.3g}", ha="center", va="center", color="w", fontsize=8)
+            ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=8,
+                    color="k" if value > middle else "w")  # readable on viridis' light and dark ends
         ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns], fontsize=8)
         ax.set_yticks(range(grid.shape[0]), [f"{i:g}" for i in grid.index], fontsize=8)
         ax.set_xlabel("global batch size")

@@ -121,3 +121,20 @@ def test_the_parameter_counts_are_those_the_llm_benchmark_computes():
                         ffn_hidden_size=size.ffn_hidden_size or 4 * size.hidden_size,
                         seq_length=size.seq_length, vocab_size=padded_vocab_size(vocab, size.tensor_parallel))
         assert parameter_count(cfg) == count, name
+
+
+def test_scaling_runs_give_a_scaling_plot_and_a_heatmap_over_batch_and_devices(tmp_path):
+    from caraml.compare import cli
+
+    path = run_dir(tmp_path, "a", IMAGE_ROW, [
+        {"Devices": 4, "GlobalBatchSize": 256, "Images/s": 4000.0, "Images/s/device": 1000.0},
+        {"Nodes": 2, "Devices": 8, "GlobalBatchSize": 256, "Images/s": 7200.0, "Images/s/device": 900.0},
+        {"Nodes": 2, "Devices": 8, "GlobalBatchSize": 512, "Images/s": 7600.0, "Images/s/device": 950.0},
+    ])
+    out = tmp_path / "out"
+    assert cli.main([str(path), "--out", str(out), "--no-references"]) == 0
+    assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "heatmap_A100_image_resnet50_fp16_224px.png").stat().st_size > 5000
+    scaling = (out / "comparison_image.md").read_text().split("## Scaling efficiency")[1]
+    assert "| A100 | image | resnet50 fp16 224px | strong | strong at batch 256 | 256 | 2 | 8 | 4 | 7200 | 0.9 |" \
+        in scaling
