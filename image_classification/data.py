@@ -47,6 +47,24 @@ def synthetic(batch_size: int, image_size: int, num_classes: int, device: torch.
     return (_to_device(b, device, channels_last) for b in itertools.cycle(pool))
 
 
+class UnreadableImage(BenchmarkInputError):
+    """An image file that does not decode. Raised in a DataLoader worker, it
+    reaches the main process as this class again, its message wrapped in
+    the worker's traceback; `one_line` takes the message back out."""
+
+    def one_line(self) -> str:
+        last = str(self).strip().splitlines()[-1]
+        return last.split(f"{type(self).__name__}: ", 1)[-1]
+
+
+def _load_image(path: str):
+    try:
+        return datasets.folder.default_loader(path)
+    except (OSError, ValueError) as e:  # PIL's UnidentifiedImageError is an OSError
+        raise UnreadableImage(f"image {path} cannot be decoded ({e}); "
+                              "remove or replace it") from None
+
+
 def image_folder(root: str, batch_size: int, image_size: int, num_classes: int,
                  num_workers: int, dist: Dist, channels_last: bool, seed: int) -> Iterator[Batch]:
     """Decoded and augmented images from an ImageFolder tree, each rank
@@ -59,7 +77,7 @@ def image_folder(root: str, batch_size: int, image_size: int, num_classes: int,
         v2.Normalize(_MEAN, _STD),
     ])
     try:
-        dataset = datasets.ImageFolder(root, transform=transform)
+        dataset = datasets.ImageFolder(root, transform=transform, loader=_load_image)
     except FileNotFoundError as e:  # no class folders, or no images in them
         raise BenchmarkInputError(f"data path {root}: {e}") from None
     if len(dataset.classes) > num_classes:
@@ -80,7 +98,10 @@ def image_folder(root: str, batch_size: int, image_size: int, num_classes: int,
     def epochs() -> Iterator[Batch]:
         for epoch in itertools.count():
             sampler.set_epoch(epoch)
-            for batch in loader:
-                yield _to_device(batch, dist.device, channels_last)
+            try:
+                for batch in loader:
+                    yield _to_device(batch, dist.device, channels_last)
+            except UnreadableImage as e:
+                raise BenchmarkInputError(e.one_line()) from None
 
     return epochs()
