@@ -33,6 +33,9 @@ _MAGIC = b"MMIDIDX\x00\x00"
 _HEADER = struct.Struct("<9sQBQQ")
 # megatron-core's integer DType codes (indexed_dataset.DType), repeated so
 # that a check needs no megatron-core import; test_data_preprocess compares them.
+# GPT-2's vocabulary padded as Megatron pads it: the largest the data steps
+# make, so an id beyond it is no token of any of them
+LARGEST_VOCABULARY = 50304
 TOKEN_DTYPES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 8: np.uint16}
 
 
@@ -107,9 +110,12 @@ def check(prefix: str | os.PathLike, vocab_size: int | None = None) -> IndexedSu
         ids = np.memmap(bin_path, dtype=dtype, mode="r")
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= vocab_size:
+            cause = ("it was tokenised with another vocabulary" if 0 <= low and high < LARGEST_VOCABULARY
+                     else f"ids outside 0 to {LARGEST_VOCABULARY - 1} are no token of any vocabulary the data "
+                          "steps make: the file is damaged; prepare the data again")
             raise BenchmarkInputError(
                 f"{bin_path} holds token ids from {low} to {high}, outside a vocabulary of "
-                f"{vocab_size} tokens: it was tokenised with another vocabulary")
+                f"{vocab_size} tokens; {cause}")
     return IndexedSummary(np.array(lengths), documents=int(n_bounds) - 1, tokens=tokens)
 
 
@@ -119,7 +125,8 @@ def write(documents: Iterable[Sequence[int]], prefix: str | os.PathLike, vocab_s
     from megatron.core.datasets.indexed_dataset import DType, IndexedDatasetBuilder
 
     bin_path, idx_path = paths(prefix)
-    bin_tmp, idx_tmp = paths(f"{prefix}.tmp")
+    # a name of this process's own: two writers of one prefix never share a file
+    bin_tmp, idx_tmp = paths(f"{prefix}.tmp{os.getpid()}")
     builder = IndexedDatasetBuilder(str(bin_tmp), dtype=DType.optimal_dtype(vocab_size))
     for ids in documents:
         builder.add_document(np.asarray(ids), [len(ids)])
