@@ -53,7 +53,7 @@ def comparison_display(rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
         "work_per_wh": f"{unit}/Wh", "work_per_wh_ratio": "/Wh x ref",
         "mean_power_w_per_device": "W/device", "energy_source": "energy source",
         "energy_scope": "energy scope",
-        "verdict": "verdict", "best": "best", "status": "status",
+        "verdict": "verdict", "best": "best", "flags": "flags", "status": "status",
     }
     if group["mfu"].isna().all():  # the image benchmark has no MFU
         columns = {k: v for k, v in columns.items() if not k.startswith("mfu")}

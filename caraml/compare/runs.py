@@ -42,7 +42,7 @@ COLUMNS = [
     "system", "platform", "benchmark", "unit", "config", "model", "precision", "variant", "nodes", "devices",
     "global_batch", "params", "throughput", "throughput_per_device", "throughput_per_node", "mfu",
     "energy_wh", "energy_per_device_wh", "energy_per_node_wh", "work_per_wh",
-    "mean_power_w_per_device", "energy_source", "energy_scope", "status", "error", "run_dir",
+    "mean_power_w_per_device", "energy_source", "energy_scope", "flags", "status", "error", "run_dir",
 ]
 
 
@@ -126,7 +126,9 @@ def _numeric(table: pd.DataFrame, title: str) -> pd.Series:
 
 
 def _scope_column(table: pd.DataFrame) -> pd.Series:
-    titles = [c for c in table.columns if "scope" in c.lower()]
+    """EnergyScope, else another column that names a scope (not EnergyByScope's figures)."""
+    titles = [c for c in table.columns if c == "EnergyScope"] or \
+        [c for c in table.columns if "scope" in c.lower() and "(" not in c]
     return _column(table, titles[0]) if titles else pd.Series("n/a", index=table.index)
 
 
@@ -194,6 +196,7 @@ def read_run(run: RunDir) -> pd.DataFrame:
         "mean_power_w_per_device": _numeric(table, "MeanPower/device(W)"),
         "energy_source": _column(table, "EnergySource").astype(object).fillna("n/a").astype(str),
         "energy_scope": _scope_column(table).astype(object).fillna("n/a").astype(str),
+        "flags": _column(table, "Flags").astype(object).fillna("").astype(str),
         "status": _column(table, "Status").astype(object).fillna("n/a").astype(str),
         "error": _column(table, "Error").astype(object).fillna("").astype(str),
         "run_dir": str(run.path),

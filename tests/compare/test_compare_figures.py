@@ -18,8 +18,10 @@ def _rows(tmp_path, *specs):
 
 def test_per_device_and_per_node_figures_use_the_rows_nodes_and_devices(tmp_path):
     rows = _rows(tmp_path, ("X", LLM_ROW, [{"Nodes": 2, "Devices": 8, "Tokens/s": 160000.0,
-                                            "Tokens/s/device": 20000.0, "Energy(Wh)": 80.0}]))
+                                            "Tokens/s/device": 20000.0, "Energy(Wh)": 80.0,
+                                            "EnergyByScope(Wh)": "gpu:60+node:80", "EnergyScope": "node"}]))
     row = rows.iloc[0]
+    assert row["energy_scope"] == "node"
     assert row["throughput_per_node"] == 80000.0
     assert row["throughput_per_device"] == 20000.0
     assert row["energy_per_node_wh"] == 40.0
