@@ -9,7 +9,6 @@ import torch
 
 from caraml import provenance
 from llm_training.pretrain_gpt import main as pretrain_main
-from tests.dist_fixtures import single_cpu  # noqa: F401
 from tests.driver_runs import parse_caraml
 
 TINY_GPT = ["--model-size", "cpu-small", "--num-layers", "1", "--hidden-size", "32",
