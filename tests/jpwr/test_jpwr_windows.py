@@ -8,12 +8,13 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
-from jpwr_fakes import FakeNvml
+from jpwr_fakes import FakeAmdSmi, FakeNvml
 
 from jpwr.aggregate import combine, combine_windows, scope_lines, summarize, window_lines
 from jpwr.cli import main
 from jpwr.ctxmgr import get_power
 from jpwr.gpu.pynvml import NvmlPower
+from jpwr.gpu.rocm import RocmPower
 from jpwr.sys.rapl import RaplPower
 
 
@@ -178,3 +179,29 @@ def test_a_channel_that_never_answers_is_left_out_not_marked_incomplete(tmp_path
                                       ("rocm", "gpu1", float("nan"), 0, 100)])
     summary = summarize(combine([tmp_path]))
     assert (summary["source"], summary["devices"], summary["missing_pct"]) == ("measured", 1, 0.0)
+
+
+def test_amdsmi_accumulator_is_the_figure_of_a_run(install, wait):
+    gpu = {"uuid": "GPU-A", "power_info": {"socket_power": 500},
+           "energy_count": {"energy_accumulator": 0, "counter_resolution": 15.3}}
+    install("amdsmi", FakeAmdSmi([gpu]))
+    with get_power([RocmPower()], 10) as scope:
+        wait(lambda: len(scope.df) >= 2, "samples")
+        # 235,294 ticks of 15.3 uJ = 3.6 J = 0.001 Wh
+        gpu["energy_count"] = {"energy_accumulator": 235_294, "counter_resolution": 15.3}
+        wait(lambda: len(scope.df) >= 4, "samples after the counter moved")
+    row = scope.energy()[0].iloc[0]
+    assert (row.scope, row.basis) == ("gpu", "counter")
+    assert row.energy_wh == pytest.approx(235_294 * 15.3e-6 / 3600)
+    assert row.integrated_wh == pytest.approx(500 * row.duration_s / 3600)
+
+
+def test_rapl_counter_is_the_figure_of_a_run(sysfs, wait, no_vendor_libraries):
+    zone = sysfs.rapl_zone("intel-rapl:0", "package-0", 1_000_000)
+    with get_power([RaplPower()], 10) as scope:
+        wait(lambda: len(scope.df) >= 2, "samples")
+        zone.write_text("8200000\n")  # 7.2 J = 0.002 Wh
+        wait(lambda: len(scope.df) >= 4, "samples after the counter moved")
+    row = scope.energy()[0].iloc[0]
+    assert (row.scope, row.basis, row.energy_wh) == ("cpu-socket+dram", "counter",
+                                                     pytest.approx(0.002))
