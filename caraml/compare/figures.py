@@ -59,7 +59,9 @@ def add_ratios(rows: pd.DataFrame, reference_system: str) -> pd.DataFrame:
 
 def _solution(row: pd.Series, work: float, rate: float, case: str, nodes: float, how: str) -> dict:
     seconds = work / rate
-    energy_kwh = work / row["work_per_wh"] / 1000
+    # the timed window's work per Wh matches the throughput's window (no warm-up)
+    timed = not pd.isna(row["timed_work_per_wh"])
+    energy_kwh = work / (row["timed_work_per_wh"] if timed else row["work_per_wh"]) / 1000
     kind = energy_kind(row["energy_source"])
     return {
         "system": row["system"], "benchmark": row["benchmark"], "config": row["config"],
@@ -67,6 +69,7 @@ def _solution(row: pd.Series, work: float, rate: float, case: str, nodes: float,
         "from_global_batch": row["global_batch"], "job": how, "work": work,
         "estimated_time_h": seconds / 3600, "estimated_energy_kwh": energy_kwh,
         "estimated_action_kwh_h": energy_kwh * seconds / 3600,
+        "energy_basis": "timed iterations" if timed else "whole run (warm-up included)",
         "energy_source": row["energy_source"],
         "label": f"{EXTRAPOLATED}; energy {kind}" if kind != "n/a" else EXTRAPOLATED,
     }

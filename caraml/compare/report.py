@@ -68,8 +68,8 @@ def comparison_display(rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
 
 def solution_display(table: pd.DataFrame) -> pd.DataFrame:
     display = table[["system", "benchmark", "config", "case", "from_global_batch", "from_devices", "job",
-                     "estimated_time_h", "estimated_energy_kwh", "estimated_action_kwh_h", "energy_source",
-                     "label"]].copy()
+                     "estimated_time_h", "estimated_energy_kwh", "estimated_action_kwh_h", "energy_basis",
+                     "energy_source", "label"]].copy()
     for column in display.columns:
         display[column] = display[column].map(_number)
     _with_energy_kind(table, display)
@@ -77,7 +77,8 @@ def solution_display(table: pd.DataFrame) -> pd.DataFrame:
                                    "estimated_time_h": "time to solution (h estimate)",
                                    "estimated_energy_kwh": "energy to solution (kWh estimate)",
                                    "estimated_action_kwh_h": "energy x time (kWh h estimate)",
-                                   "energy_source": "energy source", "label": "figures are"})
+                                   "energy_basis": "energy per work from", "energy_source": "energy source",
+                                   "label": "figures are"})
 
 
 def plain_display(table: pd.DataFrame) -> pd.DataFrame:
@@ -126,5 +127,6 @@ def html_page(title: str, sections: list[tuple[str, list]]) -> str:
 
 
 ESTIMATE_NOTE = ("Time and energy to solution are estimates, extrapolated from measured rates: the job's "
-                 "work divided by the measured throughput and by the measured work per Wh. Energy that was "
+                 "work divided by the measured throughput and by the measured work per Wh (of the timed "
+                 "iterations where the table has it). Energy that was "
                  "itself estimated (no power sensor) stays marked (estimated).")

@@ -62,6 +62,7 @@ def test_image_time_and_energy_to_solution_for_90_imagenet_epochs(tmp_path):
     assert one["work"] == images
     assert one["estimated_time_h"] == pytest.approx(images / 4000 / 3600)  # 8.007 h
     assert one["estimated_energy_kwh"] == pytest.approx(images / 5000 / 1000)  # 23.06 kWh
+    assert one["energy_basis"] == "whole run (warm-up included)"
     assert one["estimated_action_kwh_h"] == pytest.approx(images / 5000 / 1000 * images / 4000 / 3600)
     assert "extrapolated" in one["label"] and "energy estimated" in one["label"]
 
@@ -77,6 +78,13 @@ def test_llm_job_is_20_tokens_per_parameter_of_the_rows_params_else_the_sizes_co
     assert one.loc["B", "estimated_energy_kwh"] == pytest.approx(20e9 / 200000 / 1000)
     fixed = figures.time_and_energy_to_solution(rows, Jobs(llm_tokens=1e12))
     assert fixed["work"].unique().tolist() == [1e12]
+
+
+def test_energy_to_solution_uses_the_timed_window_where_the_table_has_it(tmp_path):
+    rows = _rows(tmp_path, ("A", {**IMAGE_ROW, "TimedImages/Wh": 6000}, [{}]))
+    one = figures.time_and_energy_to_solution(rows, Jobs()).iloc[0]
+    assert one["estimated_energy_kwh"] == pytest.approx(90 * 1_281_167 / 6000 / 1000)
+    assert one["energy_basis"] == "timed iterations"
 
 
 def test_one_node_uses_the_best_rows_rate_per_node_and_fastest_the_highest_total(tmp_path):
@@ -138,5 +146,5 @@ def test_scaling_runs_give_a_scaling_plot_and_a_heatmap_over_batch_and_devices(t
     assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "heatmap_A100_image_resnet50_fp16_224px.png").stat().st_size > 5000
     scaling = (out / "comparison_image.md").read_text().split("## Scaling efficiency")[1]
-    row = "| A100 | image | resnet50 fp16 224px | strong | strong at batch 256 | 256 | 2 | 8 | 4 | 7200 | 0.9 |"
-    assert row in scaling
+    assert ("| A100 | image | resnet50 fp16 224px | strong | strong at batch 256 "
+            "| 256 | 2 | 8 | 4 | 7200 | 0.9 |") in scaling
