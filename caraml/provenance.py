@@ -234,6 +234,13 @@ def line_fields(record: dict) -> dict[str, str]:
     return {k: "-" if v is None else re.sub(r"[\s,]+", "_", str(v)) for k, v in values.items()}
 
 
+def report_load_at_end() -> None:
+    """One line for the table on how busy the host was when training ended:
+    a benchmark that started beside this one after its start shows here."""
+    report.emit("host at end", load=round(os.getloadavg()[0], 2), cpus=os.cpu_count(),
+                other_benchmarks="-" if (n := other_benchmarks()) is None else n)
+
+
 def record(dist: Dist, folder: str | Path | None) -> None:
     """Called by every rank (it gathers the host names); rank 0 writes the
     file into folder (none without one) and prints the table's line."""

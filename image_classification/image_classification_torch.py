@@ -133,8 +133,11 @@ def train_model(args: argparse.Namespace, dist: Dist, batch_size: int, stop: Sto
     if dist.is_main:
         report.write_line(describe(args, dist, batch_size, model.parameter_count(net)))
     with energy(dist.rank) as scope:
-        return train.run(step, source, timer, stop, dist, args.iterations, args.log_interval,
-                         TimedWindow(scope, dist.sync))
+        result = train.run(step, source, timer, stop, dist, args.iterations, args.log_interval,
+                           TimedWindow(scope, dist.sync))
+    if dist.is_main:
+        provenance.report_load_at_end()
+    return result
 
 
 def train_and_report(args: argparse.Namespace, stop: StopCondition,

@@ -207,6 +207,8 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition) -> int:
                                 log_interval=args.log_interval,
                                 max_iterations=args.train_iters, workload=workload,
                                 timed_window=TimedWindow(energy, dist.sync))
+    if dist.is_main:
+        provenance.report_load_at_end()
     if peak.source == MEASURED and result.iterations >= args.train_iters:
         # On a shared host another job can hold a core for a whole window and
         # halve the measured rate; it rarely does so for both. A run stopped

@@ -32,6 +32,8 @@ def test_doubtful_runs_are_flagged_in_the_row(tmp_path):
     _replace(combine / "stdout", r"missing_pct=\S+", "missing_pct=88.76")
     _replace(execute / "job.out", r"load=\S+ cpus=\S+ other_benchmarks=\S+",
              "load=7.5 cpus=2 other_benchmarks=3")
+    _replace(execute / "job.out", r"^CARAML host at end: .*$",
+             "CARAML host at end: load=1.8 cpus=2 other_benchmarks=1")
     _replace(execute / "job.out", r"iterations_total=\d+", "iterations_total=2")
     (run.run_dir / "analyse.xml").unlink(missing_ok=True)  # JUBE reads the files again
     row = run.table().iloc[0]
@@ -39,5 +41,7 @@ def test_doubtful_runs_are_flagged_in_the_row(tmp_path):
     assert flags == ["energy-incomplete(89%-of-samples-missing)",
                      "busy-host(load-7.5-on-2-CPUs-at-start)",
                      "other-benchmarks-running(3)",
+                     "busy-host(load-1.8-on-2-CPUs-at-end)",
+                     "other-benchmarks-at-end(1)",
                      "stopped-early(2-of-4-iterations)"], row["Flags"]
     assert row["EnergySource"] == "incomplete(estimate)"
