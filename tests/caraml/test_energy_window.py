@@ -85,3 +85,19 @@ def test_an_llm_run_leaves_its_timed_window_for_combine(tmp_path, capsys):
     combined = subprocess.run([sys.executable, "-m", "jpwr", "combine", str(tmp_path)],
                               capture_output=True, text=True, check=True).stdout
     assert any(line.startswith("jpwr-window: window=timed ") for line in combined.splitlines())
+
+
+def test_a_full_disk_at_the_close_keeps_the_drivers_result_lines(tmp_path, capsys, monkeypatch):
+    from jpwr import files
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files.RunFiles, "close_power", full)
+    monkeypatch.setattr(files.RunFiles, "write_table", full)
+    code = pretrain_main([*TINY_GPT, "--train-iters", "3", "--warmup-iters", "1",
+                          "--energy-methods", "estimate", "--energy-dir", str(tmp_path)])
+    out = capsys.readouterr()
+    assert code == 0
+    assert "CARAML global:" in out.out and "tokens_per_s=" in out.out
+    assert "No space left on device" in out.err
