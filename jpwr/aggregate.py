@@ -20,8 +20,14 @@ import numpy as np
 import pandas as pd
 
 from jpwr.counting import counted
-from jpwr.energy import COUNTER, COUNTER_COLUMNS, ENERGY_COLUMNS, POWER_COLUMNS, \
-    complete_energy_columns, energy_table
+from jpwr.energy import (
+    COUNTER,
+    COUNTER_COLUMNS,
+    ENERGY_COLUMNS,
+    POWER_COLUMNS,
+    complete_energy_columns,
+    energy_table,
+)
 from jpwr.method import ESTIMATED
 
 FROM_ENERGY = "energy file"

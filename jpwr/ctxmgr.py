@@ -29,8 +29,15 @@ import numpy as np
 import pandas as pd
 
 from jpwr.counting import counted
-from jpwr.energy import COUNTER, INTEGRATED, INTERPOLATED, POWER_COLUMNS, counter_first, energy_table, \
-    window_joules
+from jpwr.energy import (
+    COUNTER,
+    INTEGRATED,
+    INTERPOLATED,
+    POWER_COLUMNS,
+    counter_first,
+    energy_table,
+    window_joules,
+)
 from jpwr.files import RunFiles, check_filetype
 from jpwr.method import ESTIMATED, Method
 from jpwr.notice import one_line, say

@@ -12,6 +12,7 @@ from jpwr_fakes import FakeAmdSmi, FakeNvml
 
 from jpwr.aggregate import combine, combine_windows, scope_lines, summarize, window_lines
 from jpwr.cli import main
+from jpwr.energy import energy_table
 from jpwr.ctxmgr import get_power
 from jpwr.gpu.pynvml import NvmlPower
 from jpwr.gpu.rocm import RocmPower
@@ -205,3 +206,12 @@ def test_rapl_counter_is_the_figure_of_a_run(sysfs, wait, no_vendor_libraries):
     row = scope.energy()[0].iloc[0]
     assert (row.scope, row.basis, row.energy_wh) == ("cpu-socket+dram", "counter",
                                                      pytest.approx(0.002))
+
+
+def test_a_run_with_one_answered_sample_holds_it_over_the_run_and_says_so():
+    power = pd.DataFrame({"time": [10.0, 10.05], "method": "hwmon", "device": "s",
+                          "source": "measured", "power_w": [np.nan, 40.0]})
+    row = energy_table(power, span=(10.0, 10.09)).iloc[0]
+    assert row.basis == "interpolated"
+    assert row.energy_wh == pytest.approx(40.0 * 0.09 / 3600)
+    assert (row.t_start, row.t_end) == (10.0, 10.09)
