@@ -12,8 +12,8 @@ from jpwr_fakes import FakeAmdSmi, FakeNvml
 
 from jpwr.aggregate import combine, combine_windows, scope_lines, summarize, window_lines
 from jpwr.cli import main
-from jpwr.energy import energy_table
 from jpwr.ctxmgr import get_power
+from jpwr.energy import energy_table
 from jpwr.gpu.pynvml import NvmlPower
 from jpwr.gpu.rocm import RocmPower
 from jpwr.sys.rapl import RaplPower
