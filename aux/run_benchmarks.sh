@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
 # The README's main command: set up this machine, run every benchmark
-# through JUBE on one system (default: CPU, this host) and print the result
-# tables. Usage: bash aux/run_benchmarks.sh [SYSTEM_TAG [MORE_TAGS...]]
+# through JUBE on one system and print the result tables. Usage:
+#   bash aux/run_benchmarks.sh [SYSTEM_TAG [MORE_TAGS...]]
+# Default: LOCAL, this host with its own GPUs (the LLM as a smoke run there)
+# or its CPUs where it has none.
 # It always ends: once no job of a run is left in the Slurm queue it prints
 # the table, and its exit status is 1 when a row failed or never finished.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$CARAML_ROOT"
-tags=("${@:-CPU}")
+tags=("$@")
+llm_tags=("$@")
+if [ $# -eq 0 ]; then
+    tags=(LOCAL)
+    # On GPUs the LLM's full default is 100 iterations of 800M at batch 512
+    # (tens of minutes); its smoke run checks the whole path in a few.
+    llm_tags=(LOCAL)
+    [ "$(python3 caraml/local_host.py kind)" = cpu ] || llm_tags+=(smoke)
+fi
 
 # Slurm jobs of this run still in the queue (sbatch's "Submitted batch job N")
 jobs_in_queue() {
@@ -20,8 +30,9 @@ jobs_in_queue() {
 failed=0
 run_benchmark() {
     local script=$1 handle=$2 run_dir
-    echo "== jube run $script --tag ${tags[*]}"
-    jube run "$script" --hide-animation --tag "${tags[@]}" || { failed=1; return; }
+    shift 2
+    echo "== jube run $script --tag $*"
+    jube run "$script" --hide-animation --tag "$@" || { failed=1; return; }
     run_dir=$(ls -d "$handle"/[0-9]*/ | tail -n 1)
     # Local jobs are done already; Slurm jobs end in their own time. A job
     # that left the queue without its end marker will not write one later.
@@ -34,6 +45,6 @@ run_benchmark() {
     "$VENV/bin/python" -m caraml.rows "$run_dir/result/result_csv.dat" || failed=1
 }
 
-run_benchmark image_classification/image_classification_torch_benchmark.xml image_classification/image_classification_benchmark_run
-run_benchmark llm_training/llm_benchmark_nvidia_amd.yaml llm_training/llm_benchmark_nvidia_amd_run
+run_benchmark image_classification/image_classification_torch_benchmark.xml image_classification/image_classification_benchmark_run "${tags[@]}"
+run_benchmark llm_training/llm_benchmark_nvidia_amd.yaml llm_training/llm_benchmark_nvidia_amd_run "${llm_tags[@]}"
 exit "$failed"

@@ -113,12 +113,18 @@ ensure_venv() {
     if ! { { [ -n "${CARAML_WHEELHOUSE:-}" ] || "$VENV/bin/python" -m pip install --upgrade pip; } \
            && pip_install -e "$CARAML_ROOT[$extras]" \
            && { [ "$mode" = pinned ] || matching_torchvision; } \
-           && "$VENV/bin/python" -m pip check; } >"$log" 2>&1; then
+           && pip_check "$mode"; } >"$log" 2>&1; then
         tail -n 30 "$log" >&2
         die "pip could not install the suite into $VENV (full log: $log)"
     fi
     check_torch
     echo "$want" >"$STAMP"
+}
+
+# On top of a system's packages pip check also judges the host's own, which
+# are none of the suite's business; the torch check below still runs.
+pip_check() {
+    [ "$1" = system ] || "$VENV/bin/python" -m pip check
 }
 
 # torchvision is built against one torch minor version: 0.(N+15) for 2.N

@@ -72,6 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     layout.add_argument("--global-batch-size", type=_positive_int)
     layout.add_argument("--precision", choices=PRECISIONS)
     layout.add_argument("--recompute-activations", choices=RECOMPUTE_CHOICES)
+    layout.add_argument("--compile", action="store_true",
+                        help="torch backend: torch.compile the model (the first iterations compile)")
 
     run = p.add_argument_group("run length and logging")
     run.add_argument("--train-iters", type=_positive_int, required=True,
@@ -165,6 +167,7 @@ class Args:
     energy_interval_ms: int
     peak_tflops: float | str | None
     device: str
+    compile: bool = False
 
 
 def gpt_config(a: Args, vocab_size: int) -> GPTConfig:
@@ -223,6 +226,7 @@ def parse(argv: list[str] | None = None) -> Args:
         split=ns.split,
         synthetic=ns.synthetic,
         vocab_size=pick(ns.vocab_size, size.synthetic_vocab_size) if ns.synthetic else None,
+        compile=ns.compile,
         num_workers=ns.num_workers,
         lr=ns.lr,
         adam_betas=(ns.adam_beta1, ns.adam_beta2),
@@ -272,6 +276,8 @@ def _check(a: Args, ns: argparse.Namespace) -> None:
     if a.energy_methods and not a.energy_dir:
         raise BenchmarkInputError(
             "--energy-dir is needed to measure energy (or pass --energy-methods none)")
+    if a.compile and a.backend != "torch":
+        raise BenchmarkInputError("--compile is for --backend torch (megatron-core fuses its own kernels)")
     if a.backend == "torch" and (a.tensor_parallel > 1 or a.pipeline_parallel > 1):
         raise BenchmarkInputError(
             f"the torch backend has data parallelism only but tensor x pipeline parallel "

@@ -47,6 +47,10 @@ class TorchBackend:
         self.data_parallel = dist.world_size > 1
         self.model = model if not self.data_parallel else DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
+        if args.compile:
+            # After DDP, so the compiler sees its gradient buckets; the loop's
+            # warm-up iterations absorb the compilation.
+            self.model = torch.compile(self.model)
         self.attention = "torch-sdpa"
 
         groups = param_groups(model, args.weight_decay)

@@ -28,14 +28,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
-from transformers import GPT2Config, GPT2LMHeadModel  # noqa: E402
 
 from caraml import dist as caraml_dist  # noqa: E402
 from caraml.precision import DTYPES  # noqa: E402
 from llm_training import arguments  # noqa: E402
 from llm_training.flops import iteration_flops  # noqa: E402
 from llm_training.matmul_rate import measure_tflops  # noqa: E402
-from llm_training.torch_backend import TorchBackend, adam_settings, param_groups  # noqa: E402
+from llm_training.torch_backend import TorchBackend  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hf_gpt2 import HuggingFaceGPT2  # noqa: E402
 
 
 def cpu_name() -> str:
@@ -44,39 +46,6 @@ def cpu_name() -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or "unknown CPU"
-
-
-class HuggingFaceGPT2:
-    """GPT2LMHeadModel trained the way the torch backend trains: AdamW with
-    the same groups and settings, the same autocast and gradient clipping."""
-
-    def __init__(self, args: arguments.Args, gpt, microbatches: int):
-        torch.manual_seed(args.seed)
-        self.model = GPT2LMHeadModel(GPT2Config(
-            n_layer=gpt.num_layers, n_embd=gpt.hidden_size, n_head=gpt.num_attention_heads,
-            n_inner=gpt.ffn_hidden_size, n_positions=gpt.seq_length, vocab_size=gpt.vocab_size,
-            resid_pdrop=gpt.dropout, embd_pdrop=gpt.dropout, attn_pdrop=gpt.dropout,
-            activation_function="gelu_new", tie_word_embeddings=gpt.tie_embeddings,
-            bos_token_id=0, eos_token_id=0))
-        self.model.train()
-        self.optimizer = torch.optim.AdamW(param_groups(self.model, args.weight_decay),
-                                           **adam_settings(args))
-        self.dtype = DTYPES[args.precision]
-        self.clip_grad = args.clip_grad
-        self.microbatches = microbatches
-
-    def train_step(self, batches) -> float:
-        self.optimizer.zero_grad(set_to_none=True)
-        total = 0.0
-        for _ in range(self.microbatches):
-            batch = next(batches)
-            with torch.autocast("cpu", dtype=self.dtype, enabled=self.dtype != torch.float32):
-                loss = self.model(input_ids=batch["tokens"], labels=batch["tokens"]).loss
-            (loss / self.microbatches).backward()
-            total += loss.item()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.clip_grad)
-        self.optimizer.step()
-        return total / self.microbatches
 
 
 def measure(precision: str, size: str, global_batch: int | None, rounds: int, warmup: int,
@@ -96,7 +65,7 @@ def measure(precision: str, size: str, global_batch: int | None, rounds: int, wa
     batches = itertools.repeat({"tokens": tokens[:, :-1], "labels": tokens[:, 1:],
                                 "loss_mask": torch.ones(layout.micro_batch_size, gpt.seq_length)})
     models = {"ours": TorchBackend(gpt, args, layout, dist),
-              "hf": HuggingFaceGPT2(args, gpt, layout.microbatches)}
+              "hf": HuggingFaceGPT2(args, gpt, layout.microbatches, dist.device)}
 
     samples = {"ours": [], "hf": [], "matmul": []}
     for r in range(warmup + rounds):
