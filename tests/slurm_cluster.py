@@ -57,6 +57,8 @@ class LocalSlurm:
     """One node, named localhost, with all of this machine's CPUs."""
 
     node_count = 1
+    # seconds between the TERM and the KILL of a cancelled job
+    kill_wait_s = 10
 
     def __init__(self, root: Path, cpus: int | None = None):
         self.root = Path(root)
@@ -107,7 +109,7 @@ MpiDefault=none
 ReturnToService=2
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
-KillWait=10
+KillWait={self.kill_wait_s}
 """ + self._nodes_config(mem_mb))
 
     def start(self, timeout_s: float = 60) -> LocalSlurm:
@@ -185,6 +187,10 @@ class NamespacedSlurm(LocalSlurm):
     namespace) owns as .1. Node names resolve only inside the nodes, from a
     hosts file bind-mounted over /etc/hosts there. Every process of a job
     lives in its node's namespaces; traffic stays on the bridge."""
+
+    # Slurm's default: a cancelled two-node job has the time to stop on
+    # both nodes, write its files and let its job script mark the end
+    kill_wait_s = 30
 
     def __init__(self, root: Path, nodes: int = 2, cpus_per_node: int = 1):
         super().__init__(root, cpus=cpus_per_node)
