@@ -219,12 +219,15 @@ def collect(device_type: str, device_count: int, hostnames: list[str]) -> dict:
 def line_fields(record: dict) -> dict[str, str]:
     """The table's short set: no spaces (patterns split at them), no commas
     (JUBE splits values at them)."""
+    # CUDA and ROCm name the stack a GPU run used; a CPU run of a CUDA build
+    # of torch used neither (the file keeps what torch was built with).
+    on_gpu = record.get("device_type") == "cuda"
     values = {
         "commit": (record["commit"] or "")[:12] or None,
         "clean": {True: "yes", False: "no", None: None}[record["clean"]],
         "torch": record["torch"],
-        "cuda": record["cuda"],
-        "rocm": record["rocm"],
+        "cuda": record["cuda"] if on_gpu else None,
+        "rocm": record["rocm"] if on_gpu else None,
         "device_name": "+".join(record["device_names"]),
         "devices": record["devices"],
         "load": record["load_1min"],

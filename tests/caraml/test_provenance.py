@@ -60,7 +60,8 @@ def test_a_driver_run_writes_the_file_and_the_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("clean, shown", [(True, "yes"), (False, "no"), (None, "-")])
 def test_line_fields_have_no_spaces_or_commas(clean, shown):
-    facts = {"commit": "0123456789abcdef", "clean": clean, "torch": "2.6.0+cpu", "cuda": None,
+    facts = {"commit": "0123456789abcdef", "clean": clean, "torch": "2.6.0+cu124", "cuda": "12.4",
+             "device_type": "cpu",
              "rocm": None, "device_names": ["AMD EPYC 7763 64-Core Processor, rev 1"],
              "devices": 2, "load_1min": 1.5, "cpus": 2, "other_benchmark_processes": None}
     fields = provenance.line_fields(facts)
@@ -85,3 +86,11 @@ def test_other_benchmarks_on_the_host_are_counted_and_this_jobs_ranks_are_not(tm
     fake_process(tmp_path, 103, "python image_classification/image_classification_torch.py")
     fake_process(tmp_path, 104, "sleep 100")
     assert provenance.other_benchmarks(tmp_path) == 2
+
+
+def test_a_gpu_run_names_its_cuda():
+    facts = {"commit": None, "clean": None, "torch": "2.6.0+cu124", "cuda": "12.4", "rocm": None,
+             "device_type": "cuda", "device_names": ["NVIDIA H100 80GB HBM3"], "devices": 4,
+             "load_1min": 0.2, "cpus": 288, "other_benchmark_processes": 0}
+    fields = provenance.line_fields(facts)
+    assert (fields["cuda"], fields["rocm"], fields["device_name"]) == ("12.4", "-", "NVIDIA_H100_80GB_HBM3")
