@@ -5,10 +5,10 @@ part of the path ever runs as a command."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -21,18 +21,19 @@ pytestmark = pytest.mark.jube
 AWKWARD = "x y;touch INJECTED;z"
 
 
-def _venv_view(target: Path, checkout: Path) -> None:
-    """A virtual environment that is the suite's .venv under another name,
-    with a set-up stamp for the copy's pyproject.toml: setup.sh then finds it
-    ready and never installs into the shared one."""
+def _venv_view(target: Path) -> None:
+    """A virtual environment of its own that sees the suite's .venv (a .pth
+    line adds its site-packages) and carries its set-up stamp. Should
+    setup.sh still decide to install, it installs into this one: the shared
+    environment is never written to."""
     real = ROOT / ".venv"
-    (target / "bin").mkdir(parents=True)
-    shutil.copy(real / "pyvenv.cfg", target / "pyvenv.cfg")
-    (target / "lib").symlink_to(real / "lib")
-    (target / "bin" / "python").symlink_to(real / "bin" / "python")
-    (target / "bin" / "python3").symlink_to(real / "bin" / "python")
-    digest = hashlib.sha256((checkout / "pyproject.toml").read_bytes()).hexdigest()
-    (target / ".caraml-setup-stamp").write_text(digest + "\n")
+    base = subprocess.run([str(real / "bin" / "python"), "-c", "import sys; print(sys._base_executable)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([base, "-m", "venv", "--without-pip", str(target)], check=True)
+    shared = next((real / "lib").glob("python3*/site-packages"))
+    own = next((target / "lib").glob("python3*/site-packages"))
+    (own / "_caraml_shared_venv.pth").write_text(f"import site; site.addsitedir({str(shared)!r})\n")
+    shutil.copy(real / ".caraml-setup-stamp", target / ".caraml-setup-stamp")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +48,7 @@ def checkout(tmp_path_factory) -> Path:
         if source.is_file():
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, copy / name)
-    _venv_view(copy / ".venv", copy)
+    _venv_view(copy / ".venv")
     return copy
 
 
@@ -106,3 +107,39 @@ def test_a_table_looked_at_during_a_slurm_run_is_fresh_without_dash_a(tmp_path, 
     row = run.table().iloc[0]
     assert row["Status"] == "ok", row.to_dict()
     assert row["Energy(Wh)"] > 0
+
+
+@pytest.mark.slurm
+def test_through_slurm_the_command_waits_for_the_jobs_and_ends(checkout, slurm):
+    proc = _main_command(checkout, "CPU", "smoke", "slurm", env=slurm.env)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    tables = [sorted((checkout / handle).glob("*/result/result_csv.dat"))[-1].read_text()
+              for handle in ("image_classification/image_classification_benchmark_run",
+                             "llm_training/llm_benchmark_nvidia_amd_run")]
+    assert all(",ok," in table for table in tables), tables
+    assert not _injected(checkout)
+
+
+@pytest.mark.slurm
+def test_a_slurm_job_that_leaves_the_queue_unrun_ends_the_command(checkout, slurm):
+    """scancel before the job starts: no job script runs, no marker ever comes."""
+    env = {**os.environ, **slurm.env, "SBATCH_HOLD": "1"}
+    proc = subprocess.Popen(["bash", str(checkout / "aux" / "run_benchmarks.sh"), "CPU", "smoke", "slurm"],
+                            cwd=checkout, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        while proc.poll() is None:
+            queued = subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm.env, text=True,
+                                    capture_output=True).stdout.split()
+            if queued:
+                subprocess.run(["scancel", *queued], env=slurm.env, check=False)
+            time.sleep(1)
+        out = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out[-4000:]
+    # a job cancelled before it ran stays "queued"; one cancelled as it started names the signal
+    rows = [line for line in out.splitlines() if line.startswith("CARAML: row ")]
+    assert len(rows) == 2 and all(r.endswith(": queued") or "(SIGTERM)" in r for r in rows), out[-4000:]
