@@ -19,15 +19,21 @@ from caraml.dist import Dist
 GIB = 2**30
 
 
+def capacity_bytes(device: torch.device) -> int:
+    """A GPU's memory, or the host's for a CPU."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
 def _this_rank(device: torch.device) -> list[float]:
     if device.type == "cuda":
         return [torch.cuda.max_memory_allocated(device) / GIB,
                 torch.cuda.max_memory_reserved(device) / GIB,
-                torch.cuda.get_device_properties(device).total_memory / GIB]
+                capacity_bytes(device) / GIB]
     # ru_maxrss is in KiB on Linux
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / GIB
-    host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GIB
-    return [rss, rss, host]
+    return [rss, rss, capacity_bytes(device) / GIB]
 
 
 def peak(dist: Dist) -> dict[str, float]:
@@ -43,8 +49,6 @@ def peak(dist: Dist) -> dict[str, float]:
 
 def out_of_memory(samples_per_device: int, device: torch.device, what_to_lower: str) -> str:
     """The one line a failed row shows when a device ran out of memory."""
-    capacity = ""
-    if device.type == "cuda":
-        capacity = f" of {torch.cuda.get_device_properties(device).total_memory / GIB:.0f} GiB"
+    capacity = f" of {capacity_bytes(device) / GIB:.0f} GiB" if device.type == "cuda" else ""
     return (f"out of memory at {samples_per_device} samples per device on "
             f"{device.type}{capacity}: {what_to_lower}")

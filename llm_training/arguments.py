@@ -38,6 +38,10 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _micro_batch(text: str) -> int | str:
+    return text if text == "auto" else _positive_int(text)
+
+
 def _positive_float(text: str) -> float:
     value = float(text)
     if not value > 0:
@@ -68,10 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     layout.add_argument("--pipeline-model-parallel-size", type=_positive_int)
     layout.add_argument("--sequence-parallel", action=argparse.BooleanOptionalAction)
     layout.add_argument("--use-distributed-optimizer", action=argparse.BooleanOptionalAction)
-    layout.add_argument("--micro-batch-size", type=_positive_int)
+    layout.add_argument("--micro-batch-size", type=_micro_batch,
+                        help="or 'auto': the largest that fits the device (llm_training/memory_plan.py)")
     layout.add_argument("--global-batch-size", type=_positive_int)
     layout.add_argument("--precision", choices=PRECISIONS)
-    layout.add_argument("--recompute-activations", choices=RECOMPUTE_CHOICES)
+    layout.add_argument("--recompute-activations", choices=(*RECOMPUTE_CHOICES, "auto"),
+                        help="'auto': none where the model fits the device without, else full")
     layout.add_argument("--compile", action="store_true",
                         help="torch backend: torch.compile the model (the first iterations compile)")
 
@@ -168,6 +174,7 @@ class Args:
     peak_tflops: float | str | None
     device: str
     compile: bool = False
+    auto_micro_batch: bool = False  # micro_batch_size is the size's, until memory_plan chooses
 
 
 def gpt_config(a: Args, vocab_size: int) -> GPTConfig:
@@ -211,7 +218,9 @@ def parse(argv: list[str] | None = None) -> Args:
         pipeline_parallel=pick(ns.pipeline_model_parallel_size, size.pipeline_parallel),
         sequence_parallel=pick(ns.sequence_parallel, size.sequence_parallel),
         distributed_optimizer=pick(ns.use_distributed_optimizer, size.distributed_optimizer),
-        micro_batch_size=pick(ns.micro_batch_size, size.micro_batch_size),
+        micro_batch_size=(size.micro_batch_size if ns.micro_batch_size in (None, "auto")
+                          else ns.micro_batch_size),
+        auto_micro_batch=ns.micro_batch_size == "auto",
         global_batch_size=pick(ns.global_batch_size, size.global_batch_size),
         gradient_accumulation=size.gradient_accumulation,
         precision=pick(ns.precision, size.precision),
@@ -276,6 +285,9 @@ def _check(a: Args, ns: argparse.Namespace) -> None:
     if a.energy_methods and not a.energy_dir:
         raise BenchmarkInputError(
             "--energy-dir is needed to measure energy (or pass --energy-methods none)")
+    if a.auto_micro_batch and not a.global_batch_size:
+        raise BenchmarkInputError("--micro-batch-size auto needs a fixed global batch: pass "
+                                  "--global-batch-size (this size's grows with the micro-batch)")
     if a.compile and a.backend != "torch":
         raise BenchmarkInputError("--compile is for --backend torch (megatron-core fuses its own kernels)")
     if a.backend == "torch" and (a.tensor_parallel > 1 or a.pipeline_parallel > 1):

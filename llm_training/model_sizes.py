@@ -70,7 +70,9 @@ class ModelSize:
     # gradient_accumulation, which grows with the number of devices.
     global_batch_size: int | None = None
     gradient_accumulation: int = 1
-    recompute: str = "selective"
+    # auto: none where the model fits the device without, else full
+    # (llm_training/memory_plan.py); selective saves nothing under flash attention
+    recompute: str = "auto"
     sequence_parallel: bool = True
     distributed_optimizer: bool = True
     synthetic_vocab_size: int = GPT2_VOCAB_SIZE

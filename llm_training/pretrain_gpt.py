@@ -11,6 +11,7 @@ measures each rank's energy. Usage: docs/llm_training.md.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import statistics
@@ -29,7 +30,7 @@ from caraml.energy import TimedWindow
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
 from caraml.timing import slowest_per_iteration, summarize
-from llm_training import arguments, training
+from llm_training import arguments, memory_plan, training
 from llm_training.arguments import Args, Layout
 from llm_training.batches import micro_batches
 from llm_training.flops import iteration_flops, parameter_count
@@ -42,6 +43,7 @@ from llm_training.model_sizes import GPTConfig
 class Prepared:
     """Everything checked and loaded before the model is built."""
 
+    args: Args  # what was `auto` (recomputation, micro-batch) decided
     layout: Layout
     gpt: GPTConfig
     train_data: torch.utils.data.Dataset
@@ -71,12 +73,30 @@ def prepare(args: Args, dist: Dist) -> Prepared:
     vocab_size = (args.vocab_size
                   or Tokenizer.from_files(args.vocab_file, args.merge_file).vocab_size)
     gpt = arguments.gpt_config(args, vocab_size)
+    args, layout = plan_memory(args, layout, gpt, dist)
     train_data, _ = build_datasets(
         data_prefix=args.data_path, synthetic=args.synthetic, vocab_size=vocab_size,
         seq_length=gpt.seq_length, split=args.split,
         num_train_samples=args.train_iters * layout.global_batch_size, num_valid_samples=0,
         seed=args.seed)
-    return Prepared(layout, gpt, train_data, energy_scope(args, dist.rank))
+    return Prepared(args, layout, gpt, train_data, energy_scope(args, dist.rank))
+
+
+def plan_memory(args: Args, layout: Layout, gpt: GPTConfig, dist: Dist) -> tuple[Args, Layout]:
+    """Decides what is `auto` from the device's memory (the same on every
+    rank: the plan depends on the layout and the device model only)."""
+    if args.recompute != "auto" and not args.auto_micro_batch:
+        return args, layout
+    plan = memory_plan.choose(gpt, layout, args, memory.capacity_bytes(dist.device),
+                              auto_recompute=args.recompute == "auto",
+                              auto_micro_batch=args.auto_micro_batch)
+    if dist.is_main:
+        report.write_line(f"memory plan: recompute {plan.recompute}, micro-batch "
+                          f"{plan.micro_batch_size}: about {plan.estimate_gib:.1f} GiB of "
+                          f"{plan.usable_gib:.1f} GiB usable per device")
+    args = dataclasses.replace(args, recompute=plan.recompute,
+                               micro_batch_size=plan.micro_batch_size, auto_micro_batch=False)
+    return args, arguments.resolve_layout(args, dist.world_size)
 
 
 def energy_scope(args: Args, rank: int) -> Callable[[], AbstractContextManager]:
@@ -191,7 +211,7 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition) -> int:
     if first_failure_reported(dist, error):
         return 1
     provenance.record(dist, args.energy_dir)
-    layout, gpt = prepared.layout, prepared.gpt
+    args, layout, gpt = prepared.args, prepared.layout, prepared.gpt
     backend = build_backend(gpt, args, layout, dist)
     batches = micro_batches(prepared.train_data, micro_batch_size=layout.micro_batch_size,
                             data_parallel=layout.data_parallel,

@@ -31,7 +31,7 @@ def test_defaults_come_from_the_model_size():
     assert shape == (40, 5120, 32, 20480)
     assert (a.tensor_parallel, a.pipeline_parallel, a.micro_batch_size) == (2, 2, 2)
     assert (a.precision, a.recompute, a.sequence_parallel, a.distributed_optimizer) == (
-        "fp16", "selective", True, True)
+        "fp16", "auto", True, True)
     layout = resolve_layout(a, world_size=16)  # DP 4, 64 micro-batches of 2 each
     assert (layout.data_parallel, layout.global_batch_size, layout.microbatches) == (4, 512, 64)
     assert layout.sequence_parallel

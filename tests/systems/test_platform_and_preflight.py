@@ -34,10 +34,11 @@ def test_mi250_counts_gcds_and_keeps_mfu_honest():
     assert mi250.tdp_w * 2 == pytest.approx(560)
 
 
-def test_unconfirmed_peaks_stay_empty():
+def test_hosts_measure_or_look_up_their_peak():
     loaded = systems.load()
-    assert loaded["MI300X"].peak_tflops is None and loaded["MI300A"].peak_tflops is None
+    assert (loaded["MI300X"].peak_tflops, loaded["MI300A"].peak_tflops) == (1307.4, 980.6)
     assert loaded["CPU"]["peak_tflops"] == "measure"
+    assert loaded["LOCAL"]["peak_tflops"] == "auto"
 
 
 def test_every_container_has_its_definition(root):
@@ -77,7 +78,7 @@ def run(capsys, run_config, script, tags, *args):
 def test_unknown_system_names_the_system_tags(capsys, run_config, script):
     code, _, err = run(capsys, run_config, script, ["B200"], "--system", "NONE")
     assert code == 2
-    assert err.startswith("CARAML ERROR: unknown tag B200; systems: CPU; A100; H100")
+    assert err.startswith("CARAML ERROR: unknown tag B200; systems: CPU; LOCAL; A100; H100")
 
 
 def test_missing_image_names_the_tag_that_builds_it(capsys, run_config, script, tmp_path):
