@@ -23,8 +23,8 @@ from dataclasses import dataclass
 
 import torch
 
-from caraml import dist as caraml_dist
 from caraml import device_peaks, memory, precision, provenance, report
+from caraml import dist as caraml_dist
 from caraml.dist import Dist
 from caraml.energy import TimedWindow
 from caraml.report import BenchmarkInputError

@@ -32,6 +32,16 @@ def adam_settings(args: Args) -> dict:
     return dict(lr=args.lr, betas=args.adam_betas, eps=args.adam_eps, fused=True)
 
 
+def clipped_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer,
+                 params: list[torch.nn.Parameter], clip_grad: float) -> None:
+    """The optimizer step after the micro-batches: gradients unscaled before
+    they are clipped, the step skipped where fp16 overflowed."""
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(params, clip_grad)
+    scaler.step(optimizer)
+    scaler.update()
+
+
 class TorchBackend:
     name = "torch"
 
@@ -85,8 +95,5 @@ class TorchBackend:
                     loss = self.model(batch["tokens"], batch["labels"], batch["loss_mask"])
                 self.scaler.scale(loss / self.microbatches).backward()
             total += loss.detach()
-        self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(self.params, self.clip_grad)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        clipped_step(self.scaler, self.optimizer, self.params, self.clip_grad)
         return total.item() / self.microbatches

@@ -11,7 +11,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from caraml import precision as caraml_precision
 from llm_training import arguments
-from llm_training.torch_backend import adam_settings, param_groups
+from llm_training.torch_backend import adam_settings, clipped_step, param_groups
 
 
 class HuggingFaceGPT2:
@@ -45,8 +45,5 @@ class HuggingFaceGPT2:
                 loss = self.model(input_ids=batch["tokens"], labels=batch["tokens"]).loss
             self.scaler.scale(loss / self.microbatches).backward()
             total += loss.detach()
-        self.scaler.unscale_(self.optimizer)
-        torch.nn.utils.clip_grad_norm_(self.params, self.clip_grad)
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
+        clipped_step(self.scaler, self.optimizer, self.params, self.clip_grad)
         return float(total) / self.microbatches

@@ -16,9 +16,6 @@ test: it judges nothing."""
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
-import platform
 import statistics
 import sys
 import time
@@ -27,13 +24,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import peer_record  # noqa: E402
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 
 from caraml import dist as caraml_dist  # noqa: E402
 from caraml import precision as caraml_precision  # noqa: E402
-from caraml.provenance import collect  # noqa: E402
 from image_classification import data, model, train  # noqa: E402
 from image_classification.image_classification_torch import MOMENTUM, WEIGHT_DECAY  # noqa: E402
 
@@ -90,7 +88,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--iterations", type=int, default=5, help="steps per loop and round")
     p.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "perf")
+    p.add_argument("--out", type=Path, default=peer_record.OUT)
     a = p.parse_args()
     warnings.filterwarnings("ignore")
     dist = caraml_dist.init("auto")
@@ -123,22 +121,12 @@ def main() -> int:
         del loops
         if device.type == "cuda":
             torch.cuda.empty_cache()
-    name_of_device = (torch.cuda.get_device_name(device) if device.type == "cuda"
-                      else platform.processor() or "CPU")
-    record = {
-        "benchmark": "ic_peers",
-        "command": " ".join(["aux/perf/ic_peers.py", *sys.argv[1:]]),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": name_of_device, "model": a.model, "precision": a.precision,
-        "image_size": a.image_size, "rounds": a.rounds, "iterations_per_round": a.iterations,
-        "interleaved": True, "provenance": collect(device.type, 1, [dist.hostname]),
-        "batch_sizes": results,
+    record = peer_record.header("ic_peers", dist) | {
+        "model": a.model, "precision": a.precision, "image_size": a.image_size,
+        "rounds": a.rounds, "iterations_per_round": a.iterations, "batch_sizes": results,
     }
-    a.out.mkdir(parents=True, exist_ok=True)
-    path = a.out / (f"ic_peers_{name_of_device.replace(' ', '_')}_{a.model}_{a.precision}_"
-                    f"{record['date'][:10]}.json")
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"# {name_of_device}, {a.model} {a.image_size}px {a.precision} channels_last, "
+    path = peer_record.write(record, a.out, a.model, a.precision)
+    print(f"# {record['device']}, {a.model} {a.image_size}px {a.precision} channels_last, "
           f"median images/s of {a.rounds} interleaved rounds")
     print("| global batch | suite | plain loop | plain, data on device | suite / plain |")
     print("| --- | --- | --- | --- | --- |")

@@ -17,10 +17,7 @@ nothing."""
 from __future__ import annotations
 
 import argparse
-import datetime
 import itertools
-import json
-import platform
 import statistics
 import sys
 import time
@@ -31,12 +28,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import peer_record  # noqa: E402
 import torch  # noqa: E402
+from hf_gpt2 import HuggingFaceGPT2  # noqa: E402
 
 from caraml import device_peaks  # noqa: E402
 from caraml import dist as caraml_dist  # noqa: E402
-from caraml.provenance import collect  # noqa: E402
-from hf_gpt2 import HuggingFaceGPT2  # noqa: E402
 from llm_training import arguments  # noqa: E402
 from llm_training.flops import iteration_flops  # noqa: E402
 
@@ -72,7 +69,7 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3, help="untimed rounds first (compilation)")
     p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
-    p.add_argument("--out", type=Path, default=ROOT / "docs" / "perf")
+    p.add_argument("--out", type=Path, default=peer_record.OUT)
     a = p.parse_args()
     warnings.filterwarnings("ignore")
     dist = caraml_dist.init("auto")
@@ -107,9 +104,8 @@ def main() -> int:
 
     tokens = layout.global_batch_size * gpt.seq_length
     flops = iteration_flops(gpt, layout.global_batch_size, args.recompute).model
-    name_of_device = (torch.cuda.get_device_name(dist.device) if dist.device.type == "cuda"
-                      else platform.processor() or "CPU")
-    peak = device_peaks.lookup(name_of_device)
+    record = peer_record.header("llm_peers", dist)
+    peak = device_peaks.lookup(record["device"])
     figures = {}
     for name in models:
         median = statistics.median(seconds[name])
@@ -123,25 +119,16 @@ def main() -> int:
     if REFERENCE in figures:
         for f in figures.values():
             f["vs_" + REFERENCE.replace("-", "_")] = figures[REFERENCE]["median_s"] / f["median_s"]
-    record = {
-        "benchmark": "llm_peers",
-        "command": " ".join(["aux/perf/llm_peers.py", *sys.argv[1:]]),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": name_of_device,
+    record |= {
         "peak_tflops": peak.tflops if peak else None,
         "peak_source": peak.source if peak else "unknown device: no MFU",
         "model_size": a.model_size, "precision": a.precision, "seq_length": gpt.seq_length,
         "global_batch_size": layout.global_batch_size,
         "micro_batch_size": layout.micro_batch_size, "recompute": args.recompute,
-        "rounds": a.rounds, "interleaved": True,
-        "provenance": collect(dist.device.type, 1, [dist.hostname]),
-        "figures": figures,
+        "rounds": a.rounds, "figures": figures,
     }
-    a.out.mkdir(parents=True, exist_ok=True)
-    stamp = record["date"][:10]
-    path = a.out / f"llm_peers_{name_of_device.replace(' ', '_')}_{a.precision}_{stamp}.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"# {name_of_device}, {a.model_size} {a.precision}, global batch {layout.global_batch_size}"
+    path = peer_record.write(record, a.out, a.precision)
+    print(f"# {record['device']}, {a.model_size} {a.precision}, global batch {layout.global_batch_size}"
           f" (micro-batch {layout.micro_batch_size}), median of {a.rounds} interleaved rounds")
     print("| model | s/iteration | tokens/s | model TFLOP/s | MFU | vs HF compiled |")
     print("| --- | --- | --- | --- | --- | --- |")

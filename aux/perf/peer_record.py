@@ -1,0 +1,43 @@
+"""What every peer comparison records about itself (the command, the date,
+the device, the software) and where its JSON file goes: docs/perf/, one
+file per run, named after the comparison, the device and the date."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import sys
+from pathlib import Path
+
+import torch
+
+from caraml.dist import Dist
+from caraml.provenance import collect
+
+OUT = Path(__file__).resolve().parents[2] / "docs" / "perf"
+
+
+def device_name(dist: Dist) -> str:
+    if dist.device.type == "cuda":
+        return torch.cuda.get_device_name(dist.device)
+    return platform.processor() or "CPU"
+
+
+def header(benchmark: str, dist: Dist) -> dict:
+    return {
+        "benchmark": benchmark,
+        "command": " ".join([f"aux/perf/{benchmark}.py", *sys.argv[1:]]),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device_name(dist),
+        "interleaved": True,
+        "provenance": collect(dist.device.type, 1, [dist.hostname]),
+    }
+
+
+def write(record: dict, out: Path, *name: str) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    parts = [record["benchmark"], record["device"].replace(" ", "_"), *name, record["date"][:10]]
+    path = out / ("_".join(parts) + ".json")
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return path
