@@ -41,6 +41,9 @@ from llm_training.data.preprocess import Prepared, preprocess
 from llm_training.data.tokenizer import Tokenizer, train_local_bpe
 
 DEFAULT_VOCAB_SIZE = 8192
+# one sequence of the longest model sizes: a corpus shorter than this is
+# repeated many times over within every sample, and its loss means little
+TINY_CORPUS_TOKENS = 2048
 
 
 def prepare(corpus: str, out_dir: Path, *, vocab_file: Path | None = None,
@@ -158,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.driver_args_file is not None:
         write_driver_args(args.driver_args_file, prepared)
+    if prepared.tokens < TINY_CORPUS_TOKENS:
+        report.write_line(f"CARAML warning: corpus {prepared.name} has only {prepared.tokens} tokens, "
+                          f"fewer than one {TINY_CORPUS_TOKENS}-token sequence: training repeats it "
+                          "over and over; throughput is measured but the loss means little")
     prepared.emit()
     return 0
 

@@ -81,3 +81,14 @@ def test_a_data_folder_that_cannot_be_made_is_one_line(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.count("\n") == 1
     assert proc.stderr.startswith(f"CARAML ERROR: cannot make the data folder {blocker / 'data'}")
+
+
+@pytest.mark.jube
+def test_a_tiny_corpus_says_so_in_its_row(tmp_path):
+    corpus = tmp_path / "three_words.txt"
+    corpus.write_text("one two three\n")
+    run = JubeRun(LLM, tmp_path / "run", env={**os.environ, "CARAML_LLM_CORPUS": str(corpus)})
+    run.run("CPU", "smoke")
+    row = run.table().iloc[0]
+    assert row["Status"] == "ok", row.to_dict()
+    assert row["Data"].startswith("three_words") and "tokens: repeated)" in row["Data"]
