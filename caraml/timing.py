@@ -49,10 +49,6 @@ class IterationTimer:
             self.durations.append(elapsed)
         return elapsed
 
-    @property
-    def in_warmup(self) -> bool:
-        return self.seen < self.warmup
-
     def stats(self) -> TimingStats:
         if not self.durations:
             raise RuntimeError(
