@@ -62,7 +62,7 @@ def check_one_of(selected: list[str], groups: list[str]) -> None:
     """Tags of one group (model sizes, backends) exclude each other: JUBE
     would keep the last one without a word."""
     for group in groups:
-        chosen = [t for t in selected if t in group.split()]
+        chosen = [t for t in group.split() if t in selected]
         if len(chosen) > 1:
             raise PreflightError(f"tags {' and '.join(chosen)} exclude each other; give one of: {group}")
 
