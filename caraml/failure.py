@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -130,22 +131,51 @@ def cause(text: str, samples_per_device: str = "") -> str | None:
     return f"rank {root[0]} {root[1]}" if root else None
 
 
-def summary(status: int, logs: list[Path], samples_per_device: str = "") -> str:
+def summary(status: int, logs: list[Path], samples_per_device: str = "", what: str = "job") -> str:
     """The error file's line: the exit status, the signal it stands for, the cause."""
-    head = f"job exited with status {status}"
+    text = "\n".join(p.read_text(errors="replace") for p in logs if p.is_file())
+    return _summary(status, text, samples_per_device, what)
+
+
+def _summary(status: int, text: str, samples_per_device: str, what: str) -> str:
+    head = f"{what} exited with status {status}"
     if status > 128:
         try:
             head += f" ({signal.Signals(status - 128).name})"
         except ValueError:
             pass
-    text = "\n".join(p.read_text(errors="replace") for p in logs if p.is_file())
     found = cause(text, samples_per_device)
     line = f"{head}: {found}" if found else head
     # one line and no commas: JUBE splits values at commas
     return " ".join(line.split()).replace(",", ";")
 
 
+def run(what: str, command: list[str]) -> int:
+    """Runs a step's command with its stderr passed through; if it fails
+    without a `CARAML ERROR:` line of its own, adds one that names the cause,
+    for the row (a traceback alone would leave the row without an error)."""
+    try:
+        proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
+    except OSError as exc:
+        text = f"{command[0]}: {exc.strerror}"
+        print(f"CARAML ERROR: {_summary(127, text, '', what)}", file=sys.stderr)
+        return 127
+    lines = []
+    for line in proc.stderr:
+        sys.stderr.write(line)
+        lines.append(line)
+    status = proc.wait()
+    if status and not any(line.startswith("CARAML ERROR: ") for line in lines):
+        print(f"CARAML ERROR: {_summary(status, ''.join(lines), '', what)}", file=sys.stderr)
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["--run"]:
+        # failure.py --run WHAT -- COMMAND...
+        return run(argv[1], argv[3:] if argv[2:3] == ["--"] else argv[2:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--status", type=int, required=True, help="the job's exit status")
     ap.add_argument("--samples-per-device", default="",

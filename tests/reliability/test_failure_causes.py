@@ -124,3 +124,27 @@ def test_a_signal_to_torchrun_is_named(tmp_path):
     log.write_text("    raise SignalException(f\"Process {os.getpid()} got signal: {sigval}\", sigval=sigval)\n"
                    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 754 got signal: 15\n")
     assert _line(1, log) == "job exited with status 1: the launcher got SIGTERM and stopped the ranks"
+
+
+def _run_step(*command: str) -> tuple[int, list[str]]:
+    proc = subprocess.run([sys.executable, str(Path(failure.__file__)), "--run", "data step", "--", *command],
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode, [ln for ln in proc.stderr.splitlines() if ln.startswith("CARAML ERROR: ")]
+
+
+def test_a_step_that_crashes_gets_a_one_line_cause_for_its_row():
+    code, errors = _run_step(sys.executable, "-c", "import json; json.loads('{')")
+    assert code == 1
+    assert errors == ["CARAML ERROR: data step exited with status 1: json.decoder.JSONDecodeError: "
+                      "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"]
+
+
+def test_a_step_whose_python_is_missing_says_to_run_setup(tmp_path):
+    code, errors = _run_step(str(tmp_path / ".venv" / "bin" / "python"), "-m", "llm_training.data.prepare")
+    assert code == 127 and len(errors) == 1 and errors[0].endswith("run bash aux/setup.sh")
+
+
+def test_a_step_that_names_its_own_error_gets_no_second_one():
+    code, errors = _run_step(sys.executable, "-c",
+                             "import sys; print('CARAML ERROR: corpus x does not exist', file=sys.stderr); sys.exit(1)")
+    assert code == 1 and errors == ["CARAML ERROR: corpus x does not exist"]
