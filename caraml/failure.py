@@ -84,7 +84,8 @@ def _exception_cause(lines: list[tuple[str | None, str]], samples_per_device: st
             continue
         launcher_signal = LAUNCHER_SIGNAL.search(text)
         if launcher_signal:
-            return f"the launcher got {signal.Signals(int(launcher_signal.group(1))).name} and stopped the ranks"
+            name = signal.Signals(int(launcher_signal.group(1))).name
+            return f"the launcher got {name} and stopped the ranks"
         match = EXCEPTION.match(text)
         if not match or any(echo in text for echo in ECHOES):
             continue

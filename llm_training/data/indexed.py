@@ -110,9 +110,10 @@ def check(prefix: str | os.PathLike, vocab_size: int | None = None) -> IndexedSu
         ids = np.memmap(bin_path, dtype=dtype, mode="r")
         low, high = int(ids.min()), int(ids.max())
         if low < 0 or high >= vocab_size:
-            cause = ("it was tokenised with another vocabulary" if 0 <= low and high < LARGEST_VOCABULARY
-                     else f"ids outside 0 to {LARGEST_VOCABULARY - 1} are no token of any vocabulary the data "
-                          "steps make: the file is damaged; prepare the data again")
+            in_any = 0 <= low and high < LARGEST_VOCABULARY
+            cause = ("it was tokenised with another vocabulary" if in_any
+                     else f"ids outside 0 to {LARGEST_VOCABULARY - 1} are no token of any vocabulary "
+                          "the data steps make: the file is damaged; prepare the data again")
             raise BenchmarkInputError(
                 f"{bin_path} holds token ids from {low} to {high}, outside a vocabulary of "
                 f"{vocab_size} tokens; {cause}")

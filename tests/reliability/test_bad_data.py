@@ -11,7 +11,6 @@ import pytest
 from PIL import Image
 
 from caraml.report import BenchmarkInputError
-
 from tests.jube_runs import ROOT
 
 

@@ -25,7 +25,8 @@ def test_tags_are_read_from_tag_declarations_not_from_comments():
 
 
 def test_a_batch_that_does_not_split_over_the_devices_is_refused():
-    with pytest.raises(preflight.PreflightError, match="global batch size 7 does not divide evenly over 2 devices"):
+    with pytest.raises(preflight.PreflightError,
+                       match="global batch size 7 does not divide evenly over 2 devices"):
         preflight.check_batch_split("7", 2)
     with pytest.raises(preflight.PreflightError, match="use a multiple of 4"):
         preflight.check_batch_split("2", 4)

@@ -121,8 +121,9 @@ def test_a_signal_is_named_and_the_suites_own_error_comes_first(tmp_path):
 def test_a_signal_to_torchrun_is_named(tmp_path):
     log = tmp_path / "job.err"
     # the tail torchrun 2.x prints when SIGTERM reaches it
-    log.write_text("    raise SignalException(f\"Process {os.getpid()} got signal: {sigval}\", sigval=sigval)\n"
-                   "torch.distributed.elastic.multiprocessing.api.SignalException: Process 754 got signal: 15\n")
+    log.write_text(
+        "    raise SignalException(f\"Process {os.getpid()} got signal: {sigval}\", sigval=sigval)\n"
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 754 got signal: 15\n")
     assert _line(1, log) == "job exited with status 1: the launcher got SIGTERM and stopped the ranks"
 
 
@@ -145,6 +146,6 @@ def test_a_step_whose_python_is_missing_says_to_run_setup(tmp_path):
 
 
 def test_a_step_that_names_its_own_error_gets_no_second_one():
-    code, errors = _run_step(sys.executable, "-c",
-                             "import sys; print('CARAML ERROR: corpus x does not exist', file=sys.stderr); sys.exit(1)")
+    own = "import sys; print('CARAML ERROR: corpus x does not exist', file=sys.stderr); sys.exit(1)"
+    code, errors = _run_step(sys.executable, "-c", own)
     assert code == 1 and errors == ["CARAML ERROR: corpus x does not exist"]

@@ -61,7 +61,8 @@ def test_a_killed_job_script_takes_its_processes_with_it_and_says_so(dry_run):
     job.wait()
     _wait_for(lambda: (work / "ready").exists(), "the done marker")
     assert not [p for p in processes if jobwatch.alive(p)], "processes of the killed job live on"
-    assert (work / "error").read_text().startswith("job exited with status 137 (SIGKILL): the job script was killed")
+    assert (work / "error").read_text().startswith(
+        "job exited with status 137 (SIGKILL): the job script was killed")
     assert "CARAML global:" not in (work / "job.out").read_text()
 
 

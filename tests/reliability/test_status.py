@@ -27,7 +27,8 @@ def status(**found) -> str:
     ({"stop_reason": "iteration count 100 reached"}, "ok"),
     ({}, "ok"),  # vendor code prints no stop line
     ({"stop_reason": "signal SIGUSR1"}, "ok (stopped early: signal SIGUSR1)"),
-    ({"stop_reason": "wall-clock budget 840 s reached"}, "ok (stopped early: wall-clock budget 840 s reached)"),
+    ({"stop_reason": "wall-clock budget 840 s reached"},
+     "ok (stopped early: wall-clock budget 840 s reached)"),
     ({"job_exit_status": 143, "stop_reason": "signal SIGTERM"}, "FAILED"),
     ({"error_message_cnt": 1}, "FAILED"),
     ({"dry_run_written_cnt": 1, "job_started_cnt": 0, "job_ended_cnt": 0}, "dry run"),
