@@ -36,11 +36,8 @@ def _venv_view(target: Path) -> None:
     shutil.copy(real / ".caraml-setup-stamp", target / ".caraml-setup-stamp")
 
 
-@pytest.fixture(scope="module")
-def checkout(tmp_path_factory) -> Path:
-    """The working tree's files (tracked and new, not ignored) under AWKWARD."""
-    base = tmp_path_factory.mktemp("checkout")
-    copy = base / AWKWARD / "caraml"
+def _copy_tree(copy: Path) -> Path:
+    """The working tree's files (tracked and new, not ignored) at `copy`."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
     for name in filter(None, listed):
@@ -48,6 +45,13 @@ def checkout(tmp_path_factory) -> Path:
         if source.is_file():
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, copy / name)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    """A copy of this checkout under AWKWARD, with an environment."""
+    copy = _copy_tree(tmp_path_factory.mktemp("checkout") / AWKWARD / "caraml")
     _venv_view(copy / ".venv")
     return copy
 
@@ -143,3 +147,17 @@ def test_a_slurm_job_that_leaves_the_queue_unrun_ends_the_command(checkout, slur
     # a job cancelled before it ran stays "queued"; one cancelled as it started names the signal
     rows = [line for line in out.splitlines() if line.startswith("CARAML: row ")]
     assert len(rows) == 2 and all(r.endswith(": queued") or "(SIGTERM)" in r for r in rows), out[-4000:]
+
+
+@pytest.mark.parametrize("script", ["image_classification/image_classification_torch_benchmark.xml",
+                                    "llm_training/llm_benchmark_nvidia_amd.yaml"])
+def test_a_checkout_without_its_environment_says_to_run_setup(tmp_path, script):
+    """A fresh clone where aux/setup.sh never ran: the row says what to do."""
+    bare = _copy_tree(tmp_path / "clone")
+    out = tmp_path / "run"
+    subprocess.run(["jube", "run", script, "--hide-animation", "-o", str(out), "--tag", "CPU", "smoke"],
+                   cwd=bare, check=True, capture_output=True, timeout=600)
+    subprocess.run(["jube", "result", str(out), "-i", "last"], cwd=bare, check=True, capture_output=True)
+    table = next(out.glob("*/result/result_csv.dat")).read_text()
+    assert ",FAILED," in table and "run bash aux/setup.sh" in table, table
+    assert f"{bare}/.venv/bin/python not found" in table
