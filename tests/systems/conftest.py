@@ -117,7 +117,9 @@ class Package:
 
     def launch(self) -> list[str]:
         """The launch line (the one the job script sends to the background)."""
-        lines = [ln for ln in self.job.splitlines() if ln.rstrip().endswith(" &")]
+        # not the watcher that local runs start (a continuation line of options)
+        lines = [ln for ln in self.job.splitlines()
+                 if ln.rstrip().endswith(" &") and not ln.lstrip().startswith("--")]
         assert len(lines) == 1, lines
         return shlex.split(lines[0].rstrip()[:-1])
 
