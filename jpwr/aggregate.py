@@ -221,6 +221,15 @@ def scope_lines(table: pd.DataFrame) -> list[str]:
     return [*lines, "jpwr-scopes: " + " ".join(totals)] if totals else []
 
 
+def host_lines(table: pd.DataFrame) -> list[str]:
+    """One `jpwr-hosts:` line: each host's (node's) part of the headline
+    total in Wh, from the channels counted into it."""
+    counting = table[table["counted"] & table["energy_wh"].notna()]
+    totals = counting.groupby("host", sort=True)["energy_wh"].sum()
+    return (["jpwr-hosts: " + " ".join(f"{host}={_number(float(wh))}" for host, wh in totals.items())]
+            if len(totals) else [])
+
+
 def window_lines(windows: pd.DataFrame) -> list[str]:
     """One `jpwr-window:` line per named window and scope; counted=yes marks
     the scope that makes up the headline total (scopes are never added)."""

@@ -243,8 +243,9 @@ def combine(argv: list[str]) -> int:
     if args.out:
         table.to_csv(args.out, index=False)
     print(aggregate.summary_line(summary))
-    for line in aggregate.scope_lines(table) + aggregate.window_lines(
-            aggregate.combine_windows(args.paths)):
+    lines = (aggregate.host_lines(table) + aggregate.scope_lines(table)
+             + aggregate.window_lines(aggregate.combine_windows(args.paths)))
+    for line in lines:
         print(line)
     sys.stdout.flush()
     return 0

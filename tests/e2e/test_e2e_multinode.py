@@ -43,6 +43,11 @@ def check_energy_of_both_nodes(run, row) -> None:
     counted = table[table["counted"]]
     assert sorted(counted["host"]) == ["cn1", "cn2"]
     assert row["Energy(Wh)"] == pytest.approx(counted["energy_wh"].sum(), rel=1e-3)
+    # the row shows each node's part
+    by_node = dict(kv.split("=") for kv in row["EnergyByNode(Wh)"].split())
+    assert sorted(by_node) == ["cn1", "cn2"]
+    for host, wh in by_node.items():
+        assert float(wh) == pytest.approx(counted.loc[counted["host"] == host, "energy_wh"].sum(), rel=1e-3)
 
 
 def test_image_classification_across_two_nodes_with_torchrun_on_each(tmp_path, slurm2n):
