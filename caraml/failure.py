@@ -38,6 +38,7 @@ COLLECTIVE = re.compile(r"\b(NCCL|RCCL|gloo|Gloo|c10d)\b")
 #   exitcode  : -9 (pid: 12291)  (SIGKILL)
 SUMMARY_ROOT = "Root Cause (first observed failure):"
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
+SUMMARY_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)[^(]*\(pid: \d+\)\s*(?:\((SIG\w+)\))?")
 # gloo's "[/path/pair.cc:537] Read error ...": the source position says nothing to a user
 SOURCE_POSITION = re.compile(r"^\[[^\]]+\.(?:cc|cpp|h):\d+\]\s*")
@@ -63,14 +64,18 @@ def _root_cause(lines: list[tuple[str | None, str]]) -> tuple[str, str] | None:
     texts = [t for _, t in lines]
     if SUMMARY_ROOT not in texts:
         return None
-    rank = None
+    rank = host = None
     for text in texts[texts.index(SUMMARY_ROOT):]:
+        if SUMMARY_HOST.match(text):
+            host = SUMMARY_HOST.match(text).group(1)
         if SUMMARY_RANK.match(text):
             rank = SUMMARY_RANK.match(text).group(1)
         ended = SUMMARY_EXIT.match(text)
         if ended and rank is not None:
             code, sig = ended.groups()
-            return rank, f"killed by {sig}" if sig else f"exit code {code}"
+            # the node, for a job of several
+            on = f" on {host}" if host else ""
+            return rank, (f"killed by {sig}" if sig else f"exit code {code}") + on
     return None
 
 
