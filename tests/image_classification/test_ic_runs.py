@@ -74,6 +74,7 @@ def test_training_runs_inside_the_energy_measurement(capsys, monkeypatch, tmp_pa
     @contextlib.contextmanager
     def measured(out_dir, rank, methods, interval_ms):
         seen.append((out_dir, rank, list(methods), interval_ms))
+        capsys.readouterr()  # what was printed before measuring (the set-up's lines)
         yield
         seen.append(capsys.readouterr().out)  # what was printed while measuring
 
