@@ -171,7 +171,12 @@ def require_namespaces() -> None:
     if os.geteuid() != 0:
         raise SlurmUnavailable("a cluster of several nodes on one machine needs root "
                                "(network and UTS namespaces, a bridge)")
-    missing = [tool for tool in ("ip", "nsenter", "unshare", "mount") if not shutil.which(tool)]
+    tools = ("ip", "nsenter", "unshare", "mount")
+    if not all(map(shutil.which, tools)) and shutil.which("apt-get"):
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "install", "-y", "-qq", "iproute2", "util-linux", "mount"],
+                       env=env, capture_output=True)
+    missing = [tool for tool in tools if not shutil.which(tool)]
     if missing:
         raise SlurmUnavailable(f"a cluster of several nodes needs {' and '.join(missing)}")
     probe = subprocess.run(["unshare", "--net", "--uts", "--mount", "true"],
