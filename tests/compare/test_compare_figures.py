@@ -7,7 +7,7 @@ import pytest
 
 from caraml.compare import figures, runs
 from caraml.compare.jobs import PARAMETERS, Jobs
-from tests.compare.tables import IMAGE_ROW, LLM_ROW, run_dir
+from tests.compare.compare_tables import IMAGE_ROW, LLM_ROW, run_dir
 
 
 def _rows(tmp_path, *specs):

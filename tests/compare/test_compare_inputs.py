@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from caraml.compare import cli
-from tests.compare.tables import IMAGE_ROW, LLM_ROW, run_dir
+from tests.compare.compare_tables import IMAGE_ROW, LLM_ROW, run_dir
 
 
 def _error(capsys, argv) -> str:

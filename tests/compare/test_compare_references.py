@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from caraml.compare import CompareError, cli, figures, reference, runs
-from tests.compare.tables import LLM_ROW, run_dir
+from tests.compare.compare_tables import LLM_ROW, run_dir
 
 
 def _ref(**changes) -> dict:
