@@ -21,6 +21,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 PACKAGES = ("slurm-wlm", "munge")
@@ -163,6 +165,22 @@ KillWait={self.kill_wait_s}
                 return
             time.sleep(1)
         raise TimeoutError(f"Slurm jobs still queued or running after {timeout_s:.0f} s")
+
+    @contextmanager
+    def queue_held(self) -> Iterator[None]:
+        """Jobs submitted inside stay in the queue: every node is drained, so
+        none can start, and resumed on the way out. (sbatch 22.05 ignores
+        SBATCH_HOLD; only --hold holds, which a job script cannot ask for.)"""
+        nodes = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], env=self.env, text=True,
+                               capture_output=True, check=True).stdout.split()
+        names = ",".join(sorted(set(nodes)))
+        subprocess.run(["scontrol", "update", f"NodeName={names}", "State=DRAIN",
+                        "Reason=held-by-a-test"], env=self.env, check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["scontrol", "update", f"NodeName={names}", "State=RESUME"],
+                           env=self.env, check=True)
 
 
 def require_namespaces() -> None:

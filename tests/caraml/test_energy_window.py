@@ -3,9 +3,9 @@ open and close it, and that a real driver run leaves it in the energy files
 for `jpwr combine`."""
 
 import itertools
-import json
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import torch
@@ -64,24 +64,26 @@ def test_the_image_loop_brackets_exactly_the_timed_iterations(single_cpu):  # no
 def test_no_window_without_timed_iterations(single_cpu):  # noqa: F811
     recorder = Recorder()
     batches = itertools.repeat((torch.zeros(2, 3), torch.zeros(2)))
-    train.run(lambda i, l: torch.tensor(0.0), batches, IterationTimer(5),
+    train.run(lambda images, labels: torch.tensor(0.0), batches, IterationTimer(5),
               StopCondition(max_iterations=3), single_cpu, total_iterations=3,
               log_interval=1000, timed_window=TimedWindow(recorder, recorder.sync))
     assert [e for e in recorder.events if e[0] != "sync"] == []
 
 
 def test_an_llm_run_leaves_its_timed_window_for_combine(tmp_path, capsys):
+    before = time.time()
     code = pretrain_main([*TINY_GPT, "--train-iters", "6", "--warmup-iters", "2",
                           "--energy-methods", "estimate", "--energy-dir", str(tmp_path)])
+    after = time.time()
     capsys.readouterr()
     assert code == 0
     run = pd.read_csv(tmp_path / "energy_rank0.csv").iloc[0]
     window = pd.read_csv(tmp_path / "windows_rank0.csv").iloc[0]
     assert window.window == TIMED and window.scope == "host-estimate"
-    interval_s = json.loads((tmp_path / "meta_rank0.json").read_text())["interval_ms"] / 1000
-    # The run's last sample is at most half an interval before its stop,
-    # which comes after the window's end.
-    assert run.t_start < window.t_start < window.t_end < run.t_end + interval_s / 2
+    # Opened and closed during the run, in this order; where the sampler's
+    # first and last samples fall around it depends on the machine's speed.
+    assert before < window.t_start < window.t_end < after
+    assert before < run.t_start <= run.t_end < after
     combined = subprocess.run([sys.executable, "-m", "jpwr", "combine", str(tmp_path)],
                               capture_output=True, text=True, check=True).stdout
     assert any(line.startswith("jpwr-window: window=timed ") for line in combined.splitlines())
