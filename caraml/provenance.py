@@ -31,8 +31,10 @@ LINE_FIELDS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devic
 # What a benchmark process of this suite has in its command line.
 BENCHMARK_MARKERS = ("llm_training.pretrain_gpt", "image_classification.image_classification_torch",
                      "image_classification_torch.py")
-# Variables that ranks of one job share and other jobs do not.
-_JOB_KEYS = ("SLURM_JOB_ID", "MASTER_PORT")
+# The job script's identity of its job, which every process it starts
+# inherits (the launcher too: torchrun hands its workers a MASTER_PORT of its
+# own, so that cannot tell a job's processes from another job's).
+JOB_KEY = "CARAML_JOB"
 
 
 def _command(*args: str, cwd: Path | None = None) -> str | None:
@@ -165,7 +167,7 @@ def other_benchmarks(proc: Path = Path("/proc")) -> int | None:
     """Benchmark processes of this suite on this host that belong to another
     job (a run beside this one shares the devices and the CPUs). None where
     /proc cannot be read."""
-    mine = {k: os.environ[k] for k in _JOB_KEYS if os.environ.get(k)}
+    mine = os.environ.get(JOB_KEY)
     count = 0
     try:
         pids = [p.name for p in proc.iterdir() if p.name.isdigit()]
@@ -180,9 +182,8 @@ def other_benchmarks(proc: Path = Path("/proc")) -> int | None:
             continue  # gone meanwhile
         if not any(marker in command for marker in BENCHMARK_MARKERS):
             continue
-        theirs = _read_environ(proc, pid)
-        if mine and all(theirs.get(k) == v for k, v in mine.items()):
-            continue  # a rank of this job
+        if mine and _read_environ(proc, pid).get(JOB_KEY) == mine:
+            continue  # a rank or the launcher of this job
         count += 1
     return count
 

@@ -79,10 +79,14 @@ def fake_process(proc, pid, command, **environ):
 
 def test_other_benchmarks_on_the_host_are_counted_and_this_jobs_ranks_are_not(tmp_path,
                                                                                monkeypatch):
-    monkeypatch.setenv("MASTER_PORT", "29500")
-    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    fake_process(tmp_path, 101, "python -m llm_training.pretrain_gpt --x", MASTER_PORT="29500")
-    fake_process(tmp_path, 102, "python -m llm_training.pretrain_gpt --x", MASTER_PORT="29611")
+    monkeypatch.setenv(provenance.JOB_KEY, "vm-4242")
+    # this job's other rank, and its torchrun (whose MASTER_PORT is not the workers')
+    fake_process(tmp_path, 100, "python -m llm_training.pretrain_gpt --x", CARAML_JOB="vm-4242",
+                 MASTER_PORT="29500")
+    fake_process(tmp_path, 101, "python -m torch.distributed.run -m llm_training.pretrain_gpt --x",
+                 CARAML_JOB="vm-4242", MASTER_PORT="29400")
+    # another job's rank, and a driver started by hand
+    fake_process(tmp_path, 102, "python -m llm_training.pretrain_gpt --x", CARAML_JOB="vm-4300")
     fake_process(tmp_path, 103, "python image_classification/image_classification_torch.py")
     fake_process(tmp_path, 104, "sleep 100")
     assert provenance.other_benchmarks(tmp_path) == 2
