@@ -87,24 +87,40 @@ pip_install() {
     fi
 }
 
+# What the venv is made of (its torch and the vendor's sensor bindings) is
+# decided once, where it is created, and kept in it: the login node that
+# prepares data and combines energy files shares it with GPU nodes whose
+# view (a GPU, nvidia-smi) it lacks. Delete the venv to decide again.
 ensure_venv() {
-    local py; py="$(pick_python)"
-    local mode=pinned
-    if system_torch_works "$py"; then mode=system; fi
+    local extras_file="$VENV/.caraml-extras"
     if [ ! -x "$VENV/bin/python" ]; then
-        local flags=()
-        [ "$mode" = system ] && flags=(--system-site-packages)
+        local py; py="$(pick_python)"
+        local flags=() extras="torch,bench,test$(vendor_extras)"
+        if system_torch_works "$py"; then
+            flags=(--system-site-packages)
+            extras="bench,test$(vendor_extras)"
+        fi
         say "creating virtual environment $VENV with $("$py" --version)${flags:+ on top of its own torch}"
         if ! "$py" -m venv "${flags[@]}" "$VENV" 2>/dev/null; then
             rm -rf "$VENV"
             apt_install python3-venv || die "'$py -m venv' failed and python3-venv could not be installed"
             "$py" -m venv "${flags[@]}" "$VENV"
         fi
+        echo "$extras" >"$extras_file"
     fi
     [ -n "${CARAML_WHEELHOUSE:-}" ] && [ ! -d "$CARAML_WHEELHOUSE" ] \
         && die "CARAML_WHEELHOUSE=$CARAML_WHEELHOUSE is not a folder; fill one with: python3 aux/wheelhouse.py DIR"
-    local extras="bench,test$(vendor_extras)"
-    [ "$mode" = pinned ] && extras="torch,$extras"
+    # a venv made before its make-up was recorded says it in its pyvenv.cfg
+    if [ ! -f "$extras_file" ]; then
+        if grep -q '^include-system-site-packages = true' "$VENV/pyvenv.cfg"; then
+            echo "bench,test$(vendor_extras)" >"$extras_file"
+        else
+            echo "torch,bench,test$(vendor_extras)" >"$extras_file"
+        fi
+    fi
+    local extras mode=system
+    extras="$(cat "$extras_file")"
+    [[ "$extras" == torch,* ]] && mode=pinned
     local want
     want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
     if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then return; fi

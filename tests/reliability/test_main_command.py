@@ -23,7 +23,7 @@ AWKWARD = "x y;touch INJECTED;z"
 
 def _venv_view(target: Path) -> None:
     """A virtual environment of its own that sees the suite's .venv (a .pth
-    line adds its site-packages) and carries its set-up stamp. Should
+    line adds its site-packages) and carries its set-up stamp and make-up. Should
     setup.sh still decide to install, it installs into this one: the shared
     environment is never written to."""
     real = ROOT / ".venv"
@@ -33,7 +33,8 @@ def _venv_view(target: Path) -> None:
     shared = next((real / "lib").glob("python3*/site-packages"))
     own = next((target / "lib").glob("python3*/site-packages"))
     (own / "_caraml_shared_venv.pth").write_text(f"import site; site.addsitedir({str(shared)!r})\n")
-    shutil.copy(real / ".caraml-setup-stamp", target / ".caraml-setup-stamp")
+    for record in (".caraml-setup-stamp", ".caraml-extras"):
+        shutil.copy(real / record, target / record)
 
 
 def _copy_tree(copy: Path) -> Path:
