@@ -212,28 +212,34 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition) -> int:
         return 1
     provenance.record(dist, args.energy_dir)
     args, layout, gpt = prepared.args, prepared.layout, prepared.gpt
-    backend = build_backend(gpt, args, layout, dist)
-    batches = micro_batches(prepared.train_data, micro_batch_size=layout.micro_batch_size,
-                            data_parallel=layout.data_parallel,
-                            data_parallel_rank=backend.data_parallel_rank,
-                            num_workers=args.num_workers, device=dist.device)
-    workload = Workload(tokens=layout.global_batch_size * gpt.seq_length,
-                        flops=iteration_flops(gpt, layout.global_batch_size, args.recompute),
-                        devices=layout.devices)
-    peak = peak_of(args, dist)
-    nodes = dist.node_count()
-    with prepared.energy() as energy:
-        result = training.train(backend, batches, dist, stop, warmup=args.warmup_iters,
-                                log_interval=args.log_interval,
-                                max_iterations=args.train_iters, workload=workload,
-                                timed_window=TimedWindow(energy, dist.sync))
-    if dist.is_main:
-        provenance.report_load_at_end()
-    if peak.source == MEASURED and result.iterations >= args.train_iters:
-        # On a shared host another job can hold a core for a whole window and
-        # halve the measured rate; it rarely does so for both. A run stopped
-        # by a signal or its budget reports at once instead.
-        peak = Peak(max(peak.tflops, peak_of(args, dist).tflops), MEASURED)
+    try:
+        backend = build_backend(gpt, args, layout, dist)
+        batches = micro_batches(prepared.train_data, micro_batch_size=layout.micro_batch_size,
+                                data_parallel=layout.data_parallel,
+                                data_parallel_rank=backend.data_parallel_rank,
+                                num_workers=args.num_workers, device=dist.device)
+        workload = Workload(tokens=layout.global_batch_size * gpt.seq_length,
+                            flops=iteration_flops(gpt, layout.global_batch_size, args.recompute),
+                            devices=layout.devices)
+        peak = peak_of(args, dist)
+        nodes = dist.node_count()
+        with prepared.energy() as energy:
+            result = training.train(backend, batches, dist, stop, warmup=args.warmup_iters,
+                                    log_interval=args.log_interval,
+                                    max_iterations=args.train_iters, workload=workload,
+                                    timed_window=TimedWindow(energy, dist.sync))
+        if dist.is_main:
+            provenance.report_load_at_end()
+        if peak.source == MEASURED and result.iterations >= args.train_iters:
+            # On a shared host another job can hold a core for a whole window and
+            # halve the measured rate; it rarely does so for both. A run stopped
+            # by a signal or its budget reports at once instead.
+            peak = Peak(max(peak.tflops, peak_of(args, dist).tflops), MEASURED)
+    except torch.OutOfMemoryError:
+        report.error(memory.out_of_memory(
+            layout.micro_batch_size, dist.device, "lower --micro-batch-size (gradient "
+            "accumulation keeps the global batch) or pass --recompute-activations full"))
+        return 1
     summarise(args, dist, prepared, backend, workload, peak, nodes, result)
     return 0
 
@@ -250,11 +256,6 @@ def run(args: Args, stop: StopCondition) -> int:
         return 1
     try:
         return train_and_report(args, dist, stop)
-    except torch.OutOfMemoryError:
-        report.error(memory.out_of_memory(
-            args.micro_batch_size, dist.device, "lower --micro-batch-size (gradient "
-            "accumulation keeps the global batch) or pass --recompute-activations full"))
-        return 1
     except BaseException as e:
         # A traceback keeps train_and_report's frame, and the model in it, alive.
         traceback.clear_frames(e.__traceback__)

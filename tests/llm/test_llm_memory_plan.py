@@ -3,6 +3,7 @@ estimate against hand-computed bytes, the choice at the edges of fitting,
 and `auto` resolved through the driver (the row names what was chosen)."""
 
 import pytest
+import torch
 from llm_helpers import TINY
 
 from caraml.report import BenchmarkInputError
@@ -92,3 +93,20 @@ def test_the_driver_reports_what_auto_chose(capsys):
     line = parse_caraml(out)["global"]
     assert (line["recompute"], line["micro_batch_size"]) == ("none", "4")
     assert "memory plan: recompute none, micro-batch 4" in out
+
+
+def test_out_of_memory_names_the_micro_batch_that_ran(capsys, monkeypatch):
+    from llm_training.torch_backend import TorchBackend
+
+    def exhausted(self, batches):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(TorchBackend, "train_step", exhausted)
+    code = pretrain_gpt.main([*TINY, "--train-iters", "2", "--warmup-iters", "1",
+                              "--energy-methods", "none", "--micro-batch-size", "auto",
+                              "--global-batch-size", "8"])
+    err = capsys.readouterr().err
+    assert code == 1
+    # the plan chose 8 (the size's default is 4)
+    assert err.startswith("CARAML ERROR: out of memory at 8 samples per device")
+    assert "lower --micro-batch-size" in err
