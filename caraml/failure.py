@@ -20,6 +20,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+if __package__ in (None, ""):
+    # Run by the job script as a file: the suite's packages live one folder up.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from caraml.report import ERROR_PREFIX, error, one_line  # noqa: E402
+
 # torchrun's --tee / log-line prefix, "[rank3]:" and "[default0]:"
 LAUNCHER_PREFIX = re.compile(r"^\[(?:rank|default)?(\d+)\]:\s?")
 EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt))(?::\s*(?P<message>.*))?$")
@@ -123,9 +128,9 @@ def cause(text: str, samples_per_device: str = "") -> str | None:
     """The named cause in a job's log text, or None when it names none."""
     lines = [_strip(line) for line in text.splitlines()]
     # the suite's own one-line errors name their cause already
-    own = next((t for _, t in lines if t.startswith("CARAML ERROR: ")), None)
+    own = next((t for _, t in lines if t.startswith(ERROR_PREFIX)), None)
     if own:
-        return own.removeprefix("CARAML ERROR: ")
+        return own.removeprefix(ERROR_PREFIX)
     venv = next((MISSING_VENV.search(t) for _, t in lines if MISSING_VENV.search(t)), None)
     if venv:
         return (f"the suite's environment is missing ({venv.group(1)} not found): "
@@ -152,8 +157,7 @@ def _summary(status: int, text: str, samples_per_device: str, what: str) -> str:
             pass
     found = cause(text, samples_per_device)
     line = f"{head}: {found}" if found else head
-    # one line and no commas: JUBE splits values at commas
-    return " ".join(line.split()).replace(",", ";")
+    return one_line(line)
 
 
 def run(what: str, command: list[str]) -> int:
@@ -164,15 +168,15 @@ def run(what: str, command: list[str]) -> int:
         proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, errors="replace")
     except OSError as exc:
         text = f"{command[0]}: {exc.strerror}"
-        print(f"CARAML ERROR: {_summary(127, text, '', what)}", file=sys.stderr)
+        error(_summary(127, text, '', what))
         return 127
     lines = []
     for line in proc.stderr:
         sys.stderr.write(line)
         lines.append(line)
     status = proc.wait()
-    if status and not any(line.startswith("CARAML ERROR: ") for line in lines):
-        print(f"CARAML ERROR: {_summary(status, ''.join(lines), '', what)}", file=sys.stderr)
+    if status and not any(line.startswith(ERROR_PREFIX) for line in lines):
+        error(_summary(status, ''.join(lines), '', what))
     return status
 
 

@@ -218,8 +218,7 @@ def collect(device_type: str, device_count: int, hostnames: list[str]) -> dict:
 
 
 def line_fields(record: dict) -> dict[str, str]:
-    """The table's short set: no spaces (patterns split at them), no commas
-    (JUBE splits values at them)."""
+    """The table's short set, each value one word (report.word)."""
     # CUDA and ROCm name the stack a GPU run used; a CPU run of a CUDA build
     # of torch used neither (the file keeps what torch was built with).
     on_gpu = record.get("device_type") == "cuda"
@@ -235,7 +234,7 @@ def line_fields(record: dict) -> dict[str, str]:
         "cpus": record["cpus"],
         "other_benchmarks": record["other_benchmark_processes"],
     }
-    return {k: "-" if v is None else re.sub(r"[\s,]+", "_", str(v)) for k, v in values.items()}
+    return {k: report.word(v) for k, v in values.items()}
 
 
 def report_load_at_end() -> None:

@@ -1,5 +1,18 @@
-"""The lines a driver prints for JUBE's patterns (see platform.xml) and for a
-person reading job.out. One format for both benchmarks:
+r"""The JUBE adapter: the lines the suite prints for JUBE's patterns (see
+platform.xml and the benchmark scripts) and for a person reading job.out,
+and the only code that knows the rules their values must keep:
+
+- a line is `CARAML <scope>: key=value ...`, written in one write (the
+  ranks of a node share the job's output file);
+- a value holds no whitespace (the patterns take `\S+`) and no comma (JUBE
+  splits a parameter's value at commas, and its csv tables do not quote);
+- an error is one line on stderr: `CARAML ERROR: <what is wrong and what
+  to do>`;
+- a float that is not a number prints as `nan`, which no float pattern
+  matches, so the cell stays empty (JUBE 2.5.1 cannot hold a nan in a
+  float column: the benchmark scripts type such columns as strings).
+
+One format for both benchmarks:
 
     CARAML global: images_per_s_mean=812.3 images_per_s_median=815.0
     CARAML rank 0: images_per_s_mean=203.1
@@ -9,8 +22,11 @@ person reading job.out. One format for both benchmarks:
 
 from __future__ import annotations
 
+import re
 import sys
+import urllib.parse
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TextIO
 
 
@@ -19,12 +35,29 @@ class BenchmarkInputError(ValueError):
     that names the problem."""
 
 
+def word(value: object) -> str:
+    """Free text (a device name, a version) as one value: runs of
+    whitespace and commas become one underscore; None becomes '-'."""
+    return "-" if value is None else re.sub(r"[\s,]+", "_", str(value))
+
+
+def path_value(path: str | Path) -> str:
+    """A path as one value, percent-encoded (a space or a comma survives
+    the round trip: urllib.parse.unquote gives the path back)."""
+    return urllib.parse.quote(str(path))
+
+
+def one_line(message: str) -> str:
+    """A message as one line without commas (they become semicolons)."""
+    return " ".join(message.split()).replace(",", ";")
+
+
 def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     text = str(value)
-    if any(c.isspace() for c in text):
-        raise ValueError(f"report values must not contain spaces: {text!r}")
+    if re.search(r"[\s,]", text):
+        raise ValueError(f"report values must not contain spaces or commas: {text!r}")
     return text
 
 
@@ -53,9 +86,14 @@ def stop(reason: str) -> None:
     write_line(f"CARAML stop: {reason}")
 
 
+ERROR_PREFIX = "CARAML ERROR: "
+
+
+def warning(message: str) -> None:
+    """Something the reader of job.out must know that does not stop the run."""
+    write_line(f"CARAML warning: {one_line(message)}")
+
+
 def error(message: str) -> None:
-    """One line on stderr; the job's error file and the result table show it.
-    Commas become semicolons: JUBE splits a value at commas, and its csv
-    tables do not quote."""
-    text = " ".join(message.split()).replace(",", ";")
-    write_line(f"CARAML ERROR: {text}", sys.stderr)
+    """One line on stderr; the job's error file and the result table show it."""
+    write_line(ERROR_PREFIX + one_line(message), sys.stderr)

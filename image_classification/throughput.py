@@ -8,15 +8,13 @@ iteration times, and images/s derived from them (not averaged rates)."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 
-from caraml.timing import rate, slowest_per_iteration
+from caraml.timing import TimingStats, rate, summarize
 
 
-def _rates(batch: int, durations: Sequence[float]) -> dict[str, float]:
-    mean_s = statistics.fmean(durations)
-    median_s = statistics.median(durations)
+def _rates(batch: int, times: TimingStats) -> dict[str, float]:
+    mean_s, median_s = times.mean_s, times.median_s
     return {
         "mean_s": mean_s,
         "median_s": median_s,
@@ -27,7 +25,7 @@ def _rates(batch: int, durations: Sequence[float]) -> dict[str, float]:
 
 def per_rank(batch_per_device: int, durations: Sequence[float]) -> dict[str, float]:
     """The metrics of one `CARAML rank <r>:` line."""
-    r = _rates(batch_per_device, durations)
+    r = _rates(batch_per_device, summarize(durations))
     return {
         "images_per_s_mean": r["images_per_s_mean"],
         "images_per_s_median": r["images_per_s_median"],
@@ -35,13 +33,14 @@ def per_rank(batch_per_device: int, durations: Sequence[float]) -> dict[str, flo
     }
 
 
-def overall(global_batch: int, durations_by_rank: Sequence[Sequence[float]]) -> dict[str, float]:
-    """The timing metrics of the `CARAML global:` line."""
-    r = _rates(global_batch, slowest_per_iteration(durations_by_rank))
+def overall(global_batch: int, job: TimingStats, devices: int) -> dict[str, float]:
+    """The timing metrics of the `CARAML global:` line, from the job's
+    iterations (each as long as its slowest rank's)."""
+    r = _rates(global_batch, job)
     return {
         "time_per_iteration_s": r["mean_s"],
         "time_per_iteration_median_s": r["median_s"],
         "images_per_s_mean": r["images_per_s_mean"],
         "images_per_s_median": r["images_per_s_median"],
-        "images_per_s_per_device": r["images_per_s_mean"] / len(durations_by_rank),
+        "images_per_s_per_device": r["images_per_s_mean"] / devices,
     }

@@ -39,9 +39,13 @@ class IterationFlops:
     hardware: int  # what the device executes: model plus recomputed forward work
 
 
+def iteration_tokens(cfg: GPTConfig, global_batch_size: int) -> int:
+    return global_batch_size * cfg.seq_length
+
+
 def iteration_flops(cfg: GPTConfig, global_batch_size: int, recompute: str) -> IterationFlops:
     s, h, f = cfg.seq_length, cfg.hidden_size, cfg.ffn_hidden_size
-    tokens = global_batch_size * s
+    tokens = iteration_tokens(cfg, global_batch_size)
     # Per token and layer, forward: QKV (3h^2), output projection (h^2) and
     # the two MLP GEMMs (2hf) ...
     dense = 2 * (3 * h * h + h * h + 2 * h * f)

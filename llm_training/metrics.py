@@ -7,7 +7,8 @@ import math
 from dataclasses import dataclass
 
 from caraml.timing import rate
-from llm_training.flops import IterationFlops
+from llm_training.flops import IterationFlops, iteration_flops, iteration_tokens
+from llm_training.model_sizes import GPTConfig
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,11 @@ class Workload:
     tokens: int  # global batch size x sequence length
     flops: IterationFlops
     devices: int
+
+    @classmethod
+    def of(cls, gpt: GPTConfig, global_batch_size: int, recompute: str, devices: int) -> Workload:
+        return cls(tokens=iteration_tokens(gpt, global_batch_size),
+                   flops=iteration_flops(gpt, global_batch_size, recompute), devices=devices)
 
     def tokens_per_s(self, seconds_per_iteration: float) -> float:
         return rate(self.tokens, seconds_per_iteration)

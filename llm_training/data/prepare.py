@@ -162,9 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.driver_args_file is not None:
         write_driver_args(args.driver_args_file, prepared)
     if prepared.tokens < TINY_CORPUS_TOKENS:
-        report.write_line(f"CARAML warning: corpus {prepared.name} has only {prepared.tokens} tokens, "
-                          f"fewer than one {TINY_CORPUS_TOKENS}-token sequence: training repeats it "
-                          "over and over; throughput is measured but the loss means little")
+        report.warning(f"corpus {prepared.name} has only {prepared.tokens} tokens: fewer than "
+                       f"one {TINY_CORPUS_TOKENS}-token sequence; training repeats it over and "
+                       "over, so throughput is measured but the loss means little")
     prepared.emit()
     return 0
 

@@ -16,7 +16,6 @@ import argparse
 import itertools
 import os
 import sys
-import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,11 +44,7 @@ class Prepared:
     tokenizer: str  # "gpt2" or "local-bpe"
 
     def emit(self) -> None:
-        # JUBE reads the line as space-separated key=value pairs: a path with
-        # a space (or any other character a URL escapes) is percent-encoded
-        def path(p: Path) -> str:
-            return urllib.parse.quote(str(p))
-
+        path = report.path_value
         report.emit("data", name=self.name, prefix=path(self.prefix),
                     vocab_file=path(self.vocab_file), merge_file=path(self.merge_file),
                     documents=self.documents, tokens=self.tokens, tokenizer=self.tokenizer)

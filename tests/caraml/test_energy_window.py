@@ -1,19 +1,19 @@
-"""The timed iterations as a named energy window: where the drivers' loops
-open and close it, and that a real driver run leaves it in the energy files
+"""The timed iterations as a named energy window: where the driver core's
+loop opens and closes it, and that a real driver run leaves it in the energy files
 for `jpwr combine`."""
 
-import itertools
+import contextlib
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 
 import pandas as pd
-import torch
 
-from caraml.energy import TIMED, TimedWindow
+from caraml import driver
+from caraml.energy import TIMED
+from caraml.options import EnergyOptions, RunOptions
 from caraml.stopping import StopCondition
-from caraml.timing import IterationTimer
-from image_classification import train
 from llm_training.pretrain_gpt import main as pretrain_main
 from tests.dist_fixtures import single_cpu  # noqa: F401
 
@@ -22,6 +22,11 @@ TINY_GPT = ["--model-size", "cpu-small", "--num-layers", "1", "--hidden-size", "
             "--num-attention-heads", "2", "--seq-length", "16", "--synthetic", "--vocab-size", "128",
             "--micro-batch-size", "2", "--global-batch-size", "4", "--num-workers", "0",
             "--device", "cpu", "--log-interval", "1"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Opts(RunOptions, EnergyOptions):
+    pass
 
 
 class Recorder:
@@ -42,17 +47,25 @@ class Recorder:
         self.events.append(("sync", None, self.iteration))
 
 
-def test_the_image_loop_brackets_exactly_the_timed_iterations(single_cpu):  # noqa: F811
-    recorder = Recorder()
+def loop_with(recorder, dist, monkeypatch, iterations, warmup):
+    """The driver core's loop with the recorder as the energy scope and as
+    the device sync."""
+    monkeypatch.setattr(type(dist), "sync", lambda self: recorder.sync())
 
-    def step(images, labels):
+    def step():
         recorder.iteration += 1
-        return torch.tensor(0.0)
 
-    batches = itertools.repeat((torch.zeros(2, 3), torch.zeros(2)))
-    result = train.run(step, batches, IterationTimer(3), StopCondition(max_iterations=7),
-                       single_cpu, total_iterations=7, log_interval=1000,
-                       timed_window=TimedWindow(recorder, recorder.sync))
+    opts = Opts(train_iters=iterations, warmup_iters=warmup, log_interval=1000,
+                energy_methods=("estimate",), energy_dir="unused")
+    return driver.train_loop(step, opts, dist, StopCondition(max_iterations=iterations),
+                             lambda rank: contextlib.nullcontext(recorder),
+                             lambda *a: "progress")
+
+
+def test_the_loop_brackets_exactly_the_timed_iterations(single_cpu, monkeypatch, tmp_path):  # noqa: F811
+    monkeypatch.chdir(tmp_path)  # where provenance.json goes
+    recorder = Recorder()
+    result = loop_with(recorder, single_cpu, monkeypatch, iterations=7, warmup=3)
     assert len(result.durations) == 4
     edges = [e for e in recorder.events if e[0] != "sync"]
     assert edges == [("begin", TIMED, 3), ("end", TIMED, 7)]
@@ -61,12 +74,10 @@ def test_the_image_loop_brackets_exactly_the_timed_iterations(single_cpu):  # no
         assert recorder.events[recorder.events.index(edge) - 1][0] == "sync"
 
 
-def test_no_window_without_timed_iterations(single_cpu):  # noqa: F811
+def test_no_window_without_timed_iterations(single_cpu, monkeypatch, tmp_path):  # noqa: F811
+    monkeypatch.chdir(tmp_path)
     recorder = Recorder()
-    batches = itertools.repeat((torch.zeros(2, 3), torch.zeros(2)))
-    train.run(lambda images, labels: torch.tensor(0.0), batches, IterationTimer(5),
-              StopCondition(max_iterations=3), single_cpu, total_iterations=3,
-              log_interval=1000, timed_window=TimedWindow(recorder, recorder.sync))
+    loop_with(recorder, single_cpu, monkeypatch, iterations=3, warmup=5)
     assert [e for e in recorder.events if e[0] != "sync"] == []
 
 

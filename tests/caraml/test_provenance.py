@@ -40,7 +40,7 @@ def test_outside_a_checkout_nothing_is_guessed(tmp_path):
 
 def test_a_driver_run_writes_the_file_and_the_line(tmp_path, capsys):
     code = pretrain_main([*TINY_GPT, "--train-iters", "2", "--warmup-iters", "1",
-                          "--energy-methods", "none", "--energy-dir", str(tmp_path)])
+                          "--energy-methods", "estimate", "--energy-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert code == 0
     facts = json.loads((tmp_path / provenance.FILE_NAME).read_text())

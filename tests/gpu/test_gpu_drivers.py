@@ -54,7 +54,7 @@ def test_torch_backend_trains_800m_on_one_gpu():
 def test_image_benchmark_trains_resnet50_channels_last(precision):
     line = driver("image_classification.image_classification_torch", "--model", "resnet50",
                   "--image-size", "224", "--global-batch-size", "32", "--precision", precision,
-                  "--channels-last", "--iterations", "4", "--warmup-iterations", "1")
+                  "--channels-last", "--train-iters", "4", "--warmup-iters", "1")
     assert (line["model"], line["precision"], line["devices"]) == ("resnet50", precision, "1")
     assert float(line["images_per_s_mean"]) > 0
     assert float(line["memory_max_allocated_gib"]) > 0
@@ -64,7 +64,7 @@ def test_out_of_memory_is_a_one_line_error_that_says_what_to_lower():
     proc = subprocess.run([sys.executable, "-m", "image_classification.image_classification_torch",
                            "--device", "cuda", "--energy-methods", "none", "--model", "resnet50",
                            "--image-size", "224", "--global-batch-size", "65536",
-                           "--iterations", "2", "--warmup-iterations", "1"],
+                           "--train-iters", "2", "--warmup-iters", "1"],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode != 0
     errors = [line for line in proc.stderr.splitlines() if line.startswith("CARAML ERROR:")]

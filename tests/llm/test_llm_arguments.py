@@ -89,7 +89,7 @@ def test_synthetic_vocabulary_defaults_to_the_sizes():
     (["--model-size", "cpu-small", "--precision", "fp8"], 1,
      "argument --precision: invalid choice: 'fp8'"),
     (["--model-size", "cpu-small", "--micro-batch-size", "0"], 1,
-     "argument --micro-batch-size: must be a positive integer (got 0)"),
+     "argument --micro-batch-size: must be a positive integer or auto (got 0)"),
     (["--model-size", "cpu-small", "--energy-methods", "auto"], 1,
      "--energy-dir is needed to measure energy"),
     (["--backend", "megatron", "--model-size", "cpu-small",

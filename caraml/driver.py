@@ -1,0 +1,232 @@
+"""The driver core both benchmarks share: from the command line to the exit
+status. A benchmark brings its options, its set-up and one training step;
+everything a row's figures depend on is defined here once:
+
+- a timed iteration: from the start of one step to the start of the next,
+  with the step's batch fetched, its work done on the device (synchronised)
+  and the all-ranks decision whether to stop; the first `--warmup-iters`
+  are run and not timed. The timed iterations thus add up to the wall time
+  of the timed phase: nothing the loop does is left out.
+- the stop: the iteration count, the wall-clock budget or a signal, taken
+  by all ranks after the same iteration, and named once (with the rank
+  that saw a signal first);
+- the summary: rank 0 prints the stop line, one line per rank and the
+  global line; a run without a timed iteration prints what it has, an
+  error that says why, and exits EXIT_NO_FIGURE;
+- energy: jpwr's methods are checked before the process group exists, and
+  each rank measures around the loop with the timed iterations as a window;
+- exit status: EXIT_INPUT for bad input, on any rank, or out of memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from caraml import dist as caraml_dist
+from caraml import memory, provenance, report
+from caraml.dist import Dist
+from caraml.energy import TimedWindow
+from caraml.options import EnergyOptions, RunOptions
+from caraml.report import BenchmarkInputError
+from caraml.stopping import StopCondition
+from caraml.timing import IterationTimer, TimingStats, slowest_per_iteration, summarize
+
+EXIT_OK = 0
+EXIT_NO_FIGURE = 1  # the run ended before any iteration was timed
+EXIT_INPUT = 2  # bad input or out of memory: the error line names it
+
+EnergyMeter = Callable[[int], AbstractContextManager]
+# (iteration, seconds per iteration of the slowest rank, loss) -> progress line
+Progress = Callable[[int, float, float], str]
+
+
+def energy_meter(opts: EnergyOptions) -> EnergyMeter:
+    """rank -> a context that measures that rank's energy. jpwr and the
+    method names are checked now, so a missing jpwr or a misspelt method
+    stops the run before the model is built."""
+    if not opts.measures_energy:
+        return lambda rank: contextlib.nullcontext()
+    try:
+        from caraml.energy import measured
+        from jpwr.methods import check_names
+    except ImportError as e:
+        raise BenchmarkInputError(
+            f"--energy-methods {' '.join(opts.energy_methods)} needs jpwr and it does not import "
+            f"here ({e}); pass --energy-methods none to train without measuring energy") from None
+    try:
+        check_names(list(opts.energy_methods))
+    except ValueError as e:
+        raise BenchmarkInputError(f"--energy-methods: {e}") from None
+    return lambda rank: measured(opts.energy_dir, rank, opts.energy_methods,
+                                 opts.energy_interval_ms)
+
+
+def agreed(dist: Dist, check: Callable[[], object]) -> object:
+    """Runs a set-up step on every rank; if it fails on any, every rank
+    raises, and only the lowest failing rank's message is printed (by
+    main), so a failure shows once and no rank waits for the others."""
+    error, value = None, None
+    try:
+        value = check()
+    except BenchmarkInputError as e:
+        error = str(e)
+    failing = [rank for rank, (flag,) in enumerate(dist.gather_floats([float(error is not None)]))
+               if flag]
+    if failing:
+        raise BenchmarkInputError(error if dist.rank == failing[0] else "")
+    return value
+
+
+def stop_reason(reasons_by_rank: Sequence[str | None]) -> str:
+    """Why the run stopped, in words: rank 0's own reason, else that of the
+    first rank that had one (a signal or a budget seen there first)."""
+    rank, reason = next((r, why) for r, why in enumerate(reasons_by_rank) if why is not None)
+    return reason if rank == 0 else f"{reason} on rank {rank}"
+
+
+@dataclass
+class LoopResult:
+    iterations: int  # all, warm-up included
+    durations: list[float]  # this rank's timed iterations; empty: none timed
+    loss: float  # mean over the last progress interval and all ranks (nan: none)
+    stop_reason: str  # the same on every rank
+
+
+@dataclass
+class _Interval:
+    """Loss and time since the last progress line, on this rank."""
+
+    loss_sum: float = 0.0
+    loss_count: int = 0
+    seconds: float = 0.0
+    iterations: int = 0
+
+    def add(self, loss: object, seconds: float) -> None:
+        if loss is not None:
+            self.loss_sum += float(loss)
+            self.loss_count += 1
+        self.seconds += seconds
+        self.iterations += 1
+
+
+def _progress(dist: Dist, done: int, interval: _Interval, line: Progress) -> float:
+    """Prints the progress line on rank 0; returns the interval's loss."""
+    ranks = dist.gather_floats([interval.loss_sum, interval.loss_count,
+                                interval.seconds / interval.iterations])
+    count = sum(r[1] for r in ranks)
+    loss = sum(r[0] for r in ranks) / count if count else math.nan
+    if dist.is_main:
+        report.write_line(line(done, max(r[2] for r in ranks), loss))
+    return loss
+
+
+def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dist: Dist,
+               stop: StopCondition, energy: EnergyMeter, progress: Progress,
+               clock: Callable[[], float] = time.perf_counter) -> LoopResult:
+    """Runs `step` (one iteration: fetch, forward, backward, update; returns
+    this rank's loss or None) until the stop condition holds on any rank,
+    with energy measured around the loop and provenance recorded before it."""
+    provenance.record(dist, opts.energy_dir if opts.measures_energy else None)
+    timer = IterationTimer(opts.warmup_iters, sync=dist.sync, clock=clock)
+    interval, loss, done = _Interval(), math.nan, 0
+    with energy(dist.rank) as scope:
+        window = TimedWindow(scope, dist.sync)
+        reason = stop.reason(done)  # a signal may have come during set-up
+        stopping = dist.any_rank(reason is not None)
+        while not stopping:
+            if done == opts.warmup_iters:
+                window.begin()
+            timer.start()
+            step_loss = step()
+            done += 1
+            reason = stop.reason(done)
+            stopping = dist.any_rank(reason is not None)
+            interval.add(step_loss, timer.stop())
+            if stopping or done % opts.log_interval == 0:
+                loss = _progress(dist, done, interval, progress)
+                interval = _Interval()
+        window.end()
+    if dist.is_main:
+        provenance.report_load_at_end()
+    return LoopResult(done, timer.durations, loss,
+                      stop_reason(dist.gather_objects(reason)))
+
+
+def report_result(dist: Dist, result: LoopResult, *,
+                  rank_line: Callable[[list[float]], dict],
+                  global_line: Callable[[TimingStats | None], dict]) -> int:
+    """Every rank calls this. Rank 0 prints the stop line, each rank's line
+    (rank_line of its timed iterations) and the global line (global_line of
+    the job's iterations, each as long as its slowest rank's; None where no
+    iteration was timed). Returns the exit status."""
+    timed = bool(result.durations)  # the same on every rank: they stop together
+    by_rank = dist.gather_floats(result.durations) if timed else []
+    peak_memory = memory.peak(dist)
+    if not dist.is_main:
+        return EXIT_OK if timed else EXIT_NO_FIGURE
+    report.stop(result.stop_reason)
+    for rank, durations in enumerate(by_rank):
+        report.emit(f"rank {rank}", **rank_line(durations))
+    job = summarize(slowest_per_iteration(by_rank)) if timed else None
+    report.emit("global", **global_line(job), iterations=len(result.durations),
+                iterations_total=result.iterations, loss=result.loss, **peak_memory)
+    if not timed:
+        report.error(f"no throughput figure: the run stopped ({result.stop_reason}) after "
+                     f"{result.iterations} iteration(s), all of them warm-up")
+        return EXIT_NO_FIGURE
+    return EXIT_OK
+
+
+def _release_frames(error: BaseException | None) -> None:
+    """A traceback keeps train's frame, and the model in it, alive:
+    destroying the process group while DDP's reducer still holds it can
+    deadlock gloo (seen with torch 2.13)."""
+    while error is not None:
+        traceback.clear_frames(error.__traceback__)
+        error = error.__context__
+
+
+Train = Callable[[object, Dist, StopCondition, EnergyMeter], int]
+
+
+def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], object],
+         train: Train, *, before_init: Callable[[object], None] | None = None) -> int:
+    """parse(argv) gives the options (or an exit status where the command
+    line only asked a question); train(options, dist, stop, energy) runs
+    between joining and leaving the process group and returns the status."""
+    try:
+        opts = parse(argv)
+        if isinstance(opts, int):
+            return opts
+        energy = energy_meter(opts)
+    except BenchmarkInputError as e:
+        report.error(str(e))
+        return EXIT_INPUT
+    if before_init is not None:
+        before_init(opts)
+    # From here on a signal ends the run with its summary, and the
+    # wall-clock budget counts from here (set-up included), as Megatron-LM's does.
+    with StopCondition(max_iterations=opts.train_iters, max_seconds=opts.budget_s) as stop:
+        try:
+            dist = caraml_dist.init(opts.device)
+        except (RuntimeError, ValueError) as e:  # e.g. --device cuda without a GPU
+            report.error(f"--device {opts.device}: {e}")
+            return EXIT_INPUT
+        try:
+            return train(opts, dist, stop, energy)
+        except BenchmarkInputError as e:
+            _release_frames(e)
+            if str(e):  # empty: another rank printed it (agreed)
+                report.error(str(e))
+            return EXIT_INPUT
+        except BaseException as e:
+            _release_frames(e)
+            raise
+        finally:
+            dist.close()

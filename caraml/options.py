@@ -1,0 +1,232 @@
+"""Command-line options, each declared once: a field of a frozen dataclass
+with its default, type, choices, rule and a one-line doc. The parser is
+generated from the fields, so a flag, its value in the program and its
+help text cannot drift apart. Both drivers build their options from the
+groups here (run length, energy) plus their own groups:
+
+    @dataclass(frozen=True, kw_only=True)
+    class Options(RunOptions, EnergyOptions):
+        model: str = option("resnet50", doc="torchvision classification model")
+
+    opts = parse(Options, argv, prog="...")  # BenchmarkInputError on bad input
+
+A driver whose default differs from the shared one redeclares only the
+default (`warmup_iters: int = default(10)`); type, rule and doc stay those
+of the one declaration. Standard library only: login-node checks parse a
+driver's options without torch."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import types
+import typing
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import MISSING, dataclass
+
+from caraml.report import BenchmarkInputError
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A condition a number must meet, named in the error when it does not."""
+
+    text: str  # with {noun} ("integer") or {a_noun} ("an integer")
+    holds: Callable[[float], bool]
+
+
+POSITIVE = Rule("a positive {noun}", lambda v: v > 0)
+NON_NEGATIVE = Rule("{a_noun} of 0 or more", lambda v: v >= 0)
+
+
+def option(default: object = MISSING, *, doc: str, flag: str | None = None,
+           choices: Sequence[str] | None = None, rule: Rule | None = None,
+           words: Sequence[str] = (), required: bool = False) -> typing.Any:
+    """A command-line option. `flag` defaults to the field's name with
+    dashes; `words` are values accepted beside a number (e.g. "auto")."""
+    meta = {"doc": doc, "flag": flag, "choices": tuple(choices) if choices else None,
+            "rule": rule, "words": tuple(words), "required": required}
+    if required:
+        return dataclasses.field(default=None, metadata=meta)
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("use a tuple for a sequence default")
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def default(value: object) -> typing.Any:
+    """Another default for an option a shared group declares."""
+    return dataclasses.field(default=value, metadata={"inherit": True})
+
+
+def derived(value: object) -> typing.Any:
+    """A field that is no flag: set when the options are resolved."""
+    return dataclasses.field(default=value, metadata={"derived": True})
+
+
+def _declaration(cls: type, name: str) -> dict:
+    for klass in cls.__mro__:
+        found = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if found is not None and not found.metadata.get("inherit"):
+            return dict(found.metadata)
+    raise TypeError(f"{cls.__name__}.{name}: default() of an option no base class declares")
+
+
+def _unwrap(hint: object) -> tuple[object, bool]:
+    """(the type without None, whether None is allowed)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return (args[0] if len(args) == 1 else tuple(args)), type(None) in typing.get_args(hint)
+    return hint, False
+
+
+def _converter(kind: object, rule: Rule | None, words: tuple[str, ...]) -> Callable[[str], object]:
+    number = next((t for t in (kind if isinstance(kind, tuple) else (kind,)) if t in (int, float)),
+                  None)
+
+    def convert(text: str) -> object:
+        if text in words:
+            return text
+        if number is None:
+            return text
+        try:
+            value = number(text)
+        except ValueError:
+            value = None
+        if value is None or (rule is not None and not rule.holds(value)):
+            noun = {int: "integer", float: "number"}[number]
+            what = (rule.text if rule else "{a_noun}").format(
+                noun=noun, a_noun=("an " if noun[0] == "i" else "a ") + noun)
+            what += "".join(f" or {word}" for word in words)
+            raise argparse.ArgumentTypeError(f"must be {what} (got {text})")
+        return value
+
+    return convert
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing the usage, so every bad flag
+    ends in the one-line `CARAML ERROR:` of the driver."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        raise BenchmarkInputError(message)
+
+
+def _groups(cls: type) -> Iterable[tuple[type, list[dataclasses.Field]]]:
+    """Each class's own options (not a default() it gives another), the
+    driver's class first, the shared groups after."""
+    for klass in cls.__mro__:
+        own = klass.__dict__.get("__annotations__", {})
+        fields = [f for f in dataclasses.fields(cls) if f.name in own
+                  and not klass.__dataclass_fields__[f.name].metadata.get("inherit")]
+        if fields:
+            yield klass, fields
+
+
+def parser(cls: type, *, prog: str, description: str) -> argparse.ArgumentParser:
+    hints = typing.get_type_hints(cls)
+    p = _Parser(prog=prog, description=description,
+                # @file: more flags, one per line (JUBE's data step writes one)
+                fromfile_prefix_chars="@")
+    for klass, fields in _groups(cls):
+        doc = (klass.__doc__ or klass.__name__).strip().splitlines()[0]
+        group = p.add_argument_group(doc.rstrip("."))
+        for f in fields:
+            meta = _declaration(cls, f.name)
+            if meta.get("derived"):
+                continue
+            flag = meta["flag"] or "--" + f.name.replace("_", "-")
+            kind, optional = _unwrap(hints[f.name])
+            kw: dict = {"dest": f.name, "help": meta["doc"], "default": f.default}
+            if kind is bool:
+                kw["action"] = argparse.BooleanOptionalAction if optional else "store_true"
+            elif typing.get_origin(kind) is tuple:
+                kw |= {"nargs": "+", "type": _converter(typing.get_args(kind)[0], meta["rule"], ())}
+            else:
+                kw["type"] = _converter(kind, meta["rule"], meta["words"])
+                kw["choices"] = meta["choices"]
+            if meta["required"] and f.default is None:
+                kw["required"] = True
+            group.add_argument(flag, **kw)
+    return p
+
+
+def flag_of(cls: type, name: str) -> str:
+    """The command-line spelling of field `name`, for error messages."""
+    return _declaration(cls, name)["flag"] or "--" + name.replace("_", "-")
+
+
+def parse(cls: type, argv: Sequence[str] | None, *, prog: str, description: str = ""):
+    ns = parser(cls, prog=prog, description=description).parse_args(argv)
+    values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)
+              if not _declaration(cls, f.name).get("derived")}
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
+
+
+DEVICES = ("auto", "cpu", "cuda")
+NO_ENERGY = "none"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """Run length, device and logging."""
+
+    train_iters: int = option(required=True, rule=POSITIVE,
+                              doc="iterations in all, warm-up included")
+    warmup_iters: int = option(1, rule=NON_NEGATIVE,
+                               doc="first iterations left out of the timing")
+    exit_duration_in_mins: float | None = option(
+        None, rule=POSITIVE, doc="wall-clock budget, counted from the driver's start")
+    log_interval: int = option(10, rule=POSITIVE, doc="iterations between progress lines")
+    seed: int = option(42, doc="random seed (each rank adds its rank where data differ)")
+    device: str = option("auto", choices=DEVICES,
+                         doc="cuda: fail unless a GPU is there; auto: a GPU where there is one")
+
+    @property
+    def budget_s(self) -> float | None:
+        return None if self.exit_duration_in_mins is None else self.exit_duration_in_mins * 60
+
+    def check_run(self) -> None:
+        if self.train_iters <= self.warmup_iters:
+            raise BenchmarkInputError(
+                f"--train-iters {self.train_iters} leaves no timed iteration after "
+                f"{self.warmup_iters} warm-up iterations (the count includes the warm-up)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnergyOptions:
+    """Energy measurement (jpwr)."""
+
+    energy_dir: str | None = option(None, doc="folder for the per-rank energy files")
+    energy_methods: tuple[str, ...] = option(
+        ("auto",), doc=f"jpwr methods, or '{NO_ENERGY}' to measure no energy")
+    energy_interval_ms: int = option(100, rule=POSITIVE, doc="power sampling interval")
+
+    @property
+    def measures_energy(self) -> bool:
+        return self.energy_methods != (NO_ENERGY,)
+
+    def check_energy(self) -> None:
+        if NO_ENERGY in self.energy_methods and self.measures_energy:
+            raise BenchmarkInputError(
+                f"--energy-methods {' '.join(self.energy_methods)}: '{NO_ENERGY}' cannot be "
+                "combined with other methods")
+        if self.measures_energy and not self.energy_dir:
+            raise BenchmarkInputError(
+                "--energy-dir is needed to measure energy (or pass --energy-methods none)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingOptions:
+    """Batch, compilation, data loading and learning rate."""
+
+    global_batch_size: int | None = option(None, rule=POSITIVE,
+                                           doc="samples per iteration over all devices")
+    compile: bool = option(False, doc="torch.compile the model (compiled in the warm-up)")
+    num_workers: int = option(2, rule=NON_NEGATIVE, doc="data loader processes per rank")
+    lr: float = option(1e-4, rule=POSITIVE, doc="learning rate")
+
+    def check_compile(self: typing.Any) -> None:
+        if self.compile and self.warmup_iters == 0:
+            raise BenchmarkInputError(
+                "--compile needs --warmup-iters 1 or more: the model is compiled in the first "
+                "iteration, which must not be timed")

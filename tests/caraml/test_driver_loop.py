@@ -1,0 +1,135 @@
+"""The driver core's loop (both benchmarks run it), on a fake clock:
+warm-up left out, the batch fetch and the stop decision timed, every way of
+stopping, and the progress line."""
+
+import contextlib
+import itertools
+import math
+import os
+import signal
+from dataclasses import dataclass
+
+import pytest
+
+from caraml import driver
+from caraml.options import EnergyOptions, RunOptions
+from caraml.stopping import StopCondition
+from tests.dist_fixtures import single_cpu  # noqa: F401
+
+
+@dataclass(frozen=True, kw_only=True)
+class Opts(RunOptions, EnergyOptions):
+    pass
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def steps_taking(clock, seconds):
+    """A step that takes seconds[i] on the fake clock and returns i as loss."""
+    calls = itertools.count()
+
+    def step():
+        i = next(calls)
+        clock.now += seconds[i]
+        return float(i)
+
+    return step
+
+
+def no_energy(rank):
+    return contextlib.nullcontext()
+
+
+def progress(done, seconds, loss):
+    return f"progress {done}: {seconds:.3f} s, loss {loss:.1f}"
+
+
+def run(step, clock, dist, stop, warmup=2, log_interval=1000):
+    opts = Opts(train_iters=stop.max_iterations, warmup_iters=warmup, log_interval=log_interval,
+                energy_methods=("none",))
+    return driver.train_loop(step, opts, dist, stop, no_energy, progress, clock=clock)
+
+
+def test_warmup_iterations_are_run_but_not_timed(single_cpu):
+    clock = FakeClock()
+    result = run(steps_taking(clock, [5.0, 4.0, 1.0, 2.0, 3.0]), clock, single_cpu,
+                 StopCondition(max_iterations=5, clock=clock), warmup=2)
+    assert result.iterations == 5
+    assert result.durations == [1.0, 2.0, 3.0]
+    assert result.loss == 2.0  # the mean of the one progress interval: losses 0 to 4
+    assert result.stop_reason == "iteration count 5 reached"
+
+
+def test_everything_between_two_steps_is_timed(single_cpu):
+    """The batch fetch (inside the step) and the stop decision count."""
+    clock = FakeClock()
+    step = steps_taking(clock, [1.0] * 3)
+
+    class SlowStop(StopCondition):
+        def reason(self, done):
+            clock.now += 0.25  # e.g. a slow clock read or signal check
+            return super().reason(done)
+
+    result = run(step, clock, single_cpu, SlowStop(max_iterations=3, clock=clock), warmup=0)
+    assert result.durations == [1.25, 1.25, 1.25]
+
+
+def test_a_signal_stops_the_loop_after_the_running_iteration(single_cpu):
+    clock = FakeClock()
+    step = steps_taking(clock, [1.0] * 100)
+
+    def signalled_in_third():
+        loss = step()
+        if loss == 2:
+            os.kill(os.getpid(), signal.SIGUSR1)
+        return loss
+
+    with StopCondition(max_iterations=100, clock=clock) as stop:
+        result = run(signalled_in_third, clock, single_cpu, stop, warmup=1)
+    assert result.iterations == 3
+    assert result.durations == [1.0, 1.0]
+    assert result.stop_reason == "signal SIGUSR1"
+
+
+def test_the_wall_clock_budget_stops_the_loop(single_cpu):
+    clock = FakeClock()
+    stop = StopCondition(max_iterations=100, max_seconds=10.0, clock=clock)
+    result = run(steps_taking(clock, [4.0] * 100), clock, single_cpu, stop, warmup=1)
+    assert result.iterations == 3  # 12 s >= 10 s after the third
+    assert result.stop_reason == "wall-clock budget 10 s reached"
+
+
+@pytest.mark.parametrize("reasons, text", [
+    (["signal SIGTERM", "signal SIGTERM"], "signal SIGTERM"),
+    (["iteration count 5 reached"], "iteration count 5 reached"),
+    ([None, None, "signal SIGUSR1", "wall-clock budget 60 s reached"],
+     "signal SIGUSR1 on rank 2"),
+])
+def test_the_stop_reason_is_rank_0s_or_that_of_the_rank_that_stopped_first(reasons, text):
+    assert driver.stop_reason(reasons) == text
+
+
+def test_stopped_before_the_first_iteration(single_cpu):
+    clock = FakeClock()
+    stop = StopCondition(max_iterations=5, clock=clock)
+    stop.signal_received = "SIGTERM"
+    result = run(steps_taking(clock, [1.0] * 5), clock, single_cpu, stop)
+    assert (result.iterations, result.durations) == (0, [])
+    assert math.isnan(result.loss)
+    assert result.stop_reason == "signal SIGTERM"
+
+
+def test_progress_lines_give_the_intervals_time_and_loss(single_cpu, capsys):
+    clock = FakeClock()
+    run(steps_taking(clock, [5.0, 4.0, 1.0, 2.0, 3.0]), clock, single_cpu,
+        StopCondition(max_iterations=5, clock=clock), warmup=2, log_interval=2)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("progress")]
+    # every second iteration, and at the stop (iteration 5)
+    assert lines == ["progress 2: 4.500 s, loss 0.5", "progress 4: 1.500 s, loss 2.5",
+                     "progress 5: 3.000 s, loss 4.0"]
