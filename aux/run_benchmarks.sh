@@ -16,7 +16,7 @@ if [ $# -eq 0 ]; then
     # On GPUs the LLM's full default is 100 iterations of 800M at batch 512
     # (tens of minutes); its smoke run checks the whole path in a few.
     llm_tags=(LOCAL)
-    [ "$(python3 caraml/local_host.py kind)" = cpu ] || llm_tags+=(smoke)
+    [ "$(python3 caraml/login/local_host.py kind)" = cpu ] || llm_tags+=(smoke)
 fi
 
 # Slurm jobs of this run still in the queue (sbatch's "Submitted batch job N")
@@ -42,7 +42,7 @@ run_benchmark() {
         jube continue "$handle" -i last --hide-animation >/dev/null || true
     done
     jube result "$handle" -i last -a
-    "$VENV/bin/python" -m caraml.rows "$run_dir/result/result_csv.dat" || failed=1
+    "$VENV/bin/python" -m caraml.login.rows "$run_dir/result/result_csv.dat" || failed=1
 }
 
 run_benchmark image_classification/image_classification_torch_benchmark.xml image_classification/image_classification_benchmark_run "${tags[@]}"

@@ -5,7 +5,7 @@ sparsity) 16-bit tensor TFLOP/s per device as the driver sees it: an MI250
 shows each of its two GCDs as a device, so its entry is per GCD.
 
 Standard library only: the login node's python3 reads it before any
-environment exists (caraml/local_host.py), and the drivers read it on the
+environment exists (caraml/login/local_host.py), and the drivers read it on the
 node."""
 
 from __future__ import annotations

@@ -70,6 +70,9 @@ class ModelSize:
     # gradient_accumulation, which grows with the number of devices.
     global_batch_size: int | None = None
     gradient_accumulation: int = 1
+    # Nodes the benchmark's job asks for with this size (the JUBE script reads
+    # it); None: as many as the system's default job
+    nodes: int | None = None
     # auto: none where the model fits the device without, else full
     # (llm_training/memory_plan.py); selective saves nothing under flash attention
     recompute: str = "auto"
@@ -98,11 +101,11 @@ SIZES: dict[str, ModelSize] = {
     "13B": ModelSize(
         num_layers=40, hidden_size=5120, num_attention_heads=32, ffn_hidden_size=20480,
         seq_length=2048, tensor_parallel=2, pipeline_parallel=2, micro_batch_size=2,
-        gradient_accumulation=64, precision="fp16",
+        gradient_accumulation=64, precision="fp16", nodes=44,
     ),
     "175B": ModelSize(
         num_layers=96, hidden_size=12288, num_attention_heads=96, seq_length=2048,
         tensor_parallel=8, pipeline_parallel=8, micro_batch_size=2,
-        gradient_accumulation=64, precision="bf16",
+        gradient_accumulation=64, precision="bf16", nodes=16,
     ),
 }

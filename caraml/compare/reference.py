@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from caraml import systems
+from caraml.login import systems
 from caraml.compare import CompareError
 from caraml.compare.figures import ok_rows
 from caraml.compare.runs import BENCHMARKS

@@ -8,8 +8,8 @@ import stat
 
 import pytest
 
-from caraml import local_host
-from caraml.local_host import Host
+from caraml.login import local_host
+from caraml.login.local_host import Host
 
 
 def fake_nvidia_smi(directory, output: str, status: int = 0):

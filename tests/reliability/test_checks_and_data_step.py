@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from caraml import preflight
+from caraml.login import preflight
 from tests.jube_runs import ROOT, JubeRun
 
 LLM = "llm_training/llm_benchmark_nvidia_amd.yaml"

@@ -82,15 +82,16 @@ SIZES = {"117M": (1, 1, 1), "800M": (1, 1, 1), "13B": (44, 2, 2), "175B": (16, 8
 
 
 def llm_outcome(system: str, size: str) -> str:
-    """"ok", or the reason the combination must fail before submission."""
+    """"ok", or the reason the combination must fail before submission: the
+    common checks (device kind, nodes) come before the benchmark's layout."""
     e = SYSTEMS[system]
     nodes, tp, pp = SIZES[size]
     if e.kind == "ipu":
         return "kind"
-    if (nodes * e.devices) % (tp * pp):
-        return "layout"
     if nodes > e.nodes_available:
         return "nodes"
+    if (nodes * e.devices) % (tp * pp):
+        return "layout"
     return "ok"
 
 

@@ -1,13 +1,16 @@
-"""platform.xml as Python sees it (caraml/systems.py) and the checks before
-submission (caraml/preflight.py), without JUBE."""
+"""platform.xml as Python sees it (caraml/login/systems.py) and the checks
+before submission (caraml/login/preflight.py, llm_training/layout_check.py),
+without JUBE."""
 
 from __future__ import annotations
 
 import textwrap
 
 import pytest
+import yaml
 
-from caraml import preflight, systems
+from caraml.login import preflight, systems
+from llm_training import layout_check
 from tests.systems.conftest import MULTINODE_TEST_SYSTEMS, SYSTEMS
 
 
@@ -16,12 +19,12 @@ def test_every_paper_system_is_a_tag_with_the_papers_figures():
     assert list(loaded) == ["CPU", "LOCAL", *SYSTEMS, *MULTINODE_TEST_SYSTEMS]
     for tag, e in SYSTEMS.items():
         s = loaded[tag]
-        assert s.description and s["partition"] == (e.partition or "")
-        assert (s.device_kind, s.devices_per_node, s.nodes_available) == (e.kind, e.devices,
-                                                                            e.nodes_available)
-        assert s.peak_tflops == pytest.approx(e.peak_tflops)
-        assert s.tdp_w == pytest.approx(e.tdp_w)
-        assert s.energy_methods == e.energy.split()
+        assert s["system_description"] and s["partition"] == (e.partition or "")
+        assert (s.device_kind, int(s["devices_per_node"]), s.nodes_available) == \
+            (e.kind, e.devices, e.nodes_available)
+        assert float(s["peak_tflops"]) == pytest.approx(e.peak_tflops)
+        assert float(s["tdp_w"]) == pytest.approx(e.tdp_w)
+        assert s["energy_methods"].split() == e.energy.split()
         assert f"caraml_{s.container}.sif" == e.image
         assert s["device_unit"]
 
@@ -29,14 +32,54 @@ def test_every_paper_system_is_a_tag_with_the_papers_figures():
 def test_mi250_counts_gcds_and_keeps_mfu_honest():
     """The node shows 8 GCDs; per GCD the peak and TDP are half a module's."""
     mi250 = systems.load()["MI250"]
-    assert mi250.devices_per_node == 8 and mi250["device_unit"].startswith("GCD")
-    assert mi250.peak_tflops * 2 == pytest.approx(362.1)
-    assert mi250.tdp_w * 2 == pytest.approx(560)
+    assert mi250["devices_per_node"] == "8" and mi250["device_unit"].startswith("GCD")
+    assert float(mi250["peak_tflops"]) * 2 == pytest.approx(362.1)
+    assert float(mi250["tdp_w"]) * 2 == pytest.approx(560)
+
+
+def _platform(tmp_path, blocks: str):
+    path = tmp_path / "platform.xml"
+    path.write_text('<jube><parameterset name="systemParameter">'
+                    '<parameter name="system_name">NONE</parameter>'
+                    '<parameter name="gres"></parameter>' + blocks + "</parameterset></jube>")
+    return path
+
+
+def test_a_shared_block_reaches_each_of_its_systems(tmp_path):
+    """A parameter tagged A|B, as JUBE reads it, belongs to both systems."""
+    loaded = systems.load(_platform(tmp_path, """
+        <parameter tag="A|B|C" name="gres">gpu:4</parameter>
+        <parameter tag="A" name="system_name">A</parameter>
+        <parameter tag="B" name="system_name">B</parameter>
+        <parameter tag="C" name="system_name">C</parameter>
+        <parameter tag="D" name="system_name">D</parameter>"""))
+    assert list(loaded) == ["A", "B", "C", "D"]
+    assert [loaded[t]["gres"] for t in "ABCD"] == ["gpu:4", "gpu:4", "gpu:4", ""]
+
+
+def test_a_systems_own_value_overrides_the_shared_one(tmp_path):
+    loaded = systems.load(_platform(tmp_path, """
+        <parameter tag="A|B" name="gres">gpu:4</parameter>
+        <parameter tag="A" name="system_name">A</parameter>
+        <parameter tag="A" name="gres">gpu:8</parameter>
+        <parameter tag="B" name="system_name">B</parameter>"""))
+    assert (loaded["A"]["gres"], loaded["B"]["gres"]) == ("gpu:8", "gpu:4")
+
+
+def test_the_jsc_nvidia_systems_share_their_block():
+    """The shared block of platform.xml holds what A100, H100 and WAIH100
+    have in common; what differs stays in each system's own block."""
+    loaded = systems.load()
+    for tag in ("A100", "H100", "WAIH100"):
+        s = loaded[tag]
+        assert (s["gres"], s["launcher"], s["master_addr_suffix"], s["env_setup"]) == \
+            ("gpu:4", "torchrun-jsc", "i", "${jsc_ib_env}")
+    assert [loaded[t]["cpus_per_task"] for t in ("A100", "H100", "WAIH100")] == ["128", "72", "64"]
 
 
 def test_hosts_measure_or_look_up_their_peak():
     loaded = systems.load()
-    assert (loaded["MI300X"].peak_tflops, loaded["MI300A"].peak_tflops) == (1307.4, 980.6)
+    assert (loaded["MI300X"]["peak_tflops"], loaded["MI300A"]["peak_tflops"]) == ("1307.4", "980.6")
     assert loaded["CPU"]["peak_tflops"] == "measure"
     assert loaded["LOCAL"]["peak_tflops"] == "auto"
 
@@ -95,27 +138,30 @@ def test_missing_image_names_the_tag_that_builds_it(capsys, run_config, script, 
     assert run(capsys, run_config, script, ["A100"], *args)[0] == 0
 
 
-def test_layout_line_and_impossible_layouts(capsys, run_config, script):
-    ok = run(capsys, run_config, script, ["A100", "13B"], "--system", "A100", "--nodes", "44",
-             "--devices-per-node", "4", "--model-size", "13B", "--dry-run")
+def test_layout_line_and_impossible_layouts(capsys):
+    def check(*args):
+        code = layout_check.main(list(args))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    ok = check("--system", "A100", "--nodes", "44", "--devices-per-node", "4",
+               "--model-size", "13B")
     assert ok[0] == 0
     assert ok[1].strip() == ("CARAML layout: system=A100 nodes=44 devices=176 tp=2 pp=2 dp=44 "
                              "micro_batch=2 global_batch=5632 microbatches=64")
-    code, _, err = run(capsys, run_config, script, ["GH200", "13B"], "--system", "GH200",
-                       "--nodes", "1", "--model-size", "175B", "--dry-run")
+    code, _, err = check("--system", "GH200", "--nodes", "1", "--model-size", "175B")
     assert code == 2
     assert err.strip() == ("CARAML ERROR: 175B on GH200: 1 node x 1 device = 1: tensor x "
                            "pipeline parallel size 8 x 8 = 64 does not divide the 1 devices")
-    code, _, err = run(capsys, run_config, script, ["A100"], "--system", "A100", "--nodes", "1",
-                       "--devices-per-node", "4", "--model-size", "800M",
-                       "--global-batch-size", "20", "--dry-run")
+    code, _, err = check("--system", "A100", "--nodes", "1", "--devices-per-node", "4",
+                         "--model-size", "800M", "--global-batch-size", "20")
     assert code == 2 and "global batch size 20 is not divisible by micro-batch size 4" in err
 
 
 def test_node_count_beyond_the_partition_fails(capsys, run_config, script):
     code, _, err = run(capsys, run_config, script, ["MI250", "13B"], "--system", "MI250",
-                       "--nodes", "44", "--devices-per-node", "8", "--model-size", "13B",
-                       "--dry-run")
+                       "--nodes", "44", "--devices-per-node", "8",
+                       "--nodes-set-by", "the 13B layout", "--dry-run")
     assert code == 2
     assert ("MI250 has 2 nodes (nodes_available in platform.xml) and the job asks for 44 "
             "(the 13B layout)") in err
@@ -132,11 +178,22 @@ def test_device_kinds_and_container_builds(capsys, run_config, script):
     assert code == 2 and "CPU has no container" in err
     # building checks no layout and no image
     assert run(capsys, run_config, script, ["H100", "container"], "--system", "H100",
-               "--nodes", "44", "--model-size", "13B", "--container", "/nowhere.sif",
-               "--build-container")[0] == 0
+               "--nodes", "44", "--container", "/nowhere.sif", "--build-container")[0] == 0
 
 
 def test_pipelined_models_need_their_devices(capsys, run_config, script):
     code, _, err = run(capsys, run_config, script, ["GC200"], "--system", "GC200",
                        "--devices-per-node", "2", "--devices-needed", "4", "--dry-run")
     assert code == 2 and "needs 4 devices" in err and "has 2" in err
+
+
+def test_the_llm_script_takes_each_sizes_node_count_from_model_sizes(root):
+    """model_sizes.py holds a size's node count; the JUBE script applies it
+    under the tags of exactly the sizes that have one."""
+    from llm_training.model_sizes import SIZES
+
+    script = yaml.safe_load((root / "llm_training" / "llm_benchmark_nvidia_amd.yaml").read_text())
+    [system_set] = [p for p in script["parameterset"] if p["name"] == "systemParameter"]
+    [nodes] = [p for p in system_set["parameter"] if p["name"] == "nodes"]
+    assert set(nodes["tag"].split("|")) == {name for name, size in SIZES.items() if size.nodes}
+    assert "model_sizes" in nodes["_"] and ".nodes" in nodes["_"]

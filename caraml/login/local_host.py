@@ -1,6 +1,6 @@
 """The `LOCAL` system: this host and its own accelerators, found when the
 benchmark runs. platform.xml's LOCAL block asks this module for each value
-(`python3 caraml/local_host.py kind`), and the pre-flight asks it whether
+(`python3 caraml/login/local_host.py kind`), and the pre-flight asks it whether
 the host can run what the job asks for.
 
 NVIDIA GPUs are found with nvidia-smi, AMD GPUs through the kernel's KFD

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-PLATFORM_XML = Path(__file__).resolve().parents[1] / "platform.xml"
+PLATFORM_XML = Path(__file__).resolve().parents[2] / "platform.xml"
 SYSTEM_SET = "systemParameter"
 
 
@@ -24,36 +24,14 @@ class System:
         return self.params[name]
 
     @property
-    def description(self) -> str:
-        return self.params["system_description"]
-
-    @property
-    def peak_tflops(self) -> float | None:
-        """Datasheet peak dense 16-bit TFLOP/s per device; None where the
-        peak is measured on the host or unknown."""
-        return _number(self.params["peak_tflops"])
-
-    @property
-    def tdp_w(self) -> float | None:
-        return _number(self.params["tdp_w"])
-
-    @property
     def device_kind(self) -> str:
         return self.params["device_kind"]
-
-    @property
-    def devices_per_node(self) -> int:
-        return int(self.params["devices_per_node"])
 
     @property
     def nodes_available(self) -> int | None:
         """Nodes the system's partition has; None where platform.xml does not say."""
         value = _number(self.params["nodes_available"])
         return None if value is None else int(value)
-
-    @property
-    def energy_methods(self) -> list[str]:
-        return self.params["energy_methods"].split()
 
     @property
     def container(self) -> str:
@@ -77,7 +55,10 @@ def _parameterset(path: Path, name: str) -> ET.Element:
 
 
 def load(path: Path = PLATFORM_XML) -> dict[str, System]:
-    """Every system tag of platform.xml, in file order."""
+    """Every system tag of platform.xml, in file order. A parameter tagged
+    with alternatives ("A100|H100|WAIH100", as JUBE reads it) belongs to
+    each of them; later parameters override earlier ones, so a shared block
+    comes before the systems' own."""
     pset = _parameterset(path, SYSTEM_SET)
     defaults: dict[str, str] = {}
     blocks: dict[str, dict[str, str]] = {}
@@ -87,7 +68,8 @@ def load(path: Path = PLATFORM_XML) -> dict[str, System]:
         if tag is None:
             defaults[par.get("name")] = value
         else:
-            blocks.setdefault(tag, {})[par.get("name")] = value
+            for alternative in tag.split("|"):
+                blocks.setdefault(alternative.strip(), {})[par.get("name")] = value
     # A block is a system when it names itself; other tagged parameters
     # (slurm, local, ...) switch a mode and are not systems.
     return {

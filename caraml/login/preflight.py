@@ -3,9 +3,8 @@ JUBE ignores a tag it does not know and runs on without a system tag, and
 Slurm would only find out on the nodes that a model size's layout does not
 fit the job. Each problem is one `CARAML ERROR:` line and a non-zero exit,
 so the work package fails and the result table shows a failed row that says
-why. A model size's layout, when it fits, is printed as one line:
-
-    CARAML layout: system=A100 nodes=1 devices=4 tp=1 pp=1 dp=4 micro_batch=4 global_batch=512 microbatches=32
+why. A benchmark's own checks (the LLM's layout: llm_training/layout_check.py)
+run after these, from the benchmark_checks parameter of platform.xml.
 
 Standard library only: JUBE runs this with the login node's python3."""
 
@@ -17,8 +16,9 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from caraml import local_host, report, systems  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from caraml import report  # noqa: E402
+from caraml.login import local_host, systems  # noqa: E402
 
 # the names in a tag expression: "A100|H100", "!container+800M"
 TAG_WORD = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -116,38 +116,13 @@ def check_buildable(system: systems.System) -> None:
             "(.venv); leave out the container tag")
 
 
-def check_nodes(system: systems.System, nodes: int, model_size: str) -> None:
+def check_nodes(system: systems.System, nodes: int, set_by: str) -> None:
     available = system.nodes_available
     if available is not None and nodes > available:
         raise PreflightError(
             f"{system.tag} has {available} node{'s' if available > 1 else ''} "
             f"(nodes_available in platform.xml) and the job asks for {nodes}"
-            + (f" (the {model_size} layout)" if model_size else ""))
-
-
-def llm_layout(system: str, model_size: str, backend: str, global_batch: str,
-               nodes: int, devices_per_node: int) -> str:
-    """The driver's own layout rules (llm_training.arguments, no torch) applied
-    to the job's devices: the `CARAML layout:` line, or a PreflightError."""
-    from caraml.report import BenchmarkInputError
-    from llm_training.arguments import parse, resolve_layout
-
-    argv = ["--model-size", model_size, "--backend", backend, "--train-iters", "2",
-            "--synthetic", "--energy-methods", "none"]
-    if global_batch:
-        argv += ["--global-batch-size", global_batch]
-    devices = nodes * devices_per_node
-    try:
-        layout = resolve_layout(parse(argv), world_size=devices)
-    except BenchmarkInputError as exc:
-        raise PreflightError(
-            f"{model_size} on {system}: {nodes} node{'s' if nodes > 1 else ''} x "
-            f"{devices_per_node} device{'s' if devices_per_node > 1 else ''} = {devices}: {exc}"
-        ) from exc
-    return (f"CARAML layout: system={system} nodes={nodes} devices={layout.devices} "
-            f"tp={layout.tensor_parallel} pp={layout.pipeline_parallel} dp={layout.data_parallel} "
-            f"micro_batch={layout.micro_batch_size} global_batch={layout.global_batch_size} "
-            f"microbatches={layout.microbatches}")
+            + (f" ({set_by})" if set_by else ""))
 
 
 def check_batch_split(global_batch: str, devices: int) -> None:
@@ -182,9 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kinds", nargs="*", default=[],
                     help="device kinds the benchmark runs on (default: all)")
     ap.add_argument("--other-script", default="", help="the benchmark for the other kinds")
-    ap.add_argument("--model-size", default="", help="LLM: check this size's layout")
-    ap.add_argument("--backend", default="megatron")
-    ap.add_argument("--global-batch-size", default="", help="LLM: empty for the size's default")
+    ap.add_argument("--nodes-set-by", default="",
+                    help="what chose the node count, for the message (e.g. 'the 13B layout')")
     ap.add_argument("--one-of", action="append", default=[], metavar="TAGS",
                     help="space-separated tags of which at most one may be given")
     ap.add_argument("--python", default="",
@@ -212,12 +186,9 @@ def main(argv: list[str] | None = None) -> int:
             check_buildable(system)
             return 0
         check_python(args.python)
-        if args.model_size:
-            print(llm_layout(args.system, args.model_size, args.backend, args.global_batch_size,
-                             args.nodes, args.devices_per_node))
         check_devices(system, args.devices_needed, args.nodes, args.devices_per_node)
         check_batch_split(args.split_batch, args.nodes * args.devices_per_node)
-        check_nodes(system, args.nodes, args.model_size)
+        check_nodes(system, args.nodes, args.nodes_set_by)
         if not args.dry_run:
             check_container(args.container, args.container_def, args.script, args.system)
     except (PreflightError, OSError, ET.ParseError, ValueError) as exc:

@@ -1,7 +1,7 @@
 """Whether every row of a result table succeeded: the exit status of the
 README's main command. Prints one line per row that did not, and exits 1.
 
-    python -m caraml.rows RUN_DIR/result/result_csv.dat"""
+    python -m caraml.login.rows RUN_DIR/result/result_csv.dat"""
 
 from __future__ import annotations
 
