@@ -29,7 +29,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from caraml import dist as caraml_dist
-from caraml import memory, provenance, report
+from caraml import energy, memory, provenance, report
 from caraml.dist import Dist
 from caraml.energy import TimedWindow
 from caraml.options import EnergyOptions, RunOptions
@@ -53,18 +53,15 @@ def energy_meter(opts: EnergyOptions) -> EnergyMeter:
     if not opts.measures_energy:
         return lambda rank: contextlib.nullcontext()
     try:
-        from caraml.energy import measured
-        from jpwr.methods import check_names
+        energy.check_methods(opts.energy_methods)
     except ImportError as e:
         raise BenchmarkInputError(
             f"--energy-methods {' '.join(opts.energy_methods)} needs jpwr and it does not import "
             f"here ({e}); pass --energy-methods none to train without measuring energy") from None
-    try:
-        check_names(list(opts.energy_methods))
     except ValueError as e:
         raise BenchmarkInputError(f"--energy-methods: {e}") from None
-    return lambda rank: measured(opts.energy_dir, rank, opts.energy_methods,
-                                 opts.energy_interval_ms)
+    return lambda rank: energy.measured(opts.energy_dir, rank, opts.energy_methods,
+                                        opts.energy_interval_ms)
 
 
 def agreed(dist: Dist, check: Callable[[], object]) -> object:
@@ -127,7 +124,7 @@ def _progress(dist: Dist, done: int, interval: _Interval, line: Progress) -> flo
 
 
 def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dist: Dist,
-               stop: StopCondition, energy: EnergyMeter, progress: Progress,
+               stop: StopCondition, meter: EnergyMeter, progress: Progress,
                clock: Callable[[], float] = time.perf_counter) -> LoopResult:
     """Runs `step` (one iteration: fetch, forward, backward, update; returns
     this rank's loss or None) until the stop condition holds on any rank,
@@ -135,7 +132,7 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
     provenance.record(dist, opts.energy_dir if opts.measures_energy else None)
     timer = IterationTimer(opts.warmup_iters, sync=dist.sync, clock=clock)
     interval, loss, done = _Interval(), math.nan, 0
-    with energy(dist.rank) as scope:
+    with meter(dist.rank) as scope:
         window = TimedWindow(scope, dist.sync)
         reason = stop.reason(done)  # a signal may have come during set-up
         stopping = dist.any_rank(reason is not None)
@@ -198,13 +195,13 @@ Train = Callable[[object, Dist, StopCondition, EnergyMeter], int]
 def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], object],
          train: Train, *, before_init: Callable[[object], None] | None = None) -> int:
     """parse(argv) gives the options (or an exit status where the command
-    line only asked a question); train(options, dist, stop, energy) runs
+    line only asked a question); train(options, dist, stop, meter) runs
     between joining and leaving the process group and returns the status."""
     try:
         opts = parse(argv)
         if isinstance(opts, int):
             return opts
-        energy = energy_meter(opts)
+        meter = energy_meter(opts)
     except BenchmarkInputError as e:
         report.error(str(e))
         return EXIT_INPUT
@@ -219,7 +216,7 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
             report.error(f"--device {opts.device}: {e}")
             return EXIT_INPUT
         try:
-            return train(opts, dist, stop, energy)
+            return train(opts, dist, stop, meter)
         except BenchmarkInputError as e:
             _release_frames(e)
             if str(e):  # empty: another rank printed it (agreed)

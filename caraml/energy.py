@@ -19,6 +19,14 @@ if TYPE_CHECKING:
 TIMED = "timed"
 
 
+def check_methods(methods: Sequence[str]) -> None:
+    """Raises ImportError where jpwr does not import and ValueError for a
+    method jpwr does not know: both before training, not after."""
+    from jpwr.methods import check_names
+
+    check_names(list(methods))
+
+
 @contextmanager
 def measured(out_dir: str | Path, rank: int, methods: Sequence[str] = ("auto",),
              interval_ms: int = 100) -> Iterator[PowerScope]:

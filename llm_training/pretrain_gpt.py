@@ -34,7 +34,7 @@ from llm_training.model_sizes import GPTConfig
 
 
 @dataclass
-class Prepared:
+class Setup:
     """Everything checked and loaded before the model is built."""
 
     args: Args  # what was `auto` (recomputation, micro-batch) decided
@@ -43,7 +43,7 @@ class Prepared:
     train_data: torch.utils.data.Dataset
 
 
-def prepare(args: Args, dist: Dist) -> Prepared:
+def set_up(args: Args, dist: Dist) -> Setup:
     """Raises BenchmarkInputError for anything that must stop the run."""
     layout = arguments.resolve_layout(args, dist.world_size)
     precision.check(args.precision, dist.device)
@@ -72,7 +72,7 @@ def prepare(args: Args, dist: Dist) -> Prepared:
         seq_length=gpt.seq_length, split=args.split,
         num_train_samples=args.train_iters * layout.global_batch_size, num_valid_samples=0,
         seed=args.seed)
-    return Prepared(args, layout, gpt, train_data)
+    return Setup(args, layout, gpt, train_data)
 
 
 def plan_memory(args: Args, layout: Layout, gpt: GPTConfig, dist: Dist) -> tuple[Args, Layout]:
@@ -127,9 +127,9 @@ def progress(args: Args, workload: Workload) -> driver.Progress:
     return line
 
 
-def global_line(prepared: Prepared, backend: training.Backend, workload: Workload, peak: Peak,
+def global_line(setup: Setup, backend: training.Backend, workload: Workload, peak: Peak,
                 nodes: int, iterations: int, job: TimingStats | None) -> dict:
-    args, layout, gpt = prepared.args, prepared.layout, prepared.gpt
+    args, layout, gpt = setup.args, setup.layout, setup.gpt
     return dict(
         backend=backend.name,
         model_size=args.model_size,
@@ -159,11 +159,11 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
     """Everything between joining and leaving the process group. The model
     (DDP or megatron-core's) lives only in this frame: destroying the group
     while DDP's reducer still holds it can deadlock gloo (torch 2.13)."""
-    prepared = driver.agreed(dist, lambda: prepare(args, dist))
-    args, layout, gpt = prepared.args, prepared.layout, prepared.gpt
+    setup = driver.agreed(dist, lambda: set_up(args, dist))
+    args, layout, gpt = setup.args, setup.layout, setup.gpt
     try:
         backend = build_backend(gpt, args, layout, dist)
-        batches = micro_batches(prepared.train_data, micro_batch_size=layout.micro_batch_size,
+        batches = micro_batches(setup.train_data, micro_batch_size=layout.micro_batch_size,
                                 data_parallel=layout.data_parallel,
                                 data_parallel_rank=backend.data_parallel_rank,
                                 num_workers=args.num_workers, device=dist.device)
@@ -190,7 +190,7 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
 
     return driver.report_result(
         dist, result, rank_line=rank_line,
-        global_line=lambda job: global_line(prepared, backend, workload, peak, nodes,
+        global_line=lambda job: global_line(setup, backend, workload, peak, nodes,
                                             result.iterations, job))
 
 

@@ -1,12 +1,11 @@
 from pathlib import Path
 
 import pytest
-import torch
 from PIL import Image
 
 from tests.dist_fixtures import single_cpu  # noqa: F401
-from tests.gpu_marks import DEVICE
 from tests.driver_runs import parse_caraml
+from tests.gpu_marks import DEVICE
 
 REPO = Path(__file__).resolve().parents[2]
 # A small real run: resnet18 on 32x32 images is seconds per iteration at most

@@ -122,7 +122,7 @@ def test_asking_for_a_gpu_without_one_is_an_input_error(capsys, tiny_run):
 
 
 def test_missing_jpwr_is_an_input_error_that_names_the_way_out(capsys, monkeypatch, tiny_run):
-    monkeypatch.setitem(sys.modules, "caraml.energy", None)  # import fails
+    monkeypatch.setitem(sys.modules, "jpwr.methods", None)  # as if jpwr were not installed
     assert driver.main(tiny_run + ["--energy-methods", "auto"]) != 0
     err = capsys.readouterr().err
     assert err.startswith("CARAML ERROR: --energy-methods auto needs jpwr")

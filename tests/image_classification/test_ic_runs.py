@@ -4,10 +4,10 @@ and as two DDP ranks (gloo) under torchrun, one of which gets SIGUSR1."""
 import contextlib
 import signal
 import sys
-import types
 
 import pytest
 
+from caraml import energy as caraml_energy
 from image_classification import image_classification_torch as driver
 from tests.driver_runs import Child, count_lines
 
@@ -76,9 +76,7 @@ def test_training_runs_inside_the_energy_measurement(capsys, monkeypatch, tmp_pa
         yield
         seen.append(capsys.readouterr().out)  # what was printed while measuring
 
-    fake = types.ModuleType("caraml.energy")
-    fake.measured = measured
-    monkeypatch.setitem(sys.modules, "caraml.energy", fake)
+    monkeypatch.setattr(caraml_energy, "measured", measured)
     energy_dir = str(tmp_path / "energy")
     code = driver.main(tiny_run + ["--image-size", "16", "--global-batch-size", "2",
                                    "--train-iters", "2", "--warmup-iters", "1",
