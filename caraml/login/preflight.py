@@ -28,12 +28,29 @@ class PreflightError(Exception):
     pass
 
 
+def load_yaml_script(path: Path) -> object:
+    """A JUBE YAML script as JUBE reads it: `!include FILE:["key"]` replaced
+    by that part of FILE, found beside the script."""
+    import yaml  # JUBE itself needs PyYAML to read a YAML script
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    def include(loader: yaml.SafeLoader, node: yaml.Node) -> object:
+        name, _, keys = loader.construct_scalar(node).partition(":")
+        part = load_yaml_script(path.parent / name)
+        for key in re.findall(r"\[\s*[\"']([^\"']*)[\"']\s*\]", keys):
+            part = part[key]
+        return part
+
+    Loader.add_constructor("!include", include)
+    return yaml.load(path.read_text(), Loader=Loader)
+
+
 def _tag_expressions(path: Path) -> list[str]:
     """The values of the tag attributes (XML) or tag keys (YAML) of a JUBE
     script, where JUBE reads them: never words of a comment."""
     if path.suffix in (".yaml", ".yml"):
-        import yaml  # JUBE itself needs PyYAML to read a YAML script
-
         found: list[str] = []
 
         def walk(node: object) -> None:
@@ -47,7 +64,7 @@ def _tag_expressions(path: Path) -> list[str]:
                 for item in node:
                     walk(item)
 
-        walk(yaml.safe_load(path.read_text()))
+        walk(load_yaml_script(path))
         return found
     return [e.attrib["tag"] for e in ET.parse(path).getroot().iter() if "tag" in e.attrib]
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-import yaml
 
 from caraml.login import preflight, systems
 from llm_training import layout_check
@@ -192,8 +191,18 @@ def test_the_llm_script_takes_each_sizes_node_count_from_model_sizes(root):
     under the tags of exactly the sizes that have one."""
     from llm_training.model_sizes import SIZES
 
-    script = yaml.safe_load((root / "llm_training" / "llm_benchmark_nvidia_amd.yaml").read_text())
+    script = preflight.load_yaml_script(root / "llm_training" / "llm_benchmark_nvidia_amd.yaml")
     [system_set] = [p for p in script["parameterset"] if p["name"] == "systemParameter"]
     [nodes] = [p for p in system_set["parameter"] if p["name"] == "nodes"]
     assert set(nodes["tag"].split("|")) == {name for name, size in SIZES.items() if size.nodes}
     assert "model_sizes" in nodes["_"] and ".nodes" in nodes["_"]
+
+
+def test_both_llm_scripts_take_the_shared_steps(root):
+    """The steps are written once (llm_steps.yaml); the tags they use count
+    as declared for the pre-flight of either script."""
+    steps = preflight.load_yaml_script(root / "llm_training" / "llm_steps.yaml")["step"]
+    for name in ("llm_benchmark_nvidia_amd.yaml", "llm_benchmark_ipu.yaml"):
+        script = root / "llm_training" / name
+        assert preflight.load_yaml_script(script)["step"] == steps
+        assert "!container" in preflight._tag_expressions(script)
