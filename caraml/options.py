@@ -150,11 +150,6 @@ def parser(cls: type, *, prog: str, description: str) -> argparse.ArgumentParser
     return p
 
 
-def flag_of(cls: type, name: str) -> str:
-    """The command-line spelling of field `name`, for error messages."""
-    return _declaration(cls, name)["flag"] or "--" + name.replace("_", "-")
-
-
 def parse(cls: type, argv: Sequence[str] | None, *, prog: str, description: str = ""):
     ns = parser(cls, prog=prog, description=description).parse_args(argv)
     values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)

@@ -14,9 +14,6 @@ class TimingStats:
     iterations: int
     mean_s: float
     median_s: float
-    min_s: float
-    max_s: float
-    total_s: float
 
 
 @dataclass
@@ -49,13 +46,6 @@ class IterationTimer:
             self.durations.append(elapsed)
         return elapsed
 
-    def stats(self) -> TimingStats:
-        if not self.durations:
-            raise RuntimeError(
-                f"no timed iterations: {self.seen} run, {self.warmup} of them warm-up"
-            )
-        return summarize(self.durations)
-
 
 def summarize(durations: Sequence[float]) -> TimingStats:
     d = list(durations)
@@ -63,9 +53,6 @@ def summarize(durations: Sequence[float]) -> TimingStats:
         iterations=len(d),
         mean_s=statistics.fmean(d),
         median_s=statistics.median(d),
-        min_s=min(d),
-        max_s=max(d),
-        total_s=sum(d),
     )
 
 

@@ -18,12 +18,10 @@ def test_warmup_iterations_are_run_but_not_recorded():
     for _ in range(4):
         timer.start()
         timer.stop()
-    stats = timer.stats()
     assert timer.seen == 4
-    assert stats.iterations == 2
-    assert stats.mean_s == pytest.approx(3.0)
-    assert stats.median_s == pytest.approx(3.0)
-    assert (stats.min_s, stats.max_s, stats.total_s) == (2, 4, 6)
+    assert timer.durations == [2, 4]
+    stats = summarize(timer.durations)
+    assert (stats.iterations, stats.mean_s, stats.median_s) == (2, 3.0, 3.0)
 
 
 def test_device_is_synchronised_before_every_timer_read():
@@ -34,14 +32,6 @@ def test_device_is_synchronised_before_every_timer_read():
     timer.start()
     timer.stop()
     assert events == ["sync", "read", "sync", "read"]
-
-
-def test_no_timed_iterations_is_an_error_that_says_why():
-    timer = IterationTimer(warmup=3, clock=FakeClock([0, 1]))
-    timer.start()
-    timer.stop()
-    with pytest.raises(RuntimeError, match="1 run, 3 of them warm-up"):
-        timer.stats()
 
 
 def test_stop_without_start_and_negative_warmup_are_rejected():
