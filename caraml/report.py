@@ -52,6 +52,12 @@ def one_line(message: str) -> str:
     return " ".join(message.split()).replace(",", ";")
 
 
+def parameter(value: str) -> None:
+    """A value for a JUBE shell-mode parameter on stdout: one line without
+    commas, and no newline (JUBE would keep it in the value)."""
+    sys.stdout.write(one_line(value))
+
+
 def _fmt(value: object) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import datetime
 import functools
-from dataclasses import dataclass
 import math
 import os
 import socket
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd

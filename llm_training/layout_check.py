@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from caraml.report import BenchmarkInputError, error  # noqa: E402
+from caraml.report import BenchmarkInputError, error, line  # noqa: E402
 from llm_training.arguments import parse, resolve_layout  # noqa: E402
 
 
@@ -36,10 +36,11 @@ def layout_line(system: str, model_size: str, backend: str, global_batch: str,
             f"{model_size} on {system}: {nodes} node{'s' if nodes > 1 else ''} x "
             f"{devices_per_node} device{'s' if devices_per_node > 1 else ''} = {devices}: {exc}"
         ) from exc
-    return (f"CARAML layout: system={system} nodes={nodes} devices={layout.devices} "
-            f"tp={layout.tensor_parallel} pp={layout.pipeline_parallel} dp={layout.data_parallel} "
-            f"micro_batch={layout.micro_batch_size} global_batch={layout.global_batch_size} "
-            f"microbatches={layout.microbatches}")
+    return line("layout", dict(system=system, nodes=nodes, devices=layout.devices,
+                               tp=layout.tensor_parallel, pp=layout.pipeline_parallel,
+                               dp=layout.data_parallel, micro_batch=layout.micro_batch_size,
+                               global_batch=layout.global_batch_size,
+                               microbatches=layout.microbatches))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from caraml.login import systems
 from caraml.compare import CompareError
 from caraml.compare.figures import ok_rows
 from caraml.compare.runs import BENCHMARKS
+from caraml.login import systems
 
 DEFAULT_FILE = Path(__file__).with_name("references.yaml")
 # Figures where more is better, so that "below" is a regression

@@ -134,5 +134,7 @@ def check(devices_per_node: int, host: Host | None = None) -> None:
 
 
 if __name__ == "__main__":
-    # No newline: JUBE's shell-mode parameters keep it in the value.
-    sys.stdout.write(value(sys.argv[1], detect()))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from caraml.report import parameter
+
+    parameter(value(sys.argv[1], detect()))

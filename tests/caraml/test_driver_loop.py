@@ -56,7 +56,7 @@ def run(step, clock, dist, stop, warmup=2, log_interval=1000):
     return driver.train_loop(step, opts, dist, stop, no_energy, progress, clock=clock)
 
 
-def test_warmup_iterations_are_run_but_not_timed(single_cpu):
+def test_warmup_iterations_are_run_but_not_timed(single_cpu):  # noqa: F811
     clock = FakeClock()
     result = run(steps_taking(clock, [5.0, 4.0, 1.0, 2.0, 3.0]), clock, single_cpu,
                  StopCondition(max_iterations=5, clock=clock), warmup=2)
@@ -66,7 +66,7 @@ def test_warmup_iterations_are_run_but_not_timed(single_cpu):
     assert result.stop_reason == "iteration count 5 reached"
 
 
-def test_everything_between_two_steps_is_timed(single_cpu):
+def test_everything_between_two_steps_is_timed(single_cpu):  # noqa: F811
     """The batch fetch (inside the step) and the stop decision count."""
     clock = FakeClock()
     step = steps_taking(clock, [1.0] * 3)
@@ -80,7 +80,7 @@ def test_everything_between_two_steps_is_timed(single_cpu):
     assert result.durations == [1.25, 1.25, 1.25]
 
 
-def test_a_signal_stops_the_loop_after_the_running_iteration(single_cpu):
+def test_a_signal_stops_the_loop_after_the_running_iteration(single_cpu):  # noqa: F811
     clock = FakeClock()
     step = steps_taking(clock, [1.0] * 100)
 
@@ -97,7 +97,7 @@ def test_a_signal_stops_the_loop_after_the_running_iteration(single_cpu):
     assert result.stop_reason == "signal SIGUSR1"
 
 
-def test_the_wall_clock_budget_stops_the_loop(single_cpu):
+def test_the_wall_clock_budget_stops_the_loop(single_cpu):  # noqa: F811
     clock = FakeClock()
     stop = StopCondition(max_iterations=100, max_seconds=10.0, clock=clock)
     result = run(steps_taking(clock, [4.0] * 100), clock, single_cpu, stop, warmup=1)
@@ -115,7 +115,7 @@ def test_the_stop_reason_is_rank_0s_or_that_of_the_rank_that_stopped_first(reaso
     assert driver.stop_reason(reasons) == text
 
 
-def test_stopped_before_the_first_iteration(single_cpu):
+def test_stopped_before_the_first_iteration(single_cpu):  # noqa: F811
     clock = FakeClock()
     stop = StopCondition(max_iterations=5, clock=clock)
     stop.signal_received = "SIGTERM"
@@ -125,7 +125,7 @@ def test_stopped_before_the_first_iteration(single_cpu):
     assert result.stop_reason == "signal SIGTERM"
 
 
-def test_progress_lines_give_the_intervals_time_and_loss(single_cpu, capsys):
+def test_progress_lines_give_the_intervals_time_and_loss(single_cpu, capsys):  # noqa: F811
     clock = FakeClock()
     run(steps_taking(clock, [5.0, 4.0, 1.0, 2.0, 3.0]), clock, single_cpu,
         StopCondition(max_iterations=5, clock=clock), warmup=2, log_interval=2)

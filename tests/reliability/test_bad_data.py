@@ -33,7 +33,7 @@ def test_an_image_that_does_not_decode_names_its_file(folder_with_a_bad_image, w
         [sys.executable, "-m", "image_classification.image_classification_torch",
          "--model", "resnet18", "--image-size", "16", "--num-classes", "2", "--device", "cpu",
          "--data", str(folder_with_a_bad_image), "--global-batch-size", "10",
-         "--iterations", "3", "--warmup-iterations", "1", "--num-workers", workers,
+         "--train-iters", "3", "--warmup-iters", "1", "--num-workers", workers,
          "--energy-methods", "none"],
         cwd=ROOT, text=True, capture_output=True, timeout=600)
     errors = [line for line in proc.stderr.splitlines() if line.startswith("CARAML ERROR: ")]
