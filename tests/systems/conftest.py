@@ -134,6 +134,8 @@ def _combos() -> list[tuple[str, tuple[str, ...]]]:
     combos = [(IC_SCRIPT, (system,)) for system in ["CPU", *SYSTEMS]]
     combos += [(LLM_SCRIPT, (size, system)) for system in SYSTEMS for size in SIZES]
     combos += [(LLM_SCRIPT, ("CPU",)), (IPU_SCRIPT, ("synthetic",)), (IPU_SCRIPT, ())]
+    # the sweep with the default size and with another one
+    combos += [(LLM_SCRIPT, ("A100", "sweep")), (LLM_SCRIPT, ("117M", "A100", "sweep"))]
     return combos
 
 

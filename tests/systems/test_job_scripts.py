@@ -186,6 +186,25 @@ def test_800m_on_a100_is_the_documented_layout(dryruns, root):
         "micro_batch": "4", "global_batch": "512", "microbatches": "32"}
 
 
+SWEEP = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]  # Figure 2 of the paper
+
+
+def test_sweep_sweeps_the_default_size(dryruns):
+    packages = dryruns[(LLM_SCRIPT, ("A100", "sweep"))]
+    assert sorted(int(pkg.layout()["global_batch"]) for pkg in packages) == SWEEP
+    assert all("--model-size 800M " in " ".join(pkg.launch()) for pkg in packages)
+
+
+def test_sweep_sweeps_any_size(dryruns):
+    packages = dryruns[(LLM_SCRIPT, ("117M", "A100", "sweep"))]
+    assert len(packages) == len(SWEEP)
+    assert all("--model-size 117M " in " ".join(pkg.launch()) for pkg in packages
+               if "CARAML layout:" in pkg.stdout)
+    # 117M's micro-batch of 8 on 4 devices takes 32 samples at least
+    smallest = [pkg for pkg in packages if "--global-batch-size 16 " in pkg.job]
+    assert len(smallest) == 1 and "not divisible by micro-batch size 8" in smallest[0].stderr
+
+
 def test_13b_on_jedi_is_the_upstream_layout(dryruns):
     [pkg] = dryruns[(LLM_SCRIPT, ("13B", "JEDI"))]
     layout = pkg.layout()

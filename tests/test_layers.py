@@ -1,0 +1,67 @@
+"""The layers: imports run one way only (aux -> benchmarks -> caraml ->
+jpwr), jpwr knows nothing of JUBE, and the login-node tools need nothing
+beyond the standard library and the suite's JUBE adapter."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCHMARKS = ("llm_training", "image_classification")
+
+
+def imported(path: Path) -> set[str]:
+    """Top-level names of every module the file imports, at any depth."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def modules(package: str) -> list[Path]:
+    return sorted((REPO / package).rglob("*.py"))
+
+
+def offenders(package: str, forbidden: tuple[str, ...]) -> dict[str, set[str]]:
+    found = {}
+    for path in modules(package):
+        bad = {name for name in imported(path) if name.split(".")[0] in forbidden}
+        if bad:
+            found[str(path.relative_to(REPO))] = bad
+    return found
+
+
+def test_caraml_imports_no_benchmark():
+    assert offenders("caraml", (*BENCHMARKS, "aux")) == {}
+
+
+def test_jpwr_imports_nothing_of_the_suite():
+    assert offenders("jpwr", ("caraml", *BENCHMARKS, "aux")) == {}
+
+
+@pytest.mark.parametrize("benchmark", BENCHMARKS)
+def test_benchmarks_do_not_import_each_other_or_aux(benchmark):
+    others = tuple(b for b in BENCHMARKS if b != benchmark)
+    assert offenders(benchmark, (*others, "aux")) == {}
+
+
+def test_jpwr_knows_nothing_of_jube():
+    assert [str(p) for p in (REPO / "jpwr").rglob("*") if p.is_file()
+            and p.suffix in (".py", ".md") and "jube" in p.read_text().lower()] == []
+
+
+def test_login_tools_need_the_standard_library_and_the_jube_adapter_only():
+    allowed = set(sys.stdlib_module_names) | {"caraml", "caraml.report", "caraml.login",
+                                              "yaml"}  # PyYAML: JUBE needs it itself
+    found = {str(p.relative_to(REPO)): bad for p in modules("caraml/login")
+             if (bad := {n for n in imported(p) if n not in allowed
+                         and n.split(".")[0] not in sys.stdlib_module_names
+                         and not n.startswith("caraml.login")})}
+    assert found == {}
