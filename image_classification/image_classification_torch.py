@@ -108,6 +108,7 @@ def train_and_report(args: Options, dist: Dist, stop: StopCondition,
             "batch_size_per_device": batch_size,
             **(throughput.overall(args.global_batch_size, job, dist.world_size) if job else {}),
             "samples_total": args.global_batch_size * result.iterations,
+            "samples_timed": args.global_batch_size * (job.iterations if job else 0),
         }
 
     return driver.report_result(dist, result,

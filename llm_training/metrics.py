@@ -59,6 +59,7 @@ def throughput(workload: Workload, mean_s: float, median_s: float, peak: Peak) -
         time_per_iteration_s=mean_s,
         time_per_iteration_median_s=median_s,
         tokens_per_s=tokens_per_s,
+        tokens_per_s_median=workload.tokens_per_s(median_s),
         tokens_per_s_per_device=tokens_per_s / workload.devices,
         tflops_per_device=workload.tflops_per_device(mean_s),
         model_tflops_per_device=model_tflops,

@@ -147,6 +147,7 @@ def global_line(setup: Setup, backend: training.Backend, workload: Workload, pea
         peak_tflops=peak.tflops,
         peak_source=peak.source,
         tokens_total=iterations * workload.tokens,
+        tokens_timed=(job.iterations if job else 0) * workload.tokens,
         recompute=args.recompute,
         sequence_parallel=int(layout.sequence_parallel),
         distributed_optimizer=int(args.distributed_optimizer),

@@ -23,6 +23,7 @@ def check_consistent(lines, global_batch, devices):
         == (devices, global_batch, per_device)
     timed, total = int(g["iterations"]), int(g["iterations_total"])
     assert int(g["samples_total"]) == global_batch * total
+    assert int(g["samples_timed"]) == global_batch * timed
     time_s, median_s = float(g["time_per_iteration_s"]), float(g["time_per_iteration_median_s"])
     assert float(g["images_per_s_mean"]) == pytest.approx(global_batch / time_s, rel=ROUNDING)
     assert float(g["images_per_s_median"]) == pytest.approx(global_batch / median_s, rel=ROUNDING)

@@ -57,6 +57,8 @@ def test_summary_figures_hang_together(capsys):
     assert g["params"] == "16864"  # V h + L (12h^2 + 13h) + 2h = 4,096 + 12,704 + 64
     t = float(g["time_per_iteration_s"])
     assert close(g["tokens_per_s"], 4 * 16 / t)
+    assert close(g["tokens_per_s_median"], 4 * 16 / float(g["time_per_iteration_median_s"]))
+    assert g["tokens_timed"] == str(3 * 4 * 16)  # what the timed window's energy paid for
     assert close(g["tokens_per_s_per_device"], 4 * 16 / t)
     assert close(g["model_tflops_per_device"], TINY_MODEL_FLOPS / t / 1e12)
     assert g["tflops_per_device"] == g["model_tflops_per_device"]  # nothing recomputed
