@@ -15,7 +15,6 @@ import torch
 
 from caraml.report import BenchmarkInputError
 
-NAMES = ("fp32", "tf32", "fp16", "bf16")
 _AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # The dtype of the numbers a precision computes with (TF32 is an fp32 mode)
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, **_AUTOCAST_DTYPES}

@@ -12,6 +12,7 @@ import torch
 from caraml import precision
 from caraml.options import (
     POSITIVE,
+    PRECISIONS,
     EnergyOptions,
     RunOptions,
     TrainingOptions,
@@ -33,7 +34,7 @@ class Options(TrainingOptions, RunOptions, EnergyOptions):
     list_models: bool = option(False, doc="print the valid --model names and exit")
     data: str = option(SYNTHETIC, doc="'synthetic' (random batches made on the host) or an "
                                       "ImageFolder directory (one sub-directory per class)")
-    precision: str = option("fp32", choices=precision.NAMES, doc="number format")
+    precision: str = option("fp32", choices=PRECISIONS, doc="number format")
     channels_last: bool = option(False, doc="NHWC memory format for the images and the model")
     image_size: int = option(224, rule=POSITIVE, doc="image height and width in pixels")
     num_classes: int = option(1000, rule=POSITIVE, doc="classes of the classifier")
