@@ -54,10 +54,6 @@ class Dist:
         tdist.all_gather_object(values, value)
         return values
 
-    def node_count(self) -> int:
-        """Distinct hosts among the ranks."""
-        return len(set(self.gather_objects(self.hostname)))
-
     def barrier(self) -> None:
         tdist.barrier()
 

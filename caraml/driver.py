@@ -91,6 +91,7 @@ def stop_reason(reasons_by_rank: Sequence[str | None]) -> str:
 class LoopResult:
     iterations: int  # all, warm-up included
     durations: list[float]  # this rank's timed iterations; empty: none timed
+    nodes: int  # distinct hosts among the ranks
     loss: float  # mean over the last progress interval and all ranks (nan: none)
     stop_reason: str  # the same on every rank
 
@@ -129,7 +130,8 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
     """Runs `step` (one iteration: fetch, forward, backward, update; returns
     this rank's loss or None) until the stop condition holds on any rank,
     with energy measured around the loop and provenance recorded before it."""
-    provenance.record(dist, opts.energy_dir if opts.measures_energy else None)
+    hostnames = dist.gather_objects(dist.hostname)
+    provenance.record(dist, opts.energy_dir if opts.measures_energy else None, hostnames)
     timer = IterationTimer(opts.warmup_iters, sync=dist.sync, clock=clock)
     interval, loss, done = _Interval(), math.nan, 0
     with meter(dist.rank) as scope:
@@ -151,7 +153,7 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
         window.end()
     if dist.is_main:
         provenance.report_load_at_end()
-    return LoopResult(done, timer.durations, loss,
+    return LoopResult(done, timer.durations, len(set(hostnames)), loss,
                       stop_reason(dist.gather_objects(reason)))
 
 
@@ -171,7 +173,8 @@ def report_result(dist: Dist, result: LoopResult, *,
     for rank, durations in enumerate(by_rank):
         report.emit(f"rank {rank}", **rank_line(durations))
     job = summarize(slowest_per_iteration(by_rank)) if timed else None
-    report.emit("global", **global_line(job), iterations=len(result.durations),
+    report.emit("global", **global_line(job), nodes=result.nodes,
+                iterations=len(result.durations),
                 iterations_total=result.iterations, loss=result.loss, **peak_memory)
     if not timed:
         report.error(f"no throughput figure: the run stopped ({result.stop_reason}) after "

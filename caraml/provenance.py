@@ -244,10 +244,9 @@ def report_load_at_end() -> None:
                 other_benchmarks="-" if (n := other_benchmarks()) is None else n)
 
 
-def record(dist: Dist, folder: str | Path | None) -> None:
-    """Called by every rank (it gathers the host names); rank 0 writes the
-    file into folder (none without one) and prints the table's line."""
-    hostnames = dist.gather_objects(dist.hostname)
+def record(dist: Dist, folder: str | Path | None, hostnames: list[str]) -> None:
+    """Rank 0 writes the file into folder (none without one) and prints the
+    table's line; hostnames: every rank's, in rank order."""
     if not dist.is_main:
         return
     facts = collect(dist.device.type, dist.world_size, hostnames)

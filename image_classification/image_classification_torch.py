@@ -96,14 +96,11 @@ def train_and_report(args: Options, dist: Dist, stop: StopCondition,
     except torch.OutOfMemoryError:
         raise BenchmarkInputError(memory.out_of_memory(
             batch_size, dist.device, "lower the global batch size or use more devices")) from None
-    nodes = dist.node_count()
-
     def global_line(job):
         return {
             "model": args.model,
             "precision": args.precision,
             "devices": dist.world_size,
-            "nodes": nodes,
             "global_batch_size": args.global_batch_size,
             "batch_size_per_device": batch_size,
             **(throughput.overall(args.global_batch_size, job, dist.world_size) if job else {}),

@@ -128,13 +128,12 @@ def progress(args: Args, workload: Workload) -> driver.Progress:
 
 
 def global_line(setup: Setup, backend: training.Backend, workload: Workload, peak: Peak,
-                nodes: int, iterations: int, job: TimingStats | None) -> dict:
+                iterations: int, job: TimingStats | None) -> dict:
     args, layout, gpt = setup.args, setup.layout, setup.gpt
     return dict(
         backend=backend.name,
         model_size=args.model_size,
         params=parameter_count(gpt),
-        nodes=nodes,
         devices=layout.devices,
         tp=layout.tensor_parallel,
         pp=layout.pipeline_parallel,
@@ -170,7 +169,6 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
                                 num_workers=args.num_workers, device=dist.device)
         workload = Workload.of(gpt, layout.global_batch_size, args.recompute, layout.devices)
         peak = peak_of(args, dist)
-        nodes = dist.node_count()
         result = driver.train_loop(lambda: backend.train_step(batches), args, dist, stop, energy,
                                    progress(args, workload))
         if peak.source == MEASURED and result.iterations >= args.train_iters:
@@ -191,7 +189,7 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
 
     return driver.report_result(
         dist, result, rank_line=rank_line,
-        global_line=lambda job: global_line(setup, backend, workload, peak, nodes,
+        global_line=lambda job: global_line(setup, backend, workload, peak,
                                             result.iterations, job))
 
 
