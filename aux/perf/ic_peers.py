@@ -128,12 +128,11 @@ def main() -> int:
     path = peer_record.write(record, a.out, a.model, a.precision)
     print(f"# {record['device']}, {a.model} {a.image_size}px {a.precision} channels_last, "
           f"median images/s of {a.rounds} interleaved rounds")
-    print("| global batch | suite | plain loop | plain, data on device | suite / plain |")
-    print("| --- | --- | --- | --- | --- |")
-    for batch, r in results.items():
-        m = r["median"]
-        print(f"| {batch} | {m['suite']:.0f} | {m['plain']:.0f} | {m['plain-on-device']:.0f} | "
-              f"{r['suite_vs_plain']:.2f}x |")
+    peer_record.print_table(
+        ["global batch", "suite", "plain loop", "plain, data on device", "suite / plain"],
+        [[str(batch), f"{r['median']['suite']:.0f}", f"{r['median']['plain']:.0f}",
+          f"{r['median']['plain-on-device']:.0f}", f"{r['suite_vs_plain']:.2f}x"]
+         for batch, r in results.items()])
     print(f"# written: {path}")
     dist.close()
     return 0

@@ -130,13 +130,12 @@ def main() -> int:
     path = peer_record.write(record, a.out, a.precision)
     print(f"# {record['device']}, {a.model_size} {a.precision}, global batch {layout.global_batch_size}"
           f" (micro-batch {layout.micro_batch_size}), median of {a.rounds} interleaved rounds")
-    print("| model | s/iteration | tokens/s | model TFLOP/s | MFU | vs HF compiled |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for name, f in figures.items():
-        mfu = f"{f['mfu']:.3f}" if f["mfu"] is not None else "n/a"
-        ratio = f"{f['vs_hf_compiled']:.2f}x" if "vs_hf_compiled" in f else "n/a"
-        print(f"| {name} | {f['median_s']:.4f} | {f['tokens_per_s']:.0f} | "
-              f"{f['model_tflops']:.1f} | {mfu} | {ratio} |")
+    peer_record.print_table(
+        ["model", "s/iteration", "tokens/s", "model TFLOP/s", "MFU", "vs HF compiled"],
+        [[name, f"{f['median_s']:.4f}", f"{f['tokens_per_s']:.0f}", f"{f['model_tflops']:.1f}",
+          f"{f['mfu']:.3f}" if f["mfu"] is not None else "n/a",
+          f"{f['vs_hf_compiled']:.2f}x" if "vs_hf_compiled" in f else "n/a"]
+         for name, f in figures.items()])
     print(f"# written: {path}")
     dist.close()
     return 0

@@ -35,6 +35,12 @@ def header(benchmark: str, dist: Dist) -> dict:
     }
 
 
+def print_table(columns: list[str], rows: list[list[str]]) -> None:
+    """A markdown table on stdout, to paste into docs/results.md."""
+    for cells in (columns, ["---"] * len(columns), *rows):
+        print("| " + " | ".join(cells) + " |")
+
+
 def write(record: dict, out: Path, *name: str) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     parts = [record["benchmark"], record["device"].replace(" ", "_"), *name, record["date"][:10]]
