@@ -6,158 +6,161 @@
 # that `python3 aux/wheelhouse.py DIR` filled on a connected machine.
 # Source it (it exports PATH and CARAML_ROOT) or run it; it is idempotent and
 # fast once done (a stamp keyed on pyproject.toml skips the pip install).
-set -euo pipefail
 
-CARAML_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-export CARAML_ROOT
-VENV="${CARAML_VENV:-$CARAML_ROOT/.venv}"
-STAMP="$VENV/.caraml-setup-stamp"
+# The work runs in a function whose body is a subshell: its `set -e`, its
+# `exit` on an error, its functions and variables end with it, so a shell
+# that sources this file keeps its own options and survives a failure.
+_caraml_setup() (
+    set -euo pipefail
 
-say() { echo "[caraml setup] $*"; }
-die() { echo "[caraml setup] ERROR: $*" >&2; exit 1; }
+    VENV="${CARAML_VENV:-$CARAML_ROOT/.venv}"
+    STAMP="$VENV/.caraml-setup-stamp"
 
-as_root() {
-    if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi
-}
+    say() { echo "[caraml setup] $*"; }
+    die() { echo "[caraml setup] ERROR: $*" >&2; exit 1; }
 
-apt_install() {
-    command -v apt-get >/dev/null || return 1
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 && return 0
-    as_root apt-get update -qq >/dev/null 2>&1 || return 1
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
-}
+    as_root() {
+        if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else return 1; fi
+    }
 
-ensure_jube() {
-    # An HPC module or a user install comes first: JUBE from the distribution
-    # is only the fallback.
-    if command -v jube >/dev/null; then return; fi
-    # aux/wheelhouse.py unpacks Debian's pure-Python package into the wheelhouse
-    local unpacked="${CARAML_WHEELHOUSE:-/nonexistent}/jube"
-    if [ -f "$unpacked/usr/bin/jube" ]; then
-        say "JUBE from $unpacked"
-        printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "%s" "$@"\n' \
-            "$unpacked/usr/lib/python3/dist-packages" "$VENV/bin/python" "$unpacked/usr/bin/jube" \
-            >"$VENV/bin/jube"
-        chmod +x "$VENV/bin/jube"
-        return
-    fi
-    say "JUBE not on PATH; installing the distribution package"
-    apt_install jube || die "JUBE is not installed and could not be installed with apt-get. Install it with 'module load JUBE' on an HPC system, 'apt-get install jube' on Debian/Ubuntu, or 'pip install http://apps.fz-juelich.de/jsc/jube/jube2/download.php?version=latest', then run this again."
-    command -v jube >/dev/null || die "apt-get installed jube but 'jube' is still not on PATH"
-}
+    apt_install() {
+        command -v apt-get >/dev/null || return 1
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 && return 0
+        as_root apt-get update -qq >/dev/null 2>&1 || return 1
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    }
 
-pick_python() {
-    local py
-    for py in "${CARAML_PYTHON:-}" python3.13 python3.12 python3.11 python3; do
-        [ -n "$py" ] && command -v "$py" >/dev/null || continue
-        if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-            echo "$py"; return
+    ensure_jube() {
+        # An HPC module or a user install comes first: JUBE from the distribution
+        # is only the fallback.
+        if command -v jube >/dev/null; then return; fi
+        # aux/wheelhouse.py unpacks Debian's pure-Python package into the wheelhouse
+        local unpacked="${CARAML_WHEELHOUSE:-/nonexistent}/jube"
+        if [ -f "$unpacked/usr/bin/jube" ]; then
+            say "JUBE from $unpacked"
+            printf '#!/bin/sh\nPYTHONPATH="%s${PYTHONPATH:+:$PYTHONPATH}" exec "%s" "%s" "$@"\n' \
+                "$unpacked/usr/lib/python3/dist-packages" "$VENV/bin/python" "$unpacked/usr/bin/jube" \
+                >"$VENV/bin/jube"
+            chmod +x "$VENV/bin/jube"
+            return
         fi
-    done
-    die "Python 3.11 or newer is needed (set CARAML_PYTHON to its path)"
-}
+        say "JUBE not on PATH; installing the distribution package"
+        apt_install jube || die "JUBE is not installed and could not be installed with apt-get. Install it with 'module load JUBE' on an HPC system, 'apt-get install jube' on Debian/Ubuntu, or 'pip install http://apps.fz-juelich.de/jsc/jube/jube2/download.php?version=latest', then run this again."
+        command -v jube >/dev/null || die "apt-get installed jube but 'jube' is still not on PATH"
+    }
 
-# A GPU node's own torch (a module, a container, a preinstalled wheel) is
-# built for its driver and network: the venv is made on top of it and keeps
-# it. Elsewhere the venv gets the pinned standard build. CARAML_SYSTEM_TORCH=1
-# or 0 decides instead of the check.
-system_torch_works() {
-    local py=$1
-    case "${CARAML_SYSTEM_TORCH:-auto}" in
-        1) "$py" -c 'import torch' 2>/dev/null \
-               || die "CARAML_SYSTEM_TORCH=1 but '$py' cannot import torch"; return 0 ;;
-        0) return 1 ;;
-    esac
-    "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null
-}
+    pick_python() {
+        local py
+        for py in "${CARAML_PYTHON:-}" python3.13 python3.12 python3.11 python3; do
+            [ -n "$py" ] && command -v "$py" >/dev/null || continue
+            if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+                echo "$py"; return
+            fi
+        done
+        die "Python 3.11 or newer is needed (set CARAML_PYTHON to its path)"
+    }
 
-# The sensor bindings of this node's vendor
-vendor_extras() {
-    if command -v nvidia-smi >/dev/null; then echo ",nvidia"
-    elif [ -d /sys/class/kfd ]; then echo ",rocm"; fi
-}
+    # A GPU node's own torch (a module, a container, a preinstalled wheel) is
+    # built for its driver and network: the venv is made on top of it and keeps
+    # it. Elsewhere the venv gets the pinned standard build. CARAML_SYSTEM_TORCH=1
+    # or 0 decides instead of the check.
+    system_torch_works() {
+        local py=$1
+        case "${CARAML_SYSTEM_TORCH:-auto}" in
+            1) "$py" -c 'import torch' 2>/dev/null \
+                   || die "CARAML_SYSTEM_TORCH=1 but '$py' cannot import torch"; return 0 ;;
+            0) return 1 ;;
+        esac
+        "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null
+    }
 
-# pip from the index, or (CARAML_WHEELHOUSE) from a folder that
-# aux/wheelhouse.py filled on a connected machine: no network needed
-pip_install() {
-    if [ -n "${CARAML_WHEELHOUSE:-}" ]; then
-        "$VENV/bin/python" -m pip install --no-index --find-links "$CARAML_WHEELHOUSE" "$@"
-    else
-        "$VENV/bin/python" -m pip install "$@"
-    fi
-}
+    # The sensor bindings of this node's vendor
+    vendor_extras() {
+        if command -v nvidia-smi >/dev/null; then echo ",nvidia"
+        elif [ -d /sys/class/kfd ]; then echo ",rocm"; fi
+    }
 
-# What the venv is made of (its torch and the vendor's sensor bindings) is
-# decided once, where it is created, and kept in it: the login node that
-# prepares data and combines energy files shares it with GPU nodes whose
-# view (a GPU, nvidia-smi) it lacks. Delete the venv to decide again.
-ensure_venv() {
-    local extras_file="$VENV/.caraml-extras"
-    if [ ! -x "$VENV/bin/python" ]; then
-        local py; py="$(pick_python)"
-        local flags=() extras="torch,bench,test$(vendor_extras)"
-        if system_torch_works "$py"; then
-            flags=(--system-site-packages)
-            extras="bench,test$(vendor_extras)"
-        fi
-        say "creating virtual environment $VENV with $("$py" --version)${flags:+ on top of its own torch}"
-        if ! "$py" -m venv "${flags[@]}" "$VENV" 2>/dev/null; then
-            rm -rf "$VENV"
-            apt_install python3-venv || die "'$py -m venv' failed and python3-venv could not be installed"
-            "$py" -m venv "${flags[@]}" "$VENV"
-        fi
-        echo "$extras" >"$extras_file"
-    fi
-    [ -n "${CARAML_WHEELHOUSE:-}" ] && [ ! -d "$CARAML_WHEELHOUSE" ] \
-        && die "CARAML_WHEELHOUSE=$CARAML_WHEELHOUSE is not a folder; fill one with: python3 aux/wheelhouse.py DIR"
-    # a venv made before its make-up was recorded says it in its pyvenv.cfg
-    if [ ! -f "$extras_file" ]; then
-        if grep -q '^include-system-site-packages = true' "$VENV/pyvenv.cfg"; then
-            echo "bench,test$(vendor_extras)" >"$extras_file"
+    # pip from the index, or (CARAML_WHEELHOUSE) from a folder that
+    # aux/wheelhouse.py filled on a connected machine: no network needed
+    pip_install() {
+        if [ -n "${CARAML_WHEELHOUSE:-}" ]; then
+            "$VENV/bin/python" -m pip install --no-index --find-links "$CARAML_WHEELHOUSE" "$@"
         else
-            echo "torch,bench,test$(vendor_extras)" >"$extras_file"
+            "$VENV/bin/python" -m pip install "$@"
         fi
-    fi
-    local extras mode=system
-    extras="$(cat "$extras_file")"
-    [[ "$extras" == torch,* ]] && mode=pinned
-    local want
-    want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
-    if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then return; fi
-    say "installing the suite [$extras] into $VENV${CARAML_WHEELHOUSE:+ from $CARAML_WHEELHOUSE}$([ "$mode" = pinned ] && echo " (the standard torch build is several GB on first install)")"
-    local log="$VENV/pip-install.log"
-    if ! { { [ -n "${CARAML_WHEELHOUSE:-}" ] || "$VENV/bin/python" -m pip install --upgrade pip; } \
-           && pip_install -e "$CARAML_ROOT[$extras]" \
-           && { [ "$mode" = pinned ] || matching_torchvision; } \
-           && pip_check "$mode"; } >"$log" 2>&1; then
-        tail -n 30 "$log" >&2
-        die "pip could not install the suite into $VENV (full log: $log)"
-    fi
-    check_torch
-    echo "$want" >"$STAMP"
-}
+    }
 
-# On top of a system's packages pip check also judges the host's own, which
-# are none of the suite's business; the torch check below still runs.
-pip_check() {
-    [ "$1" = system ] || "$VENV/bin/python" -m pip check
-}
+    # What the venv is made of (its torch and the vendor's sensor bindings) is
+    # decided once, where it is created, and kept in it: the login node that
+    # prepares data and combines energy files shares it with GPU nodes whose
+    # view (a GPU, nvidia-smi) it lacks. Delete the venv to decide again.
+    ensure_venv() {
+        local extras_file="$VENV/.caraml-extras"
+        [ -n "${CARAML_WHEELHOUSE:-}" ] && [ ! -d "$CARAML_WHEELHOUSE" ] \
+            && die "CARAML_WHEELHOUSE=$CARAML_WHEELHOUSE is not a folder; fill one with: python3 aux/wheelhouse.py DIR"
+        if [ ! -x "$VENV/bin/python" ]; then
+            local py; py="$(pick_python)"
+            local flags=() extras="torch,bench,test$(vendor_extras)"
+            if system_torch_works "$py"; then
+                flags=(--system-site-packages)
+                extras="bench,test$(vendor_extras)"
+            fi
+            say "creating virtual environment $VENV with $("$py" --version)${flags:+ on top of its own torch}"
+            if ! "$py" -m venv "${flags[@]}" "$VENV" 2>/dev/null; then
+                rm -rf "$VENV"
+                apt_install python3-venv || die "'$py -m venv' failed and python3-venv could not be installed"
+                "$py" -m venv "${flags[@]}" "$VENV"
+            fi
+            echo "$extras" >"$extras_file"
+        fi
+        # a venv made before its make-up was recorded says it in its pyvenv.cfg
+        if [ ! -f "$extras_file" ]; then
+            if grep -q '^include-system-site-packages = true' "$VENV/pyvenv.cfg"; then
+                echo "bench,test$(vendor_extras)" >"$extras_file"
+            else
+                echo "torch,bench,test$(vendor_extras)" >"$extras_file"
+            fi
+        fi
+        local extras mode=system
+        extras="$(cat "$extras_file")"
+        [[ "$extras" == torch,* ]] && mode=pinned
+        local want
+        want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
+        if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then return; fi
+        say "installing the suite [$extras] into $VENV${CARAML_WHEELHOUSE:+ from $CARAML_WHEELHOUSE}$([ "$mode" = pinned ] && echo " (the standard torch build is several GB on first install)")"
+        local log="$VENV/pip-install.log"
+        if ! { { [ -n "${CARAML_WHEELHOUSE:-}" ] || "$VENV/bin/python" -m pip install --upgrade pip; } \
+               && pip_install -e "$CARAML_ROOT[$extras]" \
+               && { [ "$mode" = pinned ] || matching_torchvision; } \
+               && pip_check "$mode"; } >"$log" 2>&1; then
+            tail -n 30 "$log" >&2
+            die "pip could not install the suite into $VENV (full log: $log)"
+        fi
+        check_torch
+        echo "$want" >"$STAMP"
+    }
 
-# torchvision is built against one torch minor version: 0.(N+15) for 2.N
-matching_torchvision() {
-    local want
-    want="$("$VENV/bin/python" -c 'import torch; m = int(torch.__version__.split(".")[1]); print(f"0.{m + 15}")')"
-    if "$VENV/bin/python" -c "import sys, torchvision; sys.exit(not torchvision.__version__.startswith('$want.'))" 2>/dev/null; then
-        return 0
-    fi
-    echo "torchvision $want.* to match this torch"
-    pip_install --no-deps "torchvision==$want.*"
-}
+    # On top of a system's packages pip check also judges the host's own, which
+    # are none of the suite's business; the torch check below still runs.
+    pip_check() {
+        [ "$1" = system ] || "$VENV/bin/python" -m pip check
+    }
 
-check_torch() {
-    # A CPU-only '+cpu' torch wheel imports, but torchvision's compiled ops
-    # then fail to register; building resnet50 and running nms catches it.
-    "$VENV/bin/python" - <<'PY' || die "torch/torchvision do not work together in $VENV (see the message above); delete $VENV and run again"
+    # torchvision is built against one torch minor version: 0.(N+15) for 2.N
+    matching_torchvision() {
+        local want
+        want="$("$VENV/bin/python" -c 'import torch; m = int(torch.__version__.split(".")[1]); print(f"0.{m + 15}")')"
+        if "$VENV/bin/python" -c "import sys, torchvision; sys.exit(not torchvision.__version__.startswith('$want.'))" 2>/dev/null; then
+            return 0
+        fi
+        echo "torchvision $want.* to match this torch"
+        pip_install --no-deps "torchvision==$want.*"
+    }
+
+    check_torch() {
+        # A CPU-only '+cpu' torch wheel imports, but torchvision's compiled ops
+        # then fail to register; building resnet50 and running nms catches it.
+        "$VENV/bin/python" - <<'PY' || die "torch/torchvision do not work together in $VENV (see the message above); delete $VENV and run again"
 import torch, torchvision
 from torchvision.ops import nms
 torchvision.models.resnet50()
@@ -165,9 +168,31 @@ boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]])
 assert nms(boxes, torch.tensor([1.0, 0.5]), 0.5).tolist() == [0]
 print(f"[caraml setup] torch {torch.__version__} and torchvision {torchvision.__version__} work together")
 PY
-}
+    }
 
-ensure_venv
-export PATH="$VENV/bin:$PATH"
-ensure_jube
-export VIRTUAL_ENV="$VENV"
+    ensure_venv
+    export PATH="$VENV/bin:$PATH"
+    ensure_jube
+)
+
+CARAML_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CARAML_ROOT
+# errexit only works inside the subshell when the call is a plain command
+# (not an `if` or `||` test), so the caller's errexit is switched off around
+# the call and switched back on after it; the other options are only ever
+# set inside the subshell.
+case $- in *e*) _caraml_setup_errexit=1 ;; *) _caraml_setup_errexit= ;; esac
+set +e
+_caraml_setup
+_caraml_setup_status=$?
+[ -n "$_caraml_setup_errexit" ] && set -e
+if [ "$_caraml_setup_status" = 0 ]; then
+    VIRTUAL_ENV="${CARAML_VENV:-$CARAML_ROOT/.venv}"
+    export VIRTUAL_ENV
+    case ":$PATH:" in *":$VIRTUAL_ENV/bin:"*) ;; *) export PATH="$VIRTUAL_ENV/bin:$PATH" ;; esac
+fi
+unset -f _caraml_setup
+unset _caraml_setup_errexit
+# `return` ends a sourcing with the status; a shell that runs this file as a
+# script cannot return and exits with it instead.
+eval "unset _caraml_setup_status; return $_caraml_setup_status 2>/dev/null || exit $_caraml_setup_status"
