@@ -209,7 +209,7 @@ def run(argv: list[str]) -> int:
 
 
 def _print_summary(scope) -> None:
-    table, _ = scope.energy()
+    table, _ = scope.channel_energy()
     table["origin"], table["file"] = aggregate.FROM_ENERGY, ""
     print(aggregate.format_table(table), file=sys.stderr)
     try:

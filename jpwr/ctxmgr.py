@@ -1,18 +1,20 @@
-"""Measuring power around a block of code:
+"""Measuring power around a block of code, with upstream jpwr's interface:
 
     from jpwr.ctxmgr import get_power
     from jpwr.gpu.pynvml import power
 
     with get_power([power()], 100) as scope:
         train()
-    energy_df, additional = scope.energy()
+    energy, additional = scope.energy()   # Wh per device, {"energy_from_counter": ...}
+    scope.df                              # timestamps and one power column per device
 
-`scope.df` holds every sample (time, method, device, source, power_w);
-`energy()` gives one row per channel: the hardware counter's figure where
-the channel has one of its own scope, else the trapezoid-integrated power,
-with the other figure beside it. start() and stop() do the same without a
-`with` block. begin_window(name) and end_window(name) mark a part of the
-run (e.g. the timed iterations) whose energy `windows()` gives per channel."""
+The suite's own tables have their own names: `samples()` holds every sample
+(time, method, device, source, power_w); `channel_energy()` gives one row
+per channel: the hardware counter's figure where the channel has one of its
+own scope, else the trapezoid-integrated power, with the other figure
+beside it. start() and stop() do the same without a `with` block.
+begin_window(name) and end_window(name) mark a part of the run (e.g. the
+timed iterations) whose energy `windows()` gives per channel."""
 
 from __future__ import annotations
 
@@ -38,6 +40,7 @@ from jpwr.energy import (
     energy_table,
     window_joules,
 )
+from jpwr.upstream import UpstreamOptions, column_name, counter_frame, wide_frame
 from jpwr.files import RunFiles, check_filetype
 from jpwr.method import ESTIMATED, Method
 from jpwr.notice import one_line, say
@@ -90,8 +93,8 @@ def _iso(epoch: float | None) -> str | None:
 
 class PowerScope:
     def __init__(self, methods: Sequence[Method], interval_ms: float, *,
-                 out_dir: str | os.PathLike | None = None, suffix: str = "",
-                 filetype: str = "csv", flush_s: float = 2.0) -> None:
+                 options: dict | None = None, out_dir: str | os.PathLike | None = None,
+                 suffix: str = "", filetype: str = "csv", flush_s: float = 2.0) -> None:
         self.methods = list(methods)
         if not self.methods or not all(isinstance(m, Method) for m in self.methods):
             raise ValueError("get_power needs a non-empty list of method objects, "
@@ -106,6 +109,15 @@ class PowerScope:
         self.end_time: float | None = None
         self._sampler: Sampler | None = None
         self._windows: dict[str, Window] = {}
+        self.options = UpstreamOptions.from_dict(options)
+        # upstream's table: a plain attribute, so that a caller's columns
+        # (scope.df["nodename"] = ...) stay; filled when the measurement stops
+        self.df = wide_frame(self.upstream_columns, [], [])
+
+    @property
+    def upstream_columns(self) -> list[str]:
+        """Upstream's column name of every channel, e.g. 'pynvml:0'."""
+        return [column_name(method, device) for method, device, _ in self.channels]
 
     @property
     def channels(self) -> list[tuple[str, str, str]]:
@@ -137,6 +149,8 @@ class PowerScope:
                 self.end_window(name)
         self._sampler.stop()
         self.end_time = time.time()
+        n = len(self._sampler.times)
+        self.df = wide_frame(self.upstream_columns, self._sampler.times[:n], self._sampler.rows[:n])
         if self.files is not None:
             self._write_results()
 
@@ -182,8 +196,7 @@ class PowerScope:
         """CPU time the sampling thread used (NaN until stopped)."""
         return self._sampler.cpu_s if self._sampler is not None else math.nan
 
-    @property
-    def df(self) -> pd.DataFrame:
+    def samples(self) -> pd.DataFrame:
         """Every sample so far, one row per sample and channel."""
         if self._sampler is None:
             return pd.DataFrame(columns=POWER_COLUMNS)
@@ -198,10 +211,31 @@ class PowerScope:
             "power_w": watts.ravel(),
         }, columns=POWER_COLUMNS)
 
-    def energy(self) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    def energy(self) -> tuple[pd.Series, dict[str, pd.DataFrame]]:
+        """Upstream's result: (integrated Wh per device as a Series indexed by
+        upstream's column names, {"energy_from_counter": one row of counter
+        Wh per device}, the latter only where a method has a counter)."""
+        table, _ = self.channel_energy()
+        integrated = table.set_index(["method", "device"])["integrated_wh"]
+        # object dtype: upstream's callers add labels such as
+        # energy["nodename"] = host, which pandas refuses for a float Series
+        energy = pd.Series([float(integrated.get((m, d), np.nan)) for m, d, _ in self.channels],
+                           index=self.upstream_columns, dtype=object)
+        sampler = self._sampler
+        counters = {}
+        if sampler is not None and sampler.counters_last:
+            for method, first, last in zip(self.methods, sampler.counters_first,
+                                           sampler.counters_last):
+                if first is None or last is None:
+                    continue
+                for channel, before, after in zip(method.channels, first, last):
+                    counters[column_name(method.name, channel.device)] = (after - before) / 3600
+        return energy, ({"energy_from_counter": counter_frame(counters)} if counters else {})
+
+    def channel_energy(self) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         """(energy per channel, {method: counter vs integrated energy})."""
         span = (self.start_time, self.end_time or time.time()) if self.start_time else None
-        table = energy_table(self.df, span)
+        table = energy_table(self.samples(), span)
         table.insert(0, "host", self.host)
         table.insert(1, "rank", self._rank_value)
         table.insert(5, "counted", counted(table))
@@ -228,8 +262,8 @@ class PowerScope:
         """One row per window and channel (WINDOW_COLUMNS). A window with
         fewer than two samples inside is interpolated from the samples
         around it, and says so on stderr."""
-        power = self.df
-        table = self.energy()[0].set_index(["method", "device"])
+        power = self.samples()
+        table = self.channel_energy()[0].set_index(["method", "device"])
         rows = []
         for name, window in self._windows.items():
             if window.end is None:
@@ -295,7 +329,7 @@ class PowerScope:
             say(f"error: could not complete {files.path('power', 'csv')} ({one_line(err)}); "
                 f"{len(self._sampler.times)} samples were taken, the file holds those it flushed")
         try:
-            energy, additional = self.energy()
+            energy, additional = self.channel_energy()
             windows = self.windows()
             if not windows.empty:
                 windows.to_csv(files.path("windows", "csv"), index=False)
@@ -303,7 +337,7 @@ class PowerScope:
             for name, table in additional.items():
                 files.write_table(table, f"additional_{name}")
             if files.filetype != "csv":
-                files.write_table(self.df, "power")
+                files.write_table(self.samples(), "power")
             files.write_meta(self._meta())
         except Exception as err:  # noqa: BLE001 - disk, pandas and h5 errors alike
             say(f"error: could not write the results to {files.dir} ({one_line(err)}); "
@@ -333,13 +367,14 @@ class PowerScope:
         }
 
 
-def get_power(methods: Sequence[Method], interval_ms: float, *,
+def get_power(methods: Sequence[Method], interval_ms: float, options: dict | None = None, *,
               out_dir: str | os.PathLike | None = None, suffix: str = "",
               filetype: str = "csv", flush_s: float = 2.0) -> PowerScope:
     """Measures the given methods every interval_ms while the returned scope
-    runs (as a context manager, or between start() and stop()). With out_dir,
+    runs (as a context manager, or between start() and stop()). `options` is
+    upstream's dict ({'ignore_measure_errors': bool}). With out_dir,
     samples are appended to out_dir/power<suffix>.csv at most every flush_s
     seconds and the energy, additional and meta files follow at the end;
     %q{VAR} in suffix becomes the environment variable's value."""
-    return PowerScope(methods, interval_ms, out_dir=out_dir, suffix=suffix,
+    return PowerScope(methods, interval_ms, options=options, out_dir=out_dir, suffix=suffix,
                       filetype=filetype, flush_s=flush_s)

@@ -45,7 +45,7 @@ def sampler_cost(methods, interval_ms: float, seconds: float, out_dir: str) -> d
     wall = time.monotonic() - t0
     return {"interval_ms": interval_ms, "wall_s": wall, "cpu_s": scope.sampler_cpu_s,
             "percent_of_one_core": 100 * scope.sampler_cpu_s / wall,
-            "samples": scope.df["time"].nunique()}
+            "samples": scope.samples()["time"].nunique()}
 
 
 def spacing(methods, interval_ms: float, seconds: float, busy) -> dict:
@@ -54,7 +54,7 @@ def spacing(methods, interval_ms: float, seconds: float, busy) -> dict:
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             busy() if busy else time.sleep(0.05)
-    times = np.unique(scope.df["time"].to_numpy())
+    times = np.unique(scope.samples()["time"].to_numpy())
     gaps_ms = np.diff(times) * 1000
     return {"samples": len(times), "median_ms": float(np.median(gaps_ms)),
             "mean_ms": float(np.mean(gaps_ms)), "p95_ms": float(np.percentile(gaps_ms, 95)),

@@ -126,7 +126,7 @@ def test_killed_run_is_integrated_from_its_flushed_samples(tmp_path):
 def test_finished_and_killed_ranks_combine(tmp_path, synthetic, wait):
     with get_power([synthetic(lambda t: 100.0, devices=("s0",))], 20, out_dir=tmp_path,
                    suffix="_rank0") as scope:
-        wait(lambda: len(scope.df) >= 3, "three samples")
+        wait(lambda: len(scope.samples()) >= 3, "three samples")
     (tmp_path / "meta_rank1.json").write_text(json.dumps({"host": "other", "rank": 1}))
     (tmp_path / "power_rank1.csv").write_text(
         "time,method,device,source,power_w\n0,hwmon,s0,measured,50\n3.6,hwmon,s0,measured,50\n")
@@ -166,7 +166,7 @@ def test_a_single_file_is_enough(tmp_path):
 def test_h5_energy_files_are_read(tmp_path, synthetic, wait):
     pytest.importorskip("tables")
     with get_power([synthetic(lambda t: 42.0)], 20, out_dir=tmp_path, filetype="h5") as scope:
-        wait(lambda: len(scope.df) >= 3, "three samples")
+        wait(lambda: len(scope.samples()) >= 3, "three samples")
     (tmp_path / "power.csv").unlink()  # so the figure can only come from the h5 energy file
     table = combine([tmp_path])
     assert table.iloc[0].origin == FROM_ENERGY and table.iloc[0].max_w == pytest.approx(42.0)

@@ -35,7 +35,7 @@ def test_samples_are_flushed_while_running_and_completed_at_the_end(sysfs, tmp_p
         assert meta["complete"] is False and meta["methods"] == ["hwmon"]
         assert not (out / "energy_rank0.csv").exists()
     samples = read_power_csv(power_file)
-    assert len(samples) == len(scope.df) == json.loads((out / "meta_rank0.json").read_text())["samples"]
+    assert len(samples) == len(scope.samples()) == json.loads((out / "meta_rank0.json").read_text())["samples"]
     assert (samples.power_w == 200.0).all()
     energy = pd.read_csv(out / "energy_rank0.csv")
     row = energy.iloc[0]
@@ -48,9 +48,9 @@ def test_samples_are_flushed_while_running_and_completed_at_the_end(sysfs, tmp_p
 
 def test_estimated_channels_are_labelled_everywhere(proc_stat, tmp_path, wait):
     with get_power([EstimatedPower()], 10, out_dir=tmp_path) as scope:
-        wait(lambda: len(scope.df) >= 3, "three samples")
-    energy, additional = scope.energy()
-    assert set(scope.df.source) == {"estimated"}
+        wait(lambda: len(scope.samples()) >= 3, "three samples")
+    energy, additional = scope.channel_energy()
+    assert set(scope.samples().source) == {"estimated"}
     assert list(energy.source) == ["estimated"] and additional == {}
     assert set(read_power_csv(tmp_path / "power.csv").source) == {"estimated"}
     meta = json.loads((tmp_path / "meta.json").read_text())
@@ -75,8 +75,8 @@ def test_hardware_counter_is_the_figure_and_the_integral_its_cross_check(install
     fake = CountingNvml([{"uuid": "GPU-1", "power_mw": 300_000, "energy_mj": 0}])
     install("pynvml", fake)
     with get_power([NvmlPower()], 10, out_dir=tmp_path, suffix="_x") as scope:
-        wait(lambda: len(scope.df) >= 3, "three samples")
-    energy, additional = scope.energy()
+        wait(lambda: len(scope.samples()) >= 3, "three samples")
+    energy, additional = scope.channel_energy()
     counter = additional["pynvml"].iloc[0]
     # Read once after the first sample and once after the last one.
     assert len(fake.handed_out) == 2
@@ -100,8 +100,8 @@ def test_gh200_module_counter_never_becomes_the_gpu_figure(install, tmp_path, wa
                           "energy_mj": 0}])
     install("pynvml", fake)
     with get_power([NvmlPower()], 10) as scope:
-        wait(lambda: len(scope.df) >= 3, "three samples")
-    energy, additional = scope.energy()
+        wait(lambda: len(scope.samples()) >= 3, "three samples")
+    energy, additional = scope.channel_energy()
     row = energy.iloc[0]
     assert (row.scope, row.basis) == ("gpu", "integrated")
     assert row.energy_wh == pytest.approx(row.integrated_wh)
@@ -112,11 +112,11 @@ def test_device_vanishing_mid_run_gives_nan_one_warning_and_no_crash(sysfs, tmp_
                                                                      capfd, no_vendor_libraries):
     sysfs.hwmon(0, "psu", power1_input=100_000_000, power2_input=40_000_000)
     with get_power([HwmonPower()], 10, out_dir=tmp_path) as scope:
-        wait(lambda: len(scope.df) >= 10, "samples before the loss")
+        wait(lambda: len(scope.samples()) >= 10, "samples before the loss")
         (sysfs.root / "class/hwmon/hwmon0/power2_input").unlink()
-        lost_at = len(scope.df) // 2
-        wait(lambda: len(scope.df) // 2 >= lost_at + 10, "samples after the loss")
-    df = scope.df
+        lost_at = len(scope.samples()) // 2
+        wait(lambda: len(scope.samples()) // 2 >= lost_at + 10, "samples after the loss")
+    df = scope.samples()
     lost = df[df.device == "psu/hwmon0/power2"].power_w.to_numpy()
     assert not math.isnan(lost[0]) and math.isnan(lost[-1])
     assert not df[df.device == "psu/hwmon0/power1"].power_w.isna().any()
@@ -141,8 +141,8 @@ class Broken(Method):
 @pytest.mark.parametrize("fault", [lambda: 1 / 0, lambda: [1.0]])
 def test_a_method_that_misbehaves_gives_nan_not_a_dead_sampler(fault, wait, capfd):
     with get_power([Broken(fault)], 10) as scope:
-        wait(lambda: len(scope.df) >= 6, "samples")
-    assert scope.df.power_w.isna().all()
+        wait(lambda: len(scope.samples()) >= 6, "samples")
+    assert scope.samples().power_w.isna().all()
     assert capfd.readouterr().err.count("warning") <= 1
 
 
@@ -155,11 +155,11 @@ def test_a_failing_disk_loses_no_samples(sysfs, tmp_path, wait, monkeypatch, cap
 
     monkeypatch.setattr(jpwr_files.RunFiles, "append_power", disk_full)
     with get_power([HwmonPower()], 10, out_dir=tmp_path, flush_s=0.02) as scope:
-        wait(lambda: len(scope.df) >= 10, "samples")
+        wait(lambda: len(scope.samples()) >= 10, "samples")
     err = capfd.readouterr().err
     assert err.count("cannot append samples to disk") == 1
     energy = pd.read_csv(tmp_path / "energy.csv")
-    assert energy.iloc[0].samples == len(scope.df)
+    assert energy.iloc[0].samples == len(scope.samples())
 
 
 def test_suffix_takes_the_rank_from_the_environment(proc_stat, tmp_path, monkeypatch):
@@ -202,7 +202,7 @@ def test_methods_must_be_method_objects():
 def test_h5_output(proc_stat, tmp_path, wait):
     pytest.importorskip("tables")
     with get_power([EstimatedPower()], 20, out_dir=tmp_path, filetype="h5", suffix="_r0") as scope:
-        wait(lambda: len(scope.df) >= 3, "three samples")
+        wait(lambda: len(scope.samples()) >= 3, "three samples")
     energy = pd.read_hdf(tmp_path / "energy_r0.h5", key="energy")
     power = pd.read_hdf(tmp_path / "power_r0.h5", key="power")
     assert list(energy.source) == ["estimated"] and len(power) >= 2
@@ -231,7 +231,7 @@ def test_failing_to_write_results_is_reported_not_raised(proc_stat, tmp_path, mo
 def test_sampler_runs_nicer_than_the_application(synthetic, wait):
     main_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     with get_power([synthetic(lambda t: 1.0)], 10) as scope:
-        wait(lambda: len(scope.df) >= 1, "a sample")
+        wait(lambda: len(scope.samples()) >= 1, "a sample")
         sampler = next(t for t in threading.enumerate() if t.name == "jpwr-sampler")
         assert os.getpriority(os.PRIO_PROCESS, sampler.native_id) == min(19, main_nice + 10)
 
@@ -248,4 +248,4 @@ def test_a_full_disk_at_the_close_is_reported_not_raised(synthetic, tmp_path, wa
     scope.stop()
     err = capfd.readouterr().err
     assert "could not complete" in err and "could not write the results" in err
-    assert scope.energy()[0].iloc[0].energy_wh > 0
+    assert scope.channel_energy()[0].iloc[0].energy_wh > 0

@@ -71,7 +71,7 @@ def test_sampled_synthetic_trace_matches_the_analytic_energy(synthetic, wait):
             math.cos(2 * math.pi * b / 0.4) - math.cos(2 * math.pi * a / 0.4))
 
     with get_power([synthetic(watts_at)], 10) as scope:
-        wait(lambda: len(scope.df) >= 100, "100 samples")
-    row = scope.energy()[0].iloc[0]
+        wait(lambda: len(scope.samples()) >= 100, "100 samples")
+    row = scope.channel_energy()[0].iloc[0]
     assert row.samples >= 100
     assert row.energy_wh * 3600 == pytest.approx(exact_j(row.t_start, row.t_end), rel=5e-3)

@@ -31,11 +31,11 @@ def ramp_joules(t0, begin, end):
 def test_a_window_gets_the_energy_between_its_edges(synthetic, wait, tmp_path):
     t0 = time.time()
     with get_power([synthetic(ramp(t0))], 10, out_dir=tmp_path, suffix="_rank0") as scope:
-        wait(lambda: len(scope.df) >= 5, "samples before the window")
+        wait(lambda: len(scope.samples()) >= 5, "samples before the window")
         scope.begin_window("timed")
-        wait(lambda: len(scope.df) >= 25, "samples inside the window")
+        wait(lambda: len(scope.samples()) >= 25, "samples inside the window")
         scope.end_window("timed")
-        wait(lambda: len(scope.df) >= 30, "samples after the window")
+        wait(lambda: len(scope.samples()) >= 30, "samples after the window")
     row = scope.windows().iloc[0]
     # A linear ramp is integrated exactly by the trapezoid rule with
     # interpolated edges; only the timestamps' spacing from the reads remains.
@@ -43,7 +43,7 @@ def test_a_window_gets_the_energy_between_its_edges(synthetic, wait, tmp_path):
     assert row.energy_wh == pytest.approx(expected, rel=0.02)
     assert (row.window, row.basis, row.scope) == ("timed", "integrated", "hwmon-sensor")
     assert row.samples >= 2
-    whole = scope.energy()[0].iloc[0]
+    whole = scope.channel_energy()[0].iloc[0]
     assert row.energy_wh < whole.energy_wh
     written = pd.read_csv(tmp_path / "windows_rank0.csv")
     assert list(written.window) == ["timed"]
@@ -52,10 +52,10 @@ def test_a_window_gets_the_energy_between_its_edges(synthetic, wait, tmp_path):
 def test_a_window_shorter_than_the_interval_is_interpolated_with_a_warning(synthetic, wait, capfd):
     t0 = time.time()
     with get_power([synthetic(ramp(t0))], 200) as scope:
-        wait(lambda: len(scope.df) >= 1, "a first sample")
+        wait(lambda: len(scope.samples()) >= 1, "a first sample")
         scope.begin_window("blink")
         scope.end_window("blink")
-        wait(lambda: len(scope.df) >= 2, "a sample after the window")
+        wait(lambda: len(scope.samples()) >= 2, "a sample after the window")
     row = scope.windows().iloc[0]
     assert row.basis == "interpolated" and row.samples == 0
     assert row.energy_wh > 0
@@ -67,7 +67,7 @@ def test_a_window_takes_the_hardware_counter_where_there_is_one(install, wait):
     gpus = [{"uuid": "GPU-1", "power_mw": 100_000, "energy_mj": 0}]
     install("pynvml", FakeNvml(gpus))
     with get_power([NvmlPower()], 10) as scope:
-        wait(lambda: len(scope.df) >= 2, "samples")
+        wait(lambda: len(scope.samples()) >= 2, "samples")
         scope.begin_window("timed")
         gpus[0]["energy_mj"] += 36_000  # the counter moves by 36 J = 0.01 Wh
         scope.end_window("timed")
@@ -79,7 +79,7 @@ def test_a_window_takes_the_hardware_counter_where_there_is_one(install, wait):
 def test_rapl_counter_is_read_live_for_a_window(sysfs, wait, no_vendor_libraries):
     zone = sysfs.rapl_zone("intel-rapl:0", "package-0", 1_000_000)
     with get_power([RaplPower()], 50) as scope:
-        wait(lambda: len(scope.df) >= 2, "samples")
+        wait(lambda: len(scope.samples()) >= 2, "samples")
         scope.begin_window("timed")
         zone.write_text("4600000\n")  # 3.6 J = 0.001 Wh
         scope.end_window("timed")
@@ -102,7 +102,7 @@ def test_windows_of_all_ranks_combine_into_one_line_each(synthetic, wait, tmp_pa
         with get_power([synthetic(lambda t: 36.0, devices=(f"s{rank}",))], 10,
                        out_dir=tmp_path, suffix=f"_rank{rank}") as scope:
             scope.begin_window("timed")
-            wait(lambda: len(scope.df) >= 4, "samples")
+            wait(lambda: len(scope.samples()) >= 4, "samples")
             scope.end_window("timed")
     windows = combine_windows([tmp_path])
     assert len(windows) == 2
@@ -187,11 +187,11 @@ def test_amdsmi_accumulator_is_the_figure_of_a_run(install, wait):
            "energy_count": {"energy_accumulator": 0, "counter_resolution": 15.3}}
     install("amdsmi", FakeAmdSmi([gpu]))
     with get_power([RocmPower()], 10) as scope:
-        wait(lambda: len(scope.df) >= 2, "samples")
+        wait(lambda: len(scope.samples()) >= 2, "samples")
         # 235,294 ticks of 15.3 uJ = 3.6 J = 0.001 Wh
         gpu["energy_count"] = {"energy_accumulator": 235_294, "counter_resolution": 15.3}
-        wait(lambda: len(scope.df) >= 4, "samples after the counter moved")
-    row = scope.energy()[0].iloc[0]
+        wait(lambda: len(scope.samples()) >= 4, "samples after the counter moved")
+    row = scope.channel_energy()[0].iloc[0]
     assert (row.scope, row.basis) == ("gpu", "counter")
     assert row.energy_wh == pytest.approx(235_294 * 15.3e-6 / 3600)
     assert row.integrated_wh == pytest.approx(500 * row.duration_s / 3600)
@@ -200,10 +200,10 @@ def test_amdsmi_accumulator_is_the_figure_of_a_run(install, wait):
 def test_rapl_counter_is_the_figure_of_a_run(sysfs, wait, no_vendor_libraries):
     zone = sysfs.rapl_zone("intel-rapl:0", "package-0", 1_000_000)
     with get_power([RaplPower()], 10) as scope:
-        wait(lambda: len(scope.df) >= 2, "samples")
+        wait(lambda: len(scope.samples()) >= 2, "samples")
         zone.write_text("8200000\n")  # 7.2 J = 0.002 Wh
-        wait(lambda: len(scope.df) >= 4, "samples after the counter moved")
-    row = scope.energy()[0].iloc[0]
+        wait(lambda: len(scope.samples()) >= 4, "samples after the counter moved")
+    row = scope.channel_energy()[0].iloc[0]
     assert (row.scope, row.basis, row.energy_wh) == ("cpu-socket+dram", "counter",
                                                      pytest.approx(0.002))
 

@@ -1,0 +1,107 @@
+"""Scripts written for upstream jpwr keep working: the client below follows
+the CARAML image benchmark's use of it (a list of methods, `with
+get_power(methods, 100) as scope`, columns added to `scope.df`, `energy()`
+and its additional tables written to CSV)."""
+
+import platform
+import warnings
+
+import pandas as pd
+import pytest
+from jpwr_fakes import FakeNvml
+
+from jpwr.ctxmgr import get_power
+from jpwr.sys.hwmon import HwmonPower
+
+
+def upstream_client(methods, out_dir, rankid, wait):
+    """An upstream-style script, as CARAML writes it."""
+    power_methods = []
+    for m in methods:
+        if m == "pynvml":
+            from jpwr.gpu.pynvml import power
+            power_methods.append(power())
+    with get_power(power_methods, 100) as measured_scope:
+        wait(lambda: len(measured_scope.samples()) >= 6, "three samples of two GPUs")  # "training"
+    energy_df, additional_data = measured_scope.energy()
+    nodename = platform.node()
+    power_file = out_dir / f"{nodename}_rank{rankid}.csv"
+    measured_scope.df["nodename"] = nodename
+    measured_scope.df["rank"] = rankid
+    measured_scope.df.to_csv(power_file)
+    energy_df["nodename"] = nodename
+    energy_df["rank"] = rankid
+    energy_file = out_dir / f"{nodename}_rank{rankid}_energy.csv"
+    energy_df.to_csv(energy_file)
+    for k, v in additional_data.items():
+        v.T.to_csv(out_dir / f"{nodename}_rank{rankid}{k}.csv")
+    return measured_scope, power_file, energy_file
+
+
+class StepCounterNvml(FakeNvml):
+    """Each counter read adds 3.6 J (1 mWh) to GPU 0 and 7.2 J to GPU 1."""
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        self.gpus[handle]["energy_mj"] += 3_600 * (handle + 1)
+        return self.gpus[handle]["energy_mj"]
+
+
+def test_an_upstream_client_gets_upstream_shapes_without_warnings(install, tmp_path, wait):
+    install("pynvml", StepCounterNvml([{"uuid": "GPU-a", "power_mw": 300_000, "energy_mj": 0},
+                                       {"uuid": "GPU-b", "power_mw": 150_000, "energy_mj": 0}]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scope, power_file, energy_file = upstream_client(["pynvml"], tmp_path, 0, wait)
+    node = platform.node()
+
+    # scope.df: timestamps and one column per device; the caller's columns stay
+    assert list(scope.df.columns) == ["timestamps", "pynvml:0", "pynvml:1", "nodename", "rank"]
+    assert (scope.df["nodename"] == node).all() and (scope.df["rank"] == 0).all()
+    power = pd.read_csv(power_file, index_col=0)
+    assert list(power.columns) == ["timestamps", "pynvml:0", "pynvml:1", "nodename", "rank"]
+    assert len(power) >= 3 and (power["pynvml:0"] == 300.0).all() and (power["pynvml:1"] == 150.0).all()
+    assert power["timestamps"].is_monotonic_increasing
+
+    # energy(): a Series of integrated Wh per device; upstream's energy CSV
+    # is one row per device with the value beside it
+    span = power["timestamps"].iloc[-1] - power["timestamps"].iloc[0]
+    energy = pd.read_csv(energy_file, index_col=0).iloc[:, 0]
+    assert list(energy.index) == ["pynvml:0", "pynvml:1", "nodename", "rank"]
+    assert float(energy["pynvml:0"]) == pytest.approx(300 * span / 3600)
+    assert float(energy["pynvml:1"]) == pytest.approx(150 * span / 3600)
+    assert energy["nodename"] == node
+
+    # additional_data["energy_from_counter"], transposed by the client: one
+    # row of counter Wh per device
+    counter = pd.read_csv(tmp_path / f"{node}_rank0energy_from_counter.csv", index_col=0).iloc[:, 0]
+    assert counter.to_dict() == {"pynvml:0": pytest.approx(0.001), "pynvml:1": pytest.approx(0.002)}
+
+
+def test_energy_is_a_series_and_df_an_attribute_before_any_change(install, tmp_path, wait):
+    install("pynvml", StepCounterNvml([{"uuid": "GPU-a", "power_mw": 100_000, "energy_mj": 0}]))
+    from jpwr.gpu.pynvml import power
+
+    scope = get_power([power()], 10)
+    assert list(scope.df.columns) == ["timestamps", "pynvml:0"] and scope.df.empty
+    with scope:
+        wait(lambda: len(scope.samples()) >= 3, "samples")
+    assert "df" in vars(scope)  # a plain attribute, so assignments persist
+    energy, additional = scope.energy()
+    assert isinstance(energy, pd.Series) and list(energy.index) == ["pynvml:0"]
+    assert set(additional) == {"energy_from_counter"}
+    assert list(additional["energy_from_counter"].columns) == ["pynvml:0"]
+    # the suite's own tables are unchanged under their names
+    assert list(scope.samples().columns) == ["time", "method", "device", "source", "power_w"]
+    assert scope.channel_energy()[0].iloc[0].basis == "counter"
+
+
+def test_options_are_upstreams_and_a_method_without_counter_has_no_additional(sysfs, wait,
+                                                                              no_vendor_libraries):
+    sysfs.hwmon(0, "psu", power1_input=50_000_000)
+    with get_power([HwmonPower()], 10, {"ignore_measure_errors": True}) as scope:
+        wait(lambda: len(scope.samples()) >= 3, "samples")
+    energy, additional = scope.energy()
+    assert list(energy.index) == ["hwmon:psu/hwmon0/power1"] and additional == {}
+    assert energy.iloc[0] > 0
+    with pytest.raises(ValueError, match="unknown get_power option.*'ignore_errors'"):
+        get_power([HwmonPower()], 10, {"ignore_errors": True})
