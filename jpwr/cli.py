@@ -27,6 +27,7 @@ from jpwr.ctxmgr import get_power
 from jpwr.method import MethodUnavailable
 from jpwr.methods import NAMES, check_names, from_names
 from jpwr.notice import one_line, say
+from jpwr.version import VersionAction
 
 RUN_USAGE = ("jpwr --methods M [M ...] [--interval MS] [--df-out DIR] [--df-filetype csv|h5] "
              "[--df-suffix S] [--flush-s S] CMD [ARGS ...]")
@@ -62,6 +63,7 @@ def _run_parser() -> argparse.ArgumentParser:
                         help="file name suffix; %%q{VAR} becomes $VAR, e.g. _%%q{SLURM_PROCID}")
     parser.add_argument("--flush-s", type=float, default=2.0, metavar="S",
                         help="append samples to DIR/power<suffix>.csv every S seconds (default 2)")
+    parser.add_argument("--version", action=VersionAction)
     return parser
 
 

@@ -12,6 +12,7 @@ import pandas as pd
 
 from caraml.compare import CompareError, figures, plots, power, reference, report, runs
 from caraml.compare.jobs import IMAGENET_TRAIN_IMAGES, Jobs
+from jpwr.version import VersionAction
 
 BAD_INPUT, BELOW_BAND = 2, 3
 
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=float, default=Jobs.epochs, help="image job: epochs (default 90)")
     p.add_argument("--images-per-epoch", type=int, default=IMAGENET_TRAIN_IMAGES,
                    help="image job: images per epoch (default: ImageNet's 1 281 167)")
+    p.add_argument("--version", action=VersionAction)
     return p
 
 
