@@ -15,6 +15,8 @@ _caraml_setup() (
 
     VENV="${CARAML_VENV:-$CARAML_ROOT/.venv}"
     STAMP="$VENV/.caraml-setup-stamp"
+    # the versions of the whole stack (docs/setup.md says how to refresh it)
+    CONSTRAINTS="$CARAML_ROOT/aux/constraints.txt"
 
     say() { echo "[caraml setup] $*"; }
     die() { echo "[caraml setup] ERROR: $*" >&2; exit 1; }
@@ -82,12 +84,33 @@ _caraml_setup() (
 
     # pip from the index, or (CARAML_WHEELHOUSE) from a folder that
     # aux/wheelhouse.py filled on a connected machine: no network needed
+    PIP_SOURCE=()
+    [ -z "${CARAML_WHEELHOUSE:-}" ] || PIP_SOURCE=(--no-index "--find-links=$CARAML_WHEELHOUSE")
     pip_install() {
-        if [ -n "${CARAML_WHEELHOUSE:-}" ]; then
-            "$VENV/bin/python" -m pip install --no-index --find-links "$CARAML_WHEELHOUSE" "$@"
+        "$VENV/bin/python" -m pip install ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"} "$@"
+    }
+
+    # The suite and its extras: with the pinned torch build, one pip call
+    # under the lock; on the node's own torch, aux/node_torch.py, which
+    # never lets pip install another torch over it.
+    install_suite() {
+        local mode=$1 extras=$2
+        if [ "$mode" = pinned ]; then
+            pip_install -c "$CONSTRAINTS" -e "$CARAML_ROOT[$extras]"
         else
-            "$VENV/bin/python" -m pip install "$@"
+            "$VENV/bin/python" "$CARAML_ROOT/aux/node_torch.py" --constraint "$CONSTRAINTS" \
+                --extras "$extras" --suite "$CARAML_ROOT" -- ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"}
         fi
+    }
+
+    # Offline, without a torch of the node's and without one in the
+    # wheelhouse, pip can only say that it found none: say what fixes it.
+    explain_pip_failure() {
+        local log=$1
+        if [ -n "${CARAML_WHEELHOUSE:-}" ] && grep -q "No matching distribution found for torch" "$log"; then
+            die "the wheelhouse $CARAML_WHEELHOUSE holds no torch and this node has no working one: refill it on a connected machine with 'python3 aux/wheelhouse.py DIR --with-torch', or load the node's torch (module, container) and run again with CARAML_SYSTEM_TORCH=1 after deleting $VENV"
+        fi
+        die "pip could not install the suite into $VENV (full log: $log)"
     }
 
     # What the venv is made of (its torch and the vendor's sensor bindings) is
@@ -125,16 +148,16 @@ _caraml_setup() (
         extras="$(cat "$extras_file")"
         [[ "$extras" == torch,* ]] && mode=pinned
         local want
-        want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
+        want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" "$CONSTRAINTS" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
         if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then return; fi
         say "installing the suite [$extras] into $VENV${CARAML_WHEELHOUSE:+ from $CARAML_WHEELHOUSE}$([ "$mode" = pinned ] && echo " (the standard torch build is several GB on first install)")"
         local log="$VENV/pip-install.log"
-        if ! { { [ -n "${CARAML_WHEELHOUSE:-}" ] || "$VENV/bin/python" -m pip install --upgrade pip; } \
-               && pip_install -e "$CARAML_ROOT[$extras]" \
+        if ! { { [ -n "${CARAML_WHEELHOUSE:-}" ] || "$VENV/bin/python" -m pip install -c "$CONSTRAINTS" --upgrade pip; } \
+               && install_suite "$mode" "$extras" \
                && { [ "$mode" = pinned ] || matching_torchvision; } \
                && pip_check "$mode"; } >"$log" 2>&1; then
             tail -n 30 "$log" >&2
-            die "pip could not install the suite into $VENV (full log: $log)"
+            explain_pip_failure "$log"
         fi
         check_torch
         echo "$want" >"$STAMP"

@@ -2,12 +2,12 @@
 installs, so that a node without network (an HPC compute node, an
 air-gapped GPU machine) sets up from it:
 
-    python3 aux/wheelhouse.py DIR [--python-version 3.12] [--platform manylinux_2_28_x86_64] [--with-torch]
+    python3 aux/wheelhouse.py DIR [--python-version 3.12] [--platform manylinux_2_28_aarch64] [--with-torch]
     (copy DIR and the checkout over, then on the node:)
     CARAML_WHEELHOUSE=DIR bash aux/setup.sh
 
 Wheels only, for the target's Python and platform; the suite's requirements
-come from pyproject.toml. torch stays out unless --with-torch: a GPU node
+come from pyproject.toml, their versions from aux/constraints.txt. torch stays out unless --with-torch: a GPU node
 keeps the torch that works with its driver (setup.sh builds the venv on top
 of it), so megatron-core's and torchrun-jsc's requirement of torch is not
 followed. JUBE, which is not on PyPI, comes as Debian's pure-Python package,
@@ -16,6 +16,7 @@ unpacked into DIR/jube."""
 from __future__ import annotations
 
 import argparse
+import platform as host_platform
 import re
 import shutil
 import subprocess
@@ -25,6 +26,7 @@ import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CONSTRAINTS = ROOT / "aux" / "constraints.txt"
 EXTRAS = ("bench", "test", "nvidia", "rocm", "jsc", "h5")
 FRAMEWORK = {"torch", "torchvision", "torchaudio", "triton"}
 
@@ -54,7 +56,7 @@ def wheel_requirements(wheel: Path) -> list[str]:
 
 def download(requirement: str, out: Path, pip_target: list[str], deps: bool) -> bool:
     cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", *pip_target,
-           "-d", str(out), requirement] + ([] if deps else ["--no-deps"])
+           "-c", str(CONSTRAINTS), "-d", str(out), requirement] + ([] if deps else ["--no-deps"])
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or ["?"])[-1]
@@ -62,10 +64,22 @@ def download(requirement: str, out: Path, pip_target: list[str], deps: bool) -> 
     return proc.returncode == 0
 
 
+def platform_tags(platform: str) -> list[str]:
+    """The platform and the older manylinux tags of the same architecture
+    that a wheel may carry instead (never another architecture's)."""
+    match = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", platform)
+    if not match:
+        raise SystemExit(f"[caraml wheelhouse] ERROR: --platform {platform}: expected a manylinux tag "
+                         "such as manylinux_2_28_x86_64 or manylinux_2_28_aarch64")
+    glibc_minor, arch = int(match.group(2)), match.group(3)
+    older = [f"manylinux_2_{m}_{arch}" for m in (27, 17) if m < glibc_minor]
+    legacy = [f"manylinux2014_{arch}"] + ([f"manylinux1_{arch}"] if arch == "x86_64" else [])
+    return [platform] + older + legacy
+
+
 def fill(out: Path, python_version: str, platform: str, with_torch: bool) -> list[str]:
     """Downloads the requirements; returns those no wheel was found for."""
-    tags = [platform] + [t for t in ("manylinux_2_27_x86_64", "manylinux_2_17_x86_64",
-                                     "manylinux2014_x86_64", "manylinux1_x86_64") if t != platform]
+    tags = platform_tags(platform)
     target = ["--python-version", python_version, "--implementation", "cp"]
     for tag in tags:
         target += ["--platform", tag]
@@ -109,7 +123,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", type=Path)
     ap.add_argument("--python-version", default=f"{sys.version_info[0]}.{sys.version_info[1]}")
-    ap.add_argument("--platform", default="manylinux_2_28_x86_64")
+    ap.add_argument("--platform", default=f"manylinux_2_28_{host_platform.machine()}",
+                    help="the nodes' manylinux tag (default: this machine's architecture), "
+                         "e.g. manylinux_2_28_aarch64 for GH200 nodes")
     ap.add_argument("--with-torch", action="store_true",
                     help="also torch and torchvision (for nodes without a working torch)")
     args = ap.parse_args()

@@ -1,0 +1,39 @@
+"""Tiny wheels and installed distributions for the set-up's tests: pip
+treats them like any other, so the tests see what pip would install."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+
+def _metadata(name: str, version: str, requires: list[str]) -> str:
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
+    return "\n".join(lines + [f"Requires-Dist: {r}" for r in requires]) + "\n"
+
+
+def wheel(folder: Path, name: str, version: str, requires: list[str] = ()) -> Path:
+    """A pure-Python wheel whose package `name` holds __version__."""
+    module = name.replace("-", "_")
+    info = f"{module}-{version}.dist-info"
+    path = folder / f"{module}-{version}-py3-none-any.whl"
+    files = {f"{module}/__init__.py": f"__version__ = {version!r}\n",
+             f"{info}/METADATA": _metadata(name, version, list(requires)),
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as z:
+        for n, text in files.items():
+            z.writestr(n, text)
+        z.writestr(f"{info}/RECORD", record)
+    return path
+
+
+def installed(site: Path, name: str, version: str) -> None:
+    """An installed distribution (e.g. a module's torch) in folder `site`."""
+    module = name.replace("-", "_")
+    (site / module).mkdir(parents=True)
+    (site / module / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    info = site / f"{module}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(_metadata(name, version, []))
+    (info / "RECORD").write_text("")
