@@ -104,13 +104,12 @@ _caraml_setup() (
     }
 
     # Offline, without a torch of the node's and without one in the
-    # wheelhouse, pip can only say that it found none: say what fixes it.
-    explain_pip_failure() {
-        local log=$1
-        if [ -n "${CARAML_WHEELHOUSE:-}" ] && grep -q "No matching distribution found for torch" "$log"; then
-            die "the wheelhouse $CARAML_WHEELHOUSE holds no torch and this node has no working one: refill it on a connected machine with 'python3 aux/wheelhouse.py DIR --with-torch', or load the node's torch (module, container) and run again with CARAML_SYSTEM_TORCH=1 after deleting $VENV"
-        fi
-        die "pip could not install the suite into $VENV (full log: $log)"
+    # wheelhouse, pip could only fail on a resolution conflict: say what
+    # fixes it before pip starts.
+    check_wheelhouse_torch() {
+        [ -n "${CARAML_WHEELHOUSE:-}" ] || return 0
+        compgen -G "$CARAML_WHEELHOUSE/torch-*.whl" >/dev/null && return 0
+        die "the wheelhouse $CARAML_WHEELHOUSE holds no torch and this node has no working one: refill it on a connected machine with 'python3 aux/wheelhouse.py DIR --with-torch', or load the node's torch (module, container) and run again with CARAML_SYSTEM_TORCH=1 after deleting $VENV"
     }
 
     # What the venv is made of (its torch and the vendor's sensor bindings) is
@@ -151,13 +150,14 @@ _caraml_setup() (
         want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" "$CONSTRAINTS" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
         if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then return; fi
         say "installing the suite [$extras] into $VENV${CARAML_WHEELHOUSE:+ from $CARAML_WHEELHOUSE}$([ "$mode" = pinned ] && echo " (the standard torch build is several GB on first install)")"
+        [ "$mode" = system ] || check_wheelhouse_torch
         local log="$VENV/pip-install.log"
         if ! { { [ -n "${CARAML_WHEELHOUSE:-}" ] || "$VENV/bin/python" -m pip install -c "$CONSTRAINTS" --upgrade pip; } \
                && install_suite "$mode" "$extras" \
                && { [ "$mode" = pinned ] || matching_torchvision; } \
                && pip_check "$mode"; } >"$log" 2>&1; then
             tail -n 30 "$log" >&2
-            explain_pip_failure "$log"
+            die "pip could not install the suite into $VENV (full log: $log)"
         fi
         check_torch
         echo "$want" >"$STAMP"
