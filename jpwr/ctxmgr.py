@@ -40,7 +40,14 @@ from jpwr.energy import (
     energy_table,
     window_joules,
 )
-from jpwr.upstream import UpstreamOptions, column_name, counter_frame, wide_frame
+from jpwr.upstream import (
+    UpstreamMethod,
+    UpstreamOptions,
+    columns_of,
+    counter_frame,
+    is_upstream_method,
+    wide_frame,
+)
 from jpwr.files import RunFiles, check_filetype
 from jpwr.method import ESTIMATED, Method
 from jpwr.notice import one_line, say
@@ -95,7 +102,9 @@ class PowerScope:
     def __init__(self, methods: Sequence[Method], interval_ms: float, *,
                  options: dict | None = None, out_dir: str | os.PathLike | None = None,
                  suffix: str = "", filetype: str = "csv", flush_s: float = 2.0) -> None:
-        self.methods = list(methods)
+        # method objects written for upstream jpwr run through an adapter
+        self.methods = [UpstreamMethod(m) if not isinstance(m, Method) and is_upstream_method(m)
+                        else m for m in methods]
         if not self.methods or not all(isinstance(m, Method) for m in self.methods):
             raise ValueError("get_power needs a non-empty list of method objects, "
                              "e.g. [jpwr.gpu.pynvml.power()] or jpwr.methods.from_names(['auto'])")
@@ -110,6 +119,7 @@ class PowerScope:
         self._sampler: Sampler | None = None
         self._windows: dict[str, Window] = {}
         self.options = UpstreamOptions.from_dict(options)
+        self._finalized: dict[str, pd.DataFrame] = {}
         # upstream's table: a plain attribute, so that a caller's columns
         # (scope.df["nodename"] = ...) stay; filled when the measurement stops
         self.df = wide_frame(self.upstream_columns, [], [])
@@ -117,7 +127,7 @@ class PowerScope:
     @property
     def upstream_columns(self) -> list[str]:
         """Upstream's column name of every channel, e.g. 'pynvml:0'."""
-        return [column_name(method, device) for method, device, _ in self.channels]
+        return [column for method in self.methods for column in columns_of(method)]
 
     @property
     def channels(self) -> list[tuple[str, str, str]]:
@@ -151,6 +161,13 @@ class PowerScope:
         self.end_time = time.time()
         n = len(self._sampler.times)
         self.df = wide_frame(self.upstream_columns, self._sampler.times[:n], self._sampler.rows[:n])
+        for method in self.methods:
+            if isinstance(method, UpstreamMethod):
+                try:
+                    self._finalized.update(method.finalize())
+                except Exception as err:  # noqa: BLE001 - the samples are kept all the same
+                    say(f"warning: {method.name}'s finalize failed ({one_line(err)}); "
+                        f"its additional tables are missing")
         if self.files is not None:
             self._write_results()
 
@@ -221,6 +238,7 @@ class PowerScope:
         # energy["nodename"] = host, which pandas refuses for a float Series
         energy = pd.Series([float(integrated.get((m, d), np.nan)) for m, d, _ in self.channels],
                            index=self.upstream_columns, dtype=object)
+        additional = dict(self._finalized)
         sampler = self._sampler
         counters = {}
         if sampler is not None and sampler.counters_last:
@@ -228,9 +246,11 @@ class PowerScope:
                                            sampler.counters_last):
                 if first is None or last is None:
                     continue
-                for channel, before, after in zip(method.channels, first, last):
-                    counters[column_name(method.name, channel.device)] = (after - before) / 3600
-        return energy, ({"energy_from_counter": counter_frame(counters)} if counters else {})
+                for column, before, after in zip(columns_of(method), first, last):
+                    counters[column] = (after - before) / 3600
+        if counters:
+            additional["energy_from_counter"] = counter_frame(counters)
+        return energy, additional
 
     def channel_energy(self) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         """(energy per channel, {method: counter vs integrated energy})."""

@@ -105,3 +105,63 @@ def test_options_are_upstreams_and_a_method_without_counter_has_no_additional(sy
     assert energy.iloc[0] > 0
     with pytest.raises(ValueError, match="unknown get_power option.*'ignore_errors'"):
         get_power([HwmonPower()], 10, {"ignore_errors": True})
+
+
+class AlwaysSucceed:
+    """A method object as upstream jpwr's own tests write one: init adds a
+    list per device, measure appends to each, finalize returns extra tables."""
+
+    def init(self, power_value_dict):
+        power_value_dict.update({f"always_succeed:{i}": [] for i in range(4)})
+
+    def measure(self, power_value_dict):
+        for i in range(4):
+            power_value_dict[f"always_succeed:{i}"].append(10.0 * (i + 1))
+
+    def finalize(self, power_value_dict):
+        samples = len(power_value_dict["always_succeed:0"])
+        return {"energy_from_counter": pd.DataFrame({f"always_succeed:{i}": [float(samples)]
+                                                     for i in range(4)})}
+
+
+class AlwaysFail:
+    def init(self, power_value_dict):
+        power_value_dict.update({f"always_fail:{i}": [] for i in range(4)})
+
+    def measure(self, power_value_dict):
+        power_value_dict["always_fail:0"].append(1.0)  # half a sample, then the error
+        raise RuntimeError("device gone")
+
+    def finalize(self, power_value_dict):
+        assert power_value_dict["always_fail:0"] == []  # the half samples were cut back
+        return {}
+
+
+def test_upstream_style_method_objects_run_and_a_failing_one_gives_nan(wait, capfd):
+    with get_power([AlwaysSucceed(), AlwaysFail()], 10, {"ignore_measure_errors": True}) as scope:
+        wait(lambda: len(scope.samples()) >= 3 * 8, "three samples of eight devices")
+    succeed = [f"always_succeed:{i}" for i in range(4)]
+    fail = [f"always_fail:{i}" for i in range(4)]
+    assert list(scope.df.columns) == ["timestamps", *succeed, *fail]
+    assert (scope.df[succeed].to_numpy() == [10.0, 20.0, 30.0, 40.0]).all()
+    assert scope.df[fail].isna().all().all()
+    energy, additional = scope.energy()
+    assert list(energy.index) == succeed + fail
+    span = scope.df["timestamps"].iloc[-1] - scope.df["timestamps"].iloc[0]
+    assert float(energy["always_succeed:1"]) == pytest.approx(20.0 * span / 3600)
+    assert energy[fail].isna().all()  # never answered: no figure, not 0 Wh
+    # finalize saw every sample the sampler took
+    counted = additional["energy_from_counter"].iloc[0]
+    assert list(counted.index) == succeed and (counted == len(scope.df)).all()
+    err = capfd.readouterr().err
+    assert len([line for line in err.splitlines() if "device gone" in line]) == 1
+    assert "finalize failed" not in err
+
+
+def test_an_upstream_method_that_adds_no_device_is_refused():
+    class Empty(AlwaysSucceed):
+        def init(self, power_value_dict):
+            pass
+
+    with pytest.raises(ValueError, match="Empty.init added no device"):
+        get_power([Empty()], 100)
