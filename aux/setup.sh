@@ -210,9 +210,10 @@ _caraml_setup
 _caraml_setup_status=$?
 [ -n "$_caraml_setup_errexit" ] && set -e
 if [ "$_caraml_setup_status" = 0 ]; then
-    VIRTUAL_ENV="${CARAML_VENV:-$CARAML_ROOT/.venv}"
-    export VIRTUAL_ENV
-    case ":$PATH:" in *":$VIRTUAL_ENV/bin:"*) ;; *) export PATH="$VIRTUAL_ENV/bin:$PATH" ;; esac
+    # VENV for the scripts that source this file, VIRTUAL_ENV for tools
+    VENV="${CARAML_VENV:-$CARAML_ROOT/.venv}"
+    export VIRTUAL_ENV="$VENV"
+    case ":$PATH:" in *":$VENV/bin:"*) ;; *) export PATH="$VENV/bin:$PATH" ;; esac
 fi
 unset -f _caraml_setup
 unset _caraml_setup_errexit

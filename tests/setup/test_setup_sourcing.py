@@ -20,7 +20,8 @@ echo "args after: $*"
 for name in die say ensure_venv _caraml_setup; do
     declare -F "$name" >/dev/null && echo "leaked function $name"
 done
-[ -n "${VENV+set}${STAMP+set}" ] && echo "leaked variable"
+[ -n "${STAMP+set}${CONSTRAINTS+set}${PIP_SOURCE+set}" ] && echo "leaked variable"
+echo "VENV=${VENV:-}"
 false
 echo "shell alive after a failing command"
 '''
@@ -36,6 +37,7 @@ def test_a_failing_setup_leaves_the_sourcing_shell_alive_and_unchanged(tmp_path)
     proc = _source(tmp_path, {"CARAML_VENV": str(tmp_path / "venv"),
                               "CARAML_WHEELHOUSE": str(tmp_path / "no-such-wheelhouse")})
     assert "setup status 1" in proc.stdout, proc.stdout + proc.stderr
+    assert "VENV=\n" in proc.stdout  # nothing of a failed set-up is left
     assert "shell alive after a failing command" in proc.stdout, proc.stdout + proc.stderr
     assert "leaked" not in proc.stdout
     assert "args after: a1 a2" in proc.stdout
@@ -50,6 +52,8 @@ def test_a_successful_setup_exports_the_venv_and_keeps_the_options(tmp_path):
     proc = _source(tmp_path, {})
     assert "setup status 0" in proc.stdout, proc.stdout + proc.stderr
     assert "shell alive after a failing command" in proc.stdout
+    # the scripts that source it use VENV
+    assert f"VENV={os.environ.get('CARAML_VENV', ROOT / '.venv')}" in proc.stdout
     assert "leaked" not in proc.stdout and "args after: a1 a2" in proc.stdout
     assert (tmp_path / "before").read_text() == (tmp_path / "after").read_text()
 
