@@ -46,11 +46,25 @@ def split(reqs: list[str], report: dict) -> tuple[list[str], list[str]]:
     return with_deps, without_deps
 
 
+def node_packages() -> set[str]:
+    """Names of the packages the node brings (outside this venv): its torch
+    stack, whose companions (numpy, ...) it was built and tested with."""
+    venv = Path(sys.prefix).resolve()
+    names = set()
+    for dist in importlib.metadata.distributions():
+        where = Path(dist.locate_file("")).resolve()
+        if venv not in where.parents and where != venv:
+            names.add(name_of(dist.metadata["Name"]))
+    return names
+
+
 def node_constraints(lock: Path, torch_version: str, out: Path) -> Path:
-    """The lock without the framework's lines, and torch pinned to the node's."""
+    """The lock without the framework's lines and without the packages the
+    node brings (they are kept as they are where they satisfy the suite),
+    and torch pinned to the node's."""
+    keep_as_is = FRAMEWORK | node_packages()
     kept = [line for line in lock.read_text().splitlines()
-            if not line.strip() or line.startswith("#")
-            or name_of(line) not in FRAMEWORK]
+            if not line.strip() or line.startswith("#") or name_of(line) not in keep_as_is]
     out.write_text("\n".join(kept + [f"torch=={torch_version}"]) + "\n")
     return out
 

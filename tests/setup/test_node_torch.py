@@ -59,6 +59,30 @@ def test_the_nodes_torch_is_kept_and_what_needs_torch_still_installs(tmp_path):
     assert "triton==3.7.1" not in written and "fakeneed==1.0" in written
 
 
+def test_the_nodes_own_packages_stay_and_new_ones_come_at_the_locked_version(tmp_path):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel(wheels, "megatron-core", "0.16.1", ["torch>=2.6.0", "nodenumpy>=1", "fakeneed"])
+    for version in ("1.0", "2.0"):
+        wheel(wheels, "nodenumpy", version)
+        wheel(wheels, "fakeneed", version)
+    module_site = tmp_path / "module-site"
+    installed(module_site, "torch", "2.6.0a0")
+    installed(module_site, "nodenumpy", "1.5")  # what the node's torch came with
+    lock = tmp_path / "constraints.txt"
+    lock.write_text("nodenumpy==2.0\nfakeneed==1.0\ntorch==2.13.0\n")
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    done = subprocess.run([str(env_dir / "bin/python"), str(ROOT / "aux/node_torch.py"),
+                           "--constraint", str(lock), "megatron-core", "--",
+                           "--no-index", "--find-links", str(wheels)],
+                          env=_env(module_site), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    site = next((env_dir / "lib").glob("python3*/site-packages"))
+    assert sorted(p.name for p in site.glob("*.dist-info")) == [
+        "fakeneed-1.0.dist-info", "megatron_core-0.16.1.dist-info"]
+
+
 def test_a_package_that_asks_for_another_torch_stops_the_install(tmp_path):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
