@@ -6,11 +6,12 @@ air-gapped GPU machine) sets up from it:
     (copy DIR and the checkout over, then on the node:)
     CARAML_WHEELHOUSE=DIR bash aux/setup.sh
 
-Wheels only, for the target's Python and platform; the suite's requirements
-come from pyproject.toml, their versions from aux/constraints.txt. torch stays out unless --with-torch: a GPU node
-keeps the torch that works with its driver (setup.sh builds the venv on top
-of it), so megatron-core's and torchrun-jsc's requirement of torch is not
-followed. JUBE, which is not on PyPI, comes as Debian's pure-Python package,
+Wheels only, for the target's Python and platform (default: this machine's
+architecture); the suite's requirements come from pyproject.toml, their
+versions from aux/constraints.txt. torch stays out unless --with-torch: a
+GPU node keeps the torch that works with its driver (setup.sh builds the
+venv on top of it), so megatron-core's and torchrun-jsc's requirement of
+torch is not followed. JUBE, which is not on PyPI, comes as Debian's pure-Python package,
 unpacked into DIR/jube."""
 
 from __future__ import annotations

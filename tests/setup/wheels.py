@@ -19,7 +19,8 @@ def wheel(folder: Path, name: str, version: str, requires: list[str] = ()) -> Pa
     path = folder / f"{module}-{version}-py3-none-any.whl"
     files = {f"{module}/__init__.py": f"__version__ = {version!r}\n",
              f"{info}/METADATA": _metadata(name, version, list(requires)),
-             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+             f"{info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                               "Tag: py3-none-any\n")}
     record = "".join(f"{n},,\n" for n in files) + f"{info}/RECORD,,\n"
     with zipfile.ZipFile(path, "w") as z:
         for n, text in files.items():
