@@ -4,8 +4,9 @@
 # node's GPUs, else the pinned standard build), and a check that they work.
 # Offline (HPC compute nodes): CARAML_WHEELHOUSE=DIR installs from a folder
 # that `python3 aux/wheelhouse.py DIR` filled on a connected machine.
-# Source it (it exports PATH and CARAML_ROOT) or run it; it is idempotent and
-# fast once done (a stamp keyed on pyproject.toml skips the pip install).
+# Source it (it exports PATH, VIRTUAL_ENV and CARAML_ROOT and sets VENV) or
+# run it; it is idempotent and fast once done (a stamp keyed on
+# pyproject.toml and aux/constraints.txt skips the pip install).
 
 # The work runs in a function whose body is a subshell: its `set -e`, its
 # `exit` on an error, its functions and variables end with it, so a shell
