@@ -247,7 +247,8 @@ class PowerScope:
                 if first is None or last is None:
                     continue
                 for column, before, after in zip(columns_of(method), first, last):
-                    counters[column] = (after - before) / 3600
+                    if np.isfinite(after - before):  # NaN: this channel has no counter
+                        counters[column] = (after - before) / 3600
         if counters:
             additional["energy_from_counter"] = counter_frame(counters)
         return energy, additional

@@ -95,7 +95,11 @@ class UpstreamMethod(Method):
         if not self._keys:
             raise ValueError(f"{type(obj).__name__}.init added no device to the power dict")
         self.name = self._keys[0].split(":", 1)[0]
-        self.channels = [Channel(key.split(":", 1)[-1]) for key in self._keys]
+        # '<name>:<device>' keys give their device; keys of other prefixes
+        # stay whole, so that no two channels share a name
+        prefix = f"{self.name}:"
+        self.channels = [Channel(key[len(prefix):] if key.startswith(prefix) else key)
+                         for key in self._keys]
 
     @property
     def columns(self) -> list[str]:

@@ -3,6 +3,7 @@ the CARAML image benchmark's use of it (a list of methods, `with
 get_power(methods, 100) as scope`, columns added to `scope.df`, `energy()`
 and its additional tables written to CSV)."""
 
+import math
 import platform
 import warnings
 
@@ -11,6 +12,7 @@ import pytest
 from jpwr_fakes import FakeNvml
 
 from jpwr.ctxmgr import get_power
+from jpwr.method import Channel, Method
 from jpwr.sys.hwmon import HwmonPower
 
 
@@ -165,3 +167,43 @@ def test_an_upstream_method_that_adds_no_device_is_refused():
 
     with pytest.raises(ValueError, match="Empty.init added no device"):
         get_power([Empty()], 100)
+
+
+class TwoPrefixes:
+    def init(self, power_value_dict):
+        power_value_dict.update({"a:0": [], "b:0": []})
+
+    def measure(self, power_value_dict):
+        power_value_dict["a:0"].append(5.0)
+        power_value_dict["b:0"].append(7.0)
+
+    def finalize(self, power_value_dict):
+        return {}
+
+
+class HalfCounted(Method):
+    """Two channels, a hardware counter on the first only."""
+
+    name = "half"
+
+    def __init__(self):
+        super().__init__()
+        self.channels = [Channel("gpu0"), Channel("gpu1")]
+        self.reads = 0
+
+    def read(self):
+        return [100.0, 100.0]
+
+    def energy_j(self):
+        self.reads += 1
+        return [3600.0 * self.reads, math.nan]
+
+
+def test_columns_stay_apart_and_only_real_counters_are_reported(wait):
+    with get_power([TwoPrefixes(), HalfCounted()], 10) as scope:
+        wait(lambda: len(scope.samples()) >= 3 * 4, "samples")
+    assert list(scope.df.columns) == ["timestamps", "a:0", "b:0", "half:0", "half:1"]
+    energy, additional = scope.energy()
+    assert float(energy["a:0"]) * 7 == pytest.approx(float(energy["b:0"]) * 5)
+    counter = additional["energy_from_counter"]
+    assert list(counter.columns) == ["half:0"] and counter.iloc[0, 0] == pytest.approx(1.0)
