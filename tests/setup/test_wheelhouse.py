@@ -61,3 +61,13 @@ def test_an_aarch64_wheelhouse_takes_the_aarch64_wheel(index, tmp_path):
     out = tmp_path / "out"
     assert wheelhouse.download("fastmath", out, _target("manylinux_2_28_aarch64"), deps=False)
     assert [p.name for p in out.glob("*.whl")] == ["fastmath-1.0-cp311-cp311-manylinux_2_17_aarch64.whl"]
+
+
+def test_the_wheelhouse_takes_the_locked_version(index, tmp_path):
+    locked = next(line.split("==")[1] for line in wheelhouse.CONSTRAINTS.read_text().splitlines()
+                  if line.lower().startswith("pyyaml=="))
+    for version in (locked, "99.0"):
+        wheel(index, "PyYAML", version)
+    out = tmp_path / "out"
+    assert wheelhouse.download("pyyaml>=6", out, _target("manylinux_2_28_x86_64"), deps=False)
+    assert [p.name for p in out.glob("*.whl")] == [f"PyYAML-{locked}-py3-none-any.whl"]
