@@ -11,6 +11,11 @@ from collections.abc import Iterator
 from functools import partial
 
 import torch
+
+# Before megatron-core, which imports Transformer Engine and Apex itself.
+from llm_training import optional_kernels  # noqa: F401
+
+# isort: split
 from megatron.core import parallel_state, tensor_parallel
 from megatron.core.distributed import (
     DistributedDataParallel,
