@@ -26,6 +26,7 @@ from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
 from megatron.core.pipeline_parallel import get_forward_backward_func
 from megatron.core.transformer.module import Float16Module
 
+from caraml import compile_toolchain
 from caraml.dist import Dist
 from caraml.report import BenchmarkInputError
 from llm_training import gpt_megatron
@@ -41,13 +42,15 @@ class MegatronBackend:
     name = "megatron"
 
     def __init__(self, cfg: GPTConfig, args: Args, layout: Layout, dist: Dist):
+        on_gpu = dist.device.type == "cuda"
+        if on_gpu:
+            compile_toolchain.check("the megatron backend (megatron-core's fused kernels)")
         # The parallel groups are carved out of the process group dist.init
         # made, which exists for one process too.
         parallel_state.initialize_model_parallel(
             tensor_model_parallel_size=layout.tensor_parallel,
             pipeline_model_parallel_size=layout.pipeline_parallel,
         )
-        on_gpu = dist.device.type == "cuda"
         torch.manual_seed(args.seed)
         if on_gpu:
             # Megatron derives its own streams per tensor-parallel rank from the seed.
