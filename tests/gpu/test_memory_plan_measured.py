@@ -81,6 +81,7 @@ def test_torch_backend_layer_bytes_match_the_plan(monkeypatch, precision):
     monkeypatch.setattr(F, "dropout", cuda_dropout)
     measured, batch_independent = per_layer(torch_backend_saved(precision))
     planned = memory_plan.layer_bytes_per_sbh("torch", precision)
+    print(f"torch {precision}: {measured:.1f} bytes per s b h per layer (plan {planned})")
     assert planned == pytest.approx(measured, rel=0.10), f"measured {measured:.1f} per s b h"
     # autocast's 16-bit weight copies: the plan's 2 bytes per parameter
     layer_params = sum(p.numel() for p in gpt_torch.Block(config(1), False).parameters())
@@ -125,4 +126,5 @@ def test_megatron_layer_bytes_match_the_plan(megatron_on_cpu, monkeypatch, preci
     monkeypatch.setattr(F, "dropout", cuda_dropout)
     measured, _ = per_layer(megatron_saved(precision))
     planned = memory_plan.layer_bytes_per_sbh("megatron", precision)
+    print(f"megatron {precision}: {measured:.1f} bytes per s b h per layer (plan {planned})")
     assert planned == pytest.approx(measured, rel=0.10), f"measured {measured:.1f} per s b h"
