@@ -24,8 +24,7 @@ from llm_training import optional_kernels  # noqa: F401
 
 # isort: split
 from megatron.core import tensor_parallel
-from megatron.core.models.gpt import GPTModel
-from megatron.core.models.gpt import gpt_layer_specs
+from megatron.core.models.gpt import GPTModel, gpt_layer_specs
 from megatron.core.models.gpt.gpt_layer_specs import (
     get_gpt_layer_local_spec,
     get_gpt_layer_with_transformer_engine_spec,
