@@ -15,6 +15,7 @@ everything a row's figures depend on is defined here once:
   error that says why, and exits EXIT_NO_FIGURE;
 - energy: jpwr's methods are checked before the process group exists, and
   each rank measures around the loop with the timed iterations as a window;
+- peak memory: counted over the timed iterations (reset after the warm-up);
 - exit status: EXIT_INPUT for bad input, on any rank, or out of memory.
 """
 
@@ -140,6 +141,7 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
         stopping = dist.any_rank(reason is not None)
         while not stopping:
             if done == opts.warmup_iters:
+                memory.reset_peak(dist.device)
                 window.begin()
             timer.start()
             step_loss = step()

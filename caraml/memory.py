@@ -5,7 +5,9 @@ the job reports the maximum over its ranks.
 On a GPU the figures are torch's caching allocator's peaks (allocated by
 tensors, reserved from the device) and the device's capacity; on a CPU the
 process's peak resident memory stands for both peaks, and the host's memory
-for the capacity."""
+for the capacity. The peaks count from the end of the warm-up (reset_peak):
+cuDNN's algorithm search and the first steps' one-off buffers are not the
+footprint of training."""
 
 from __future__ import annotations
 
@@ -24,6 +26,20 @@ def capacity_bytes(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).total_memory
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def reset_peak(device: torch.device) -> None:
+    """Starts the peaks anew. On a CPU through Linux's clear_refs (5 resets
+    the peak resident set); where that file cannot be written the peak
+    stays the one since the process started."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
 
 
 def _this_rank(device: torch.device) -> list[float]:

@@ -5,11 +5,14 @@ whether fp32 math may use TF32.
 fp32 is IEEE fp32 everywhere: cuDNN would otherwise use TF32 for
 convolutions by default, and a table row labelled fp32 must not be TF32.
 tf32 and fp16 exist only on GPUs and are rejected on a CPU rather than
-quietly run as fp32."""
+quietly run as fp32; so is tf32 on an AMD GPU without TF32 (MI250 and
+older: ROCm runs it as IEEE fp32, and the row would be an fp32 row under
+a tf32 label)."""
 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from types import ModuleType
 
 import torch
 
@@ -18,6 +21,8 @@ from caraml.report import BenchmarkInputError
 _AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 # The dtype of the numbers a precision computes with (TF32 is an fp32 mode)
 DTYPES = {"fp32": torch.float32, "tf32": torch.float32, **_AUTOCAST_DTYPES}
+# The AMD architectures with TF32 (xf32) tensor-core math: CDNA3 (MI300).
+_ROCM_TF32_ARCHS = ("gfx940", "gfx941", "gfx942")
 
 
 def check(precision: str, device: torch.device) -> None:
@@ -25,6 +30,12 @@ def check(precision: str, device: torch.device) -> None:
         if precision == "bf16" and not torch.cuda.is_bf16_supported(including_emulation=False):
             raise BenchmarkInputError(
                 f"precision bf16: {torch.cuda.get_device_name(device)} has no native bf16")
+        if precision == "tf32" and torch.version.hip is not None:
+            arch = torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
+            if arch not in _ROCM_TF32_ARCHS:
+                raise BenchmarkInputError(
+                    f"precision tf32: {torch.cuda.get_device_name(device)} ({arch}) has no "
+                    f"TF32 math and would run IEEE fp32 under a tf32 label; use fp32")
         return
     if precision == "tf32":
         raise BenchmarkInputError(
@@ -36,15 +47,26 @@ def check(precision: str, device: torch.device) -> None:
             f"on {device.type} use bf16 or fp32")
 
 
-def set_fp32_math(precision: str, device: torch.device) -> None:
+def set_fp32_math(precision: str, device: torch.device,
+                  backends: ModuleType = torch.backends) -> None:
     """Lets fp32 matmuls and convolutions use TF32 only under tf32. Under
-    fp16/bf16 the ops that autocast keeps in fp32 stay IEEE as well."""
+    fp16/bf16 the ops that autocast keeps in fp32 stay IEEE as well.
+
+    torch 2.9 brought the `fp32_precision` settings and deprecated the
+    `allow_tf32` flags; the suite's NVIDIA containers ship torch 2.6 and
+    2.8, which have only the flags (and raise AttributeError on the new
+    names), so the flags are set where the new names do not exist."""
     if device.type != "cuda":
         return
-    mode = "tf32" if precision == "tf32" else "ieee"
-    torch.backends.cuda.matmul.fp32_precision = mode
-    torch.backends.cudnn.conv.fp32_precision = mode
-    torch.backends.cudnn.rnn.fp32_precision = mode
+    tf32 = precision == "tf32"
+    if hasattr(backends.cuda.matmul, "fp32_precision"):
+        mode = "tf32" if tf32 else "ieee"
+        backends.cuda.matmul.fp32_precision = mode
+        backends.cudnn.conv.fp32_precision = mode
+        backends.cudnn.rnn.fp32_precision = mode
+    else:
+        backends.cuda.matmul.allow_tf32 = tf32
+        backends.cudnn.allow_tf32 = tf32  # convolutions and RNNs alike
 
 
 def autocast(precision: str, device: torch.device) -> AbstractContextManager:

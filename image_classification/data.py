@@ -13,12 +13,19 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 from caraml.dist import Dist
+from caraml.memory import GIB, capacity_bytes
 from caraml.report import BenchmarkInputError
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
 # Distinct random batches made once on the host and then cycled through.
 SYNTHETIC_POOL = 4
+# The share of the host's memory the pools of a node's ranks may take: the
+# rest is for the processes themselves, the CUDA context's pinned staging
+# and the OS. At a batch size that no device can take, the pool would
+# otherwise exhaust the host (4 x 39.5 GB at 65,536 224x224 images) before
+# the device reports its own out-of-memory error.
+POOL_HOST_FRACTION = 0.25
 # ImageNet's per-channel statistics, the usual normalisation for these models.
 _MEAN = (0.485, 0.456, 0.406)
 _STD = (0.229, 0.224, 0.225)
@@ -34,13 +41,25 @@ def _to_device(batch: Batch, device: torch.device, channels_last: bool) -> Batch
 
 
 def synthetic(batch_size: int, image_size: int, num_classes: int, device: torch.device,
-              channels_last: bool, seed: int) -> Iterator[Batch]:
+              channels_last: bool, seed: int, ranks_per_host: int = 1,
+              host_bytes: int | None = None) -> Iterator[Batch]:
     """Random images and labels, made now (outside any timing), then copied
-    to the device one batch per next()."""
+    to the device one batch per next(). The pool holds as many of the
+    SYNTHETIC_POOL batches as this rank's share of the host's memory
+    (host_bytes, by default the host's own) takes, at least one."""
+    host = capacity_bytes(torch.device("cpu")) if host_bytes is None else host_bytes
+    share = POOL_HOST_FRACTION * host / ranks_per_host
+    batch_bytes = batch_size * (3 * image_size * image_size * 4 + 8)  # fp32 images, int64 labels
+    if batch_bytes > share:
+        raise BenchmarkInputError(
+            f"synthetic data: one batch of {batch_size} {image_size}x{image_size} images takes "
+            f"{batch_bytes / GIB:.1f} GiB of host memory, more than this rank's share "
+            f"({share / GIB:.1f} GiB, {POOL_HOST_FRACTION:.0%} of the host's {host / GIB:.0f} GiB "
+            f"over {ranks_per_host} rank(s)); lower the global batch size or use more devices")
     generator = torch.Generator().manual_seed(seed)
     pin = device.type == "cuda"
     pool = []
-    for _ in range(SYNTHETIC_POOL):
+    for _ in range(min(SYNTHETIC_POOL, int(share // batch_bytes))):
         images = torch.randn(batch_size, 3, image_size, image_size, generator=generator)
         labels = torch.randint(num_classes, (batch_size,), generator=generator)
         pool.append((images.pin_memory(), labels.pin_memory()) if pin else (images, labels))

@@ -32,7 +32,8 @@ WEIGHT_DECAY = 1e-4
 def batches(args: Options, dist: Dist, batch_size: int) -> Iterator[data.Batch]:
     if args.data == config.SYNTHETIC:
         return data.synthetic(batch_size, args.image_size, args.num_classes, dist.device,
-                              args.channels_last, seed=args.seed + dist.rank)
+                              args.channels_last, seed=args.seed + dist.rank,
+                              ranks_per_host=dist.local_world_size)
     return data.image_folder(args.data, batch_size, args.image_size, args.num_classes,
                              args.num_workers, dist, args.channels_last, args.seed)
 

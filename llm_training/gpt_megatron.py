@@ -1,23 +1,30 @@
 """Megatron-core's GPTModel set up as the architecture in
 model_sizes.GPTConfig, the one gpt_torch builds.
 
-Layer spec: Transformer Engine's where it is installed (its attention picks
+Layer spec: Transformer Engine's where it imports (its attention picks
 flash or fused kernels); otherwise megatron-core's local spec with the core
 attention done by torch's scaled_dot_product_attention, which has flash and
 memory-efficient kernels on CUDA and ROCm (megatron-core's own local
-attention materialises the full score matrix).
+attention materialises the full score matrix). Whether Transformer Engine
+and Apex are there is megatron-core's own finding (HAVE_TE, HAVE_APEX of
+its GPT layer specs), after optional_kernels has hidden an installed one
+that fails to import (built against another torch or CUDA).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from contextlib import nullcontext
 from typing import Any
 
 import torch.nn.functional as F
+
+# Before megatron-core, which imports Transformer Engine and Apex itself.
+from llm_training import optional_kernels  # noqa: F401
+
+# isort: split
 from megatron.core import tensor_parallel
-from megatron.core.models.gpt import GPTModel
+from megatron.core.models.gpt import GPTModel, gpt_layer_specs
 from megatron.core.models.gpt.gpt_layer_specs import (
     get_gpt_layer_local_spec,
     get_gpt_layer_with_transformer_engine_spec,
@@ -29,8 +36,8 @@ from megatron.core.transformer.spec_utils import ModuleSpec
 from caraml.precision import DTYPES
 from llm_training.model_sizes import GPTConfig
 
-HAVE_TRANSFORMER_ENGINE = importlib.util.find_spec("transformer_engine") is not None
-HAVE_APEX = importlib.util.find_spec("apex") is not None
+HAVE_TRANSFORMER_ENGINE = gpt_layer_specs.HAVE_TE
+HAVE_APEX = gpt_layer_specs.HAVE_APEX
 
 
 class SdpaCoreAttention(MegatronModule):

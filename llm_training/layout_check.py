@@ -5,7 +5,11 @@ A layout that fits is printed as one line:
 
     CARAML layout: system=A100 nodes=1 devices=4 tp=1 pp=1 dp=4 micro_batch=4 global_batch=512 microbatches=32
 
-one that does not as one `CARAML ERROR:` line and exit status 2. JUBE runs it
+one that does not as one `CARAML ERROR:` line and exit status 2; so does
+sequence parallelism with the megatron backend on a ROCm system, which
+needs layer norms from Transformer Engine or Apex that the suite's ROCm
+image does not have (megatron-core's torch LayerNorm refuses it, on the
+node, after the queue wait). JUBE runs it
 after the common pre-flight (platform.xml's benchmark_checks) with the login
 node's python3: standard library and the suite's own modules only."""
 
@@ -16,6 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from caraml.login import systems  # noqa: E402
 from caraml.report import BenchmarkInputError, error, line  # noqa: E402
 from llm_training.arguments import parse, resolve_layout  # noqa: E402
 
@@ -36,6 +41,13 @@ def layout_line(system: str, model_size: str, backend: str, global_batch: str,
             f"{model_size} on {system}: {nodes} node{'s' if nodes > 1 else ''} x "
             f"{devices_per_node} device{'s' if devices_per_node > 1 else ''} = {devices}: {exc}"
         ) from exc
+    known = systems.load().get(system)
+    if (backend == "megatron" and layout.sequence_parallel and known is not None
+            and known.params.get("device_kind") == "rocm"):
+        raise BenchmarkInputError(
+            f"{model_size} on {system}: sequence parallelism (tp={layout.tensor_parallel}) needs "
+            f"Transformer Engine or Apex layer norms and the suite's ROCm image has neither; "
+            f"run the torch backend (--tag torch) or a size with tensor parallel size 1")
     return line("layout", dict(system=system, nodes=nodes, devices=layout.devices,
                                tp=layout.tensor_parallel, pp=layout.pipeline_parallel,
                                dp=layout.data_parallel, micro_batch=layout.micro_batch_size,

@@ -11,6 +11,11 @@ from collections.abc import Iterator
 from functools import partial
 
 import torch
+
+# Before megatron-core, which imports Transformer Engine and Apex itself.
+from llm_training import optional_kernels  # noqa: F401
+
+# isort: split
 from megatron.core import parallel_state, tensor_parallel
 from megatron.core.distributed import (
     DistributedDataParallel,
@@ -21,6 +26,7 @@ from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
 from megatron.core.pipeline_parallel import get_forward_backward_func
 from megatron.core.transformer.module import Float16Module
 
+from caraml import compile_toolchain
 from caraml.dist import Dist
 from caraml.report import BenchmarkInputError
 from llm_training import gpt_megatron
@@ -36,13 +42,15 @@ class MegatronBackend:
     name = "megatron"
 
     def __init__(self, cfg: GPTConfig, args: Args, layout: Layout, dist: Dist):
+        on_gpu = dist.device.type == "cuda"
+        if on_gpu:
+            compile_toolchain.check("the megatron backend (megatron-core's fused kernels)")
         # The parallel groups are carved out of the process group dist.init
         # made, which exists for one process too.
         parallel_state.initialize_model_parallel(
             tensor_model_parallel_size=layout.tensor_parallel,
             pipeline_model_parallel_size=layout.pipeline_parallel,
         )
-        on_gpu = dist.device.type == "cuda"
         torch.manual_seed(args.seed)
         if on_gpu:
             # Megatron derives its own streams per tensor-parallel rank from the seed.
@@ -66,6 +74,7 @@ class MegatronBackend:
                                             pre_process=parallel_state.is_pipeline_first_stage(),
                                             post_process=self.last_stage).to(dist.device)
         self.position_ids = torch.arange(cfg.seq_length, device=dist.device).unsqueeze(0)
+        self.forward_backward = get_forward_backward_func()
         self.optimizer = None
         if on_gpu:
             self._wrap_for_training(args)
@@ -107,11 +116,11 @@ class MegatronBackend:
             ),
             [self.model],
         )
+        apply_weight_decay_multipliers(self.optimizer.param_groups, args.weight_decay)
         # The schedules call back into these for loss scaling and for the
         # data-parallel (and sequence-parallel LayerNorm) gradient reduction.
         config.grad_scale_func = self.optimizer.scale_loss
         config.finalize_model_grads_func = finalize_model_grads
-        self.forward_backward = get_forward_backward_func()
 
     def _forward_step(self, batches: Iterator[dict[str, torch.Tensor]], model):
         batch = next(batches)  # every stage takes one, so all stay on the same sample
@@ -127,6 +136,14 @@ class MegatronBackend:
                                       "(megatron-core's DDP keeps its buffers there); use --backend torch")
         self.model.zero_grad_buffer()
         self.optimizer.zero_grad()
+        loss = self.forward_backward_loss(batches)
+        self.optimizer.step()
+        return loss
+
+    def forward_backward_loss(self, batches: Iterator[dict[str, torch.Tensor]]) -> float | None:
+        """Forward and backward over this rank's micro-batches through
+        megatron-core's schedule; the mean of their losses on the last
+        pipeline stage, else None."""
         losses = self.forward_backward(
             forward_step_func=self._forward_step,
             data_iterator=batches,
@@ -136,13 +153,24 @@ class MegatronBackend:
             micro_batch_size=self.layout.micro_batch_size,
             forward_only=False,
         )
-        self.optimizer.step()
         if not self.last_stage:
             return None
         return torch.stack([d["lm loss"] for d in losses]).mean().item()
 
 
+def apply_weight_decay_multipliers(param_groups: list[dict], weight_decay: float) -> None:
+    """No weight decay on biases and norm weights, as in Megatron-LM and the
+    torch backend. megatron-core puts them in groups with `wd_mult` 0 but
+    leaves the multiplication to Megatron-LM's learning-rate scheduler,
+    which this backend does not use, so its optimizer would decay them."""
+    for group in param_groups:
+        group["weight_decay"] = weight_decay * group.get("wd_mult", 1.0)
+
+
 def _masked_mean(loss_mask: torch.Tensor, per_token_loss: torch.Tensor):
     mask = loss_mask.reshape(-1).float()
     loss = (per_token_loss.float().reshape(-1) * mask).sum() / mask.sum().clamp(min=1.0)
-    return loss, {"lm loss": loss.detach()}
+    # A copy: megatron-core's schedule divides the returned loss in place by
+    # the number of micro-batches (its gradient is the mean's), and a
+    # detach() shares that storage, so the reported loss would shrink too.
+    return loss, {"lm loss": loss.detach().clone()}
