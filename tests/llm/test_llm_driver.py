@@ -95,10 +95,10 @@ def test_measured_peak(capsys):
 
 @pytest.mark.parametrize("flags, calls, peak", [
     (["--train-iters", "3"], 2, 0.5),  # before and after training: the faster
-    (["--train-iters", "1000000", "--exit-duration-in-mins", "0.02"], 1, 0.25),  # stopped: once
+    (["--train-iters", "1000000", "--exit-duration-in-mins", "0.1"], 1, 0.25),  # stopped: once
 ])
 def test_measured_peak_is_the_faster_of_two_windows_when_the_run_completes(
-        capsys, monkeypatch, flags, calls, peak):
+        capsys, monkeypatch, ticking_budget, flags, calls, peak):
     rates = iter([0.25, 0.5])
     measured = []
     monkeypatch.setattr(pretrain_gpt, "measure_tflops",
@@ -109,12 +109,17 @@ def test_measured_peak_is_the_faster_of_two_windows_when_the_run_completes(
     assert float(lines["global"]["peak_tflops"]) == peak
 
 
-def test_wall_clock_budget_stops_the_run(capsys, monkeypatch):
-    # The budget's clock ticks one second per look at it, so where the run
-    # stops depends on the loop alone, not on how fast this host is.
+@pytest.fixture
+def ticking_budget(monkeypatch):
+    """The budget's clock ticks one second per look at it, so where a run
+    stops on its budget depends on the loop alone, not on how fast this
+    host is."""
     ticks = itertools.count()
     monkeypatch.setattr(driver, "StopCondition",
                         functools.partial(driver.StopCondition, clock=lambda: float(next(ticks))))
+
+
+def test_wall_clock_budget_stops_the_run(capsys, ticking_budget):
     code, lines, _ = run(capsys, "--train-iters", "1000000", "--warmup-iters", "1",
                          "--energy-methods", "none", "--exit-duration-in-mins", "0.1")
     assert code == 0
