@@ -27,7 +27,7 @@ from pathlib import Path
 
 from caraml import device_peaks, report
 from caraml.row_facts import Facts, energy, last_kv, provenance
-from caraml.row_status import MEASURED, Status, decide
+from caraml.row_status import MEASURED, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
 FILE_NAME = "row.json"
@@ -134,10 +134,12 @@ def _system(params: dict[str, str]) -> dict:
 def _config(benchmark: str, params: dict[str, str], g: dict[str, str]) -> dict:
     if benchmark == "llm":
         model = g.get("model_size") or params.get("model_size")
-        config = {"model": model, "precision": g.get("precision"),
+        config = {"model": model, "precision": g.get("precision") or params.get("precision"),
                   "global_batch": _int(g.get("global_batch_size"))
+                  or _int(params.get("global_batch_used"))
                   or _int(params.get("global_batch_size")),
-                  "sequence_length": _int(g.get("seq_length")), "image_size": None,
+                  "sequence_length": _int(g.get("seq_length")) or _int(params.get("seq_length")),
+                  "image_size": None,
                   "backend": g.get("backend") or params.get("backend") or None,
                   "tp": _int(g.get("tp")), "pp": _int(g.get("pp")), "dp": _int(g.get("dp")),
                   "micro_batch": _int(g.get("micro_batch_size")), "params": _num(g.get("params"))}
@@ -173,7 +175,9 @@ def _throughput(benchmark: str, g: dict[str, str], ev: Evidence, system: dict) -
     per_dev = _num(g.get(per_device))
     if rate is None:
         found = _IPU_THROUGHPUT.findall(ev.text("job.err", "job.out"))
-        rate = _num(found[-1]) if found else None
+        # samples (sequences of the LLM) a second of the last epoch or step
+        per_sample = _num(ev.params.get("seq_length")) or 1.0 if benchmark == "llm" else 1.0
+        rate = _num(found[-1]) * per_sample if found else None
         per_dev = rate / system["devices"] if rate is not None and system["devices"] else None
     if rate is None:
         return None
@@ -231,7 +235,7 @@ def flags(ev: Evidence, status: Status, energy_row: dict | None, prov: dict) -> 
     return out
 
 
-def decide_row(benchmark: str, ev: Evidence, *, slurm_state=None) -> dict:
+def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
     """The whole row, decided once."""
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}: one of {', '.join(BENCHMARKS)}")
@@ -242,8 +246,14 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=None) -> dict:
     status = decide(ev, has_throughput=throughput is not None, slurm_state=slurm_state)
     prov = provenance(job_out)
     unit, *_, total_key, timed_key = _WORK[benchmark]
+    work_total = _num(g.get(total_key))
+    if work_total is None and benchmark == "llm" and throughput is not None:
+        # Graphcore's GPT-2 (GC200): every logged step trained one global batch
+        steps = len(re.findall(r"^step \d+ of epoch", ev.text("job.err"), re.MULTILINE))
+        work_total = steps * (_num(ev.params.get("global_batch_used")) or 0) \
+            * (_num(ev.params.get("seq_length")) or 0) or None
     facts = Facts(scope_asked=ev.params.get("energy_scope") or "counted",
-                  work_total=_num(g.get(total_key)), work_timed=_num(g.get(timed_key)))
+                  work_total=work_total, work_timed=_num(g.get(timed_key)))
     energy_row = energy(ev.text("jpwr"), facts) if ev.texts.get("jpwr") else None
     row = {
         "schema": SCHEMA, "benchmark": benchmark, "work_package": ev.work_package,
@@ -314,6 +324,25 @@ def print_lines(row: dict, file=None) -> None:
     report.write_line("CARAML row reason: " + report.one_line(row["status"]["reason"] or "-"),
                       file)
     report.write_line("CARAML row flags: " + (" ".join(row["flags"]) or "none"), file)
+
+
+def rows_of_run(run_dir: Path, *, slurm_state=None) -> list[dict]:
+    """Every row of a JUBE run directory: the one the combine step decided
+    (row.json) or, where that step has not run, the one the model decides
+    now from what the execute work package holds."""
+    decided = {}
+    for path in sorted(run_dir.glob(f"*/work/{FILE_NAME}")):
+        row = json.loads(path.read_text())
+        decided[row["work_package"]] = row
+    rows = []
+    for work in sorted(run_dir.glob("*_execute/work")):
+        row = decided.get(str(work.resolve()))
+        if row is None:
+            ev = gather(work)
+            kwargs = {} if slurm_state is None else {"slurm_state": slurm_state}
+            row = decide_row(ev.params.get("row_benchmark") or "image", ev, **kwargs)
+        rows.append(row)
+    return rows
 
 
 def write(row: dict, folder: Path) -> Path:
