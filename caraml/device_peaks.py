@@ -52,6 +52,10 @@ _TABLE: list[tuple[str, Peak | None]] = [
                      "AMD Instinct MI300X data sheet: FP16/BF16 1,307.4 TFLOP/s dense")),
     (r"MI300A", Peak("AMD Instinct MI300A", 980.6,
                      "AMD Instinct MI300A data sheet: FP16/BF16 980.6 TFLOP/s dense")),
+    # before MI250: "AMD Instinct MI250X" holds "MI250" too
+    (r"MI250X", Peak("AMD Instinct MI250X (one GCD)", 191.5,
+                     "AMD Instinct MI250X data sheet: FP16/BF16 383 TFLOP/s per module of "
+                     "two GCDs")),
     (r"MI250", Peak("AMD Instinct MI250 (one GCD)", 181.05,
                     "AMD Instinct MI250 data sheet: FP16/BF16 362.1 TFLOP/s per module of "
                     "two GCDs (CARAML paper, Table I)")),

@@ -19,6 +19,9 @@ from caraml.login import systems
     ("NVIDIA L40S", 362.05),
     ("AMD Instinct MI300X", 1307.4),
     ("AMD Instinct MI300A", 980.6),
+    # the MI250X is no MI250: 383 TFLOP/s a module of two GCDs, not 362.1
+    ("AMD Instinct MI250X", 191.5),
+    ("AMD Instinct MI250", 181.05),
 ])
 def test_each_known_device_has_its_own_peak(name, tflops):
     peak = device_peaks.lookup(name)
