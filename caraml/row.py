@@ -269,6 +269,12 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict
     return row
 
 
+def _source(energy: dict) -> str:
+    """How the energy was had, in one word: incomplete, estimated or measured."""
+    return ("incomplete" if energy.get("incomplete") else
+            "estimated" if energy.get("estimated") else "measured")
+
+
 def _pairs(values: dict | None) -> str | None:
     """A mapping as one word: name=value;name=value."""
     return ";".join(f"{k}={v:.6g}" for k, v in values.items() if v is not None) if values else None
@@ -279,6 +285,7 @@ def table_fields(row: dict) -> dict[str, object]:
     e = row["energy"] or {}
     window = (e.get("windows") or {}).get(e.get("headline_window")) or {}
     run = (e.get("windows") or {}).get("run") or {}
+    timed = (e.get("windows") or {}).get("timed") or {}
     t = row["throughput"] or {}
     m = row["mfu"] or {}
     system, config = row["system"], row["config"]
@@ -300,6 +307,10 @@ def table_fields(row: dict) -> dict[str, object]:
         "energy_kind": None if not e else "estimated" if e.get("estimated") else "measured",
         "energy_window": e.get("headline_window"),
         "wh_run": run.get("wh"), "work_per_wh_run": run.get("work_per_wh"),
+        "wh_per_device_run": run.get("wh_per_device"),
+        "wh_timed": timed.get("wh"), "work_per_wh_timed": timed.get("work_per_wh"),
+        "energy_source": f"{_source(e)}({e.get('methods') or '-'})" if e else None,
+        "energy_devices": f"{e.get('devices')}x{e.get('scope')}" if e.get("devices") else None,
         "energy_methods": e.get("methods"), "energy_basis": e.get("basis"),
         "energy_by_scope": _pairs(e.get("by_scope")), "energy_by_node": _pairs(e.get("by_node")),
         "commit": row["provenance"].get("suite_version"), "torch": row["provenance"].get("torch"),
