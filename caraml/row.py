@@ -188,13 +188,17 @@ def _throughput(benchmark: str, g: dict[str, str], ev: Evidence, system: dict) -
             "time_per_iteration_s": _num(g.get("time_per_iteration_s"))}
 
 
-def _mfu(g: dict[str, str], device_name: str | None) -> dict | None:
+def _mfu(g: dict[str, str], device_name: str | None, named: str | None) -> dict | None:
+    """MFU with the peak it divides by and where that peak comes from: the
+    device the system names (platform.xml's peak_tflops), else the device the
+    driver saw, in the datasheet table; or the driver's measurement."""
     value = _num(g.get("mfu"))
     peak = _num(g.get("peak_tflops"))
     if value is None or peak is None:
         return None
     measured = g.get("peak_source") == "measured-matmul"
-    known = device_peaks.lookup(device_name or "") if not measured else None
+    known = None if measured else (device_peaks.PEAKS.get(named or "")
+                                   or device_peaks.lookup(device_name or ""))
     if measured:
         source = "the device's dense matmul rate, measured at the start of the run"
     elif known is not None and abs(known.tflops - peak) <= 1e-6 * peak:
@@ -259,7 +263,8 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict
         "schema": SCHEMA, "benchmark": benchmark, "work_package": ev.work_package,
         "system": system, "config": _config(benchmark, ev.params, g),
         "throughput": throughput if status.state in MEASURED else None,
-        "mfu": _mfu(g, prov.pop("device_name", None)) if status.state in MEASURED else None,
+        "mfu": _mfu(g, prov.pop("device_name", None), ev.params.get("peak_tflops"))
+        if status.state in MEASURED else None,
         "energy": energy_row,
         "status": {"state": status.state, "reason": status.reason},
         "flags": [],
@@ -321,19 +326,19 @@ def table_fields(row: dict) -> dict[str, object]:
 
 
 def _short(value: float) -> str:
-    """A table's figure: whole numbers from 1000 up, else four digits."""
-    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    """A table's figure: whole numbers from 1000 up, else five digits."""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.5g}"
 
 
 def print_lines(row: dict, file=None) -> None:
     """The lines the JUBE tables read: single words in `CARAML row:`, the
     free texts each on a line of its own (JUBE's patterns take the rest of
-    the line; commas become semicolons)."""
+    the line; commas become semicolons); an ok row's reason is empty."""
     file = file or sys.stdout
-    report.write_line(report.line("row", {k: "-" if v is None else v
-                                          for k, v in table_fields(row).items()}), file)
-    report.write_line("CARAML row reason: " + report.one_line(row["status"]["reason"] or "-"),
-                      file)
+    # an unknown value is left out of the line: its cell stays empty
+    report.write_line(report.line("row", {k: v for k, v in table_fields(row).items()
+                                          if v not in (None, "-")}), file)
+    report.write_line("CARAML row reason: " + report.one_line(row["status"]["reason"]), file)
     report.write_line("CARAML row flags: " + (" ".join(row["flags"]) or "none"), file)
 
 

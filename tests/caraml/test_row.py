@@ -120,6 +120,11 @@ def test_mfu_says_its_peak_and_where_the_peak_comes_from(tmp_path):
                                   "peak_tflops=0.38 peak_source=measured-matmul")
     mfu = decide(tmp_path / "b", job_out=finished_job(global_line=measured))["mfu"]
     assert mfu["peak_basis"] == "measured-matmul" and "measured" in mfu["peak_source"]
+    # the system names its device (platform.xml): that entry's source
+    named = LLM_GLOBAL.replace("peak_tflops=312", "peak_tflops=181.05")
+    mfu = decide(tmp_path / "d", params={"peak_tflops": "MI250-GCD"},
+                 job_out=finished_job(global_line=named))["mfu"]
+    assert mfu["peak_tflops"] == 181.05 and "MI250 data sheet" in mfu["peak_source"]
     stated = LLM_GLOBAL.replace("peak_tflops=312", "peak_tflops=300")
     mfu = decide(tmp_path / "c", job_out=finished_job(global_line=stated))["mfu"]
     assert mfu["peak_source"] == "--peak-tflops 300 given to the driver"
