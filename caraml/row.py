@@ -31,7 +31,7 @@ from caraml.row_status import MEASURED, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
 FILE_NAME = "row.json"
-BENCHMARKS = ("llm", "image", "operator")
+BENCHMARKS = ("llm", "image")
 # Another process's share of the host's CPUs over the run above which a row
 # is flagged: a competitor this large moves throughput by more than the
 # run-to-run spread of a quiet host.
@@ -162,9 +162,7 @@ def _config(benchmark: str, params: dict[str, str], g: dict[str, str]) -> dict:
 _WORK = {"llm": ("tokens", "tokens_per_s", "tokens_per_s_median", "tokens_per_s_per_device",
                  "tokens_total", "tokens_timed"),
          "image": ("images", "images_per_s_mean", "images_per_s_median",
-                   "images_per_s_per_device", "samples_total", "samples_timed"),
-         "operator": ("operations", "ops_per_s", "ops_per_s_median", "ops_per_s_per_device",
-                      "ops_total", "ops_timed")}
+                   "images_per_s_per_device", "samples_total", "samples_timed")}
 # Graphcore's train.py (GC200) prints its own line, once an epoch
 _IPU_THROUGHPUT = re.compile(r"throughput: ([0-9.eE+-]+) samples/sec")
 
