@@ -181,6 +181,23 @@ def test_an_image_row(tmp_path):
     assert row["energy"]["windows"]["timed"]["work_per_wh"] == pytest.approx(23040 / 36.0)
 
 
+def test_graphcores_gpt2_figures_come_from_its_last_step(tmp_path):
+    """GC200 (llm_benchmark_ipu.yaml): Tokens/s is the last step's samples/s
+    times the sequence length (the first step includes the graph
+    compilation); the work is every logged step's global batch."""
+    steps = "".join(f"step {i} of epoch 0, loss: 9.1, acc: 0.0, lr: 1e-05, throughput: {v} "
+                    "samples/sec\n" for i, v in enumerate([0.5, 59.0, 60.0]))
+    job_out = "\n".join([START, "CARAML job: end=2026-11-24T05:10:00+00:00 status=0", ""])
+    row = decide(tmp_path, params={"seq_length": "1024", "global_batch_used": "64",
+                                   "device_kind": "ipu", "peak_tflops": "GC200"},
+                 job_out=job_out, job_err=steps)
+    assert state(row) == ("ok", "")
+    assert row["throughput"]["per_s"] == pytest.approx(60.0 * 1024)
+    assert row["throughput"]["per_s_per_device"] == pytest.approx(60.0 * 1024 / 4)
+    assert row["config"]["global_batch"] == 64 and row["config"]["sequence_length"] == 1024
+    assert row["energy"]["windows"]["run"]["work_per_wh"] == pytest.approx(3 * 64 * 1024 / 40.0)
+
+
 def test_the_lines_for_the_tables_keep_jubes_value_rules(tmp_path, capsys):
     row = decide(tmp_path, job_out=finished_job(stop="signal SIGUSR1, then more"))
     row_model.print_lines(row)
