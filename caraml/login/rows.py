@@ -19,9 +19,11 @@ SUCCEEDED = (*MEASURED, "dry-run")
 
 def unfinished(run_dir: Path) -> list[str]:
     """A line for each row that is neither a measurement nor a dry run."""
-    return [f"{row['config']['label']} on {row['system']['name']}: {row['status']['state']}"
+    return [f"row {i + 1} ({row['config']['label']} on {row['system']['name']}): "
+            f"{row['status']['state']}"
             + (f": {row['status']['reason']}" if row["status"]["reason"] else "")
-            for row in rows_of_run(run_dir) if row["status"]["state"] not in SUCCEEDED]
+            for i, row in enumerate(rows_of_run(run_dir))
+            if row["status"]["state"] not in SUCCEEDED]
 
 
 def main(argv: list[str] | None = None) -> int:

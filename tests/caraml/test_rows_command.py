@@ -33,8 +33,8 @@ def test_the_combine_steps_decision_is_the_one_read(tmp_path, capsys):
     row["status"] = {"state": "failed", "reason": "energy not combined: jpwr says no"}
     _combine(run, row)
     assert rows.main([str(run)]) == 1
-    assert "800M bf16 batch 512 on A100: failed: energy not combined: jpwr says no" \
-        in capsys.readouterr().err
+    assert "CARAML: row 1 (800M bf16 batch 512 on A100): failed: energy not combined: " \
+        "jpwr says no" in capsys.readouterr().err
 
 
 def test_a_row_the_combine_step_never_saw_is_decided_from_the_jobs_files(tmp_path, capsys):
