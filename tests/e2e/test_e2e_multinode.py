@@ -44,7 +44,7 @@ def check_energy_of_both_nodes(run, row) -> None:
     assert sorted(counted["host"]) == ["cn1", "cn2"]
     assert row["Energy(Wh)"] == pytest.approx(counted["energy_wh"].sum(), rel=1e-3)
     # the row shows each node's part
-    by_node = dict(kv.split("=") for kv in row["EnergyByNode(Wh)"].split())
+    by_node = dict(kv.split("=") for kv in row["EnergyByNode(Wh)"].split(";"))
     assert sorted(by_node) == ["cn1", "cn2"]
     for host, wh in by_node.items():
         assert float(wh) == pytest.approx(counted.loc[counted["host"] == host, "energy_wh"].sum(), rel=1e-3)
