@@ -152,9 +152,10 @@ def _config(benchmark: str, params: dict[str, str], g: dict[str, str]) -> dict:
                   "backend": "torchvision" if params.get("device_kind") != "ipu" else "poptorch",
                   "tp": None, "pp": None, "dp": None,
                   "micro_batch": _int(g.get("batch_size_per_device")), "params": None}
-    size = f" {config['image_size']}px" if config["image_size"] else ""
-    config["label"] = (f"{config['model'] or '?'} {config['precision'] or '?'}{size} "
-                       f"batch {config['global_batch'] or '?'}")
+    parts = [config["model"], config["precision"],
+             config["image_size"] and f"{config['image_size']}px",
+             config["global_batch"] and f"batch {config['global_batch']}"]
+    config["label"] = " ".join(str(p) for p in parts if p) or "unknown configuration"
     return config
 
 
