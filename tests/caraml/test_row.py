@@ -224,3 +224,15 @@ def test_row_json_is_written_with_the_contracts_keys(tmp_path):
 def test_an_unknown_benchmark_is_refused(tmp_path):
     with pytest.raises(ValueError, match=re.escape("unknown benchmark 'gpt'")):
         decide(tmp_path, "gpt", job_out=finished_job())
+
+
+def test_every_field_of_the_row_line_is_read_by_a_pattern_of_platform_xml(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from tests.jube_runs import ROOT
+
+    patterns = ET.parse(ROOT / "platform.xml").getroot().find("patternset[@name='rowPatterns']")
+    read = {re.search(r"(?:\\b|: )(\w+)=\(", p.text).group(1)
+            for p in patterns if "row: " in p.text}
+    fields = set(row_model.table_fields(decide(tmp_path, job_out=finished_job())))
+    assert fields == read
