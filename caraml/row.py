@@ -341,6 +341,32 @@ def print_lines(row: dict, file=None) -> None:
     report.write_line("CARAML row flags: " + (" ".join(row["flags"]) or "none"), file)
 
 
+def undecided(benchmark: str, work_package: Path, error: Exception) -> dict:
+    """The row of a work package whose files the model cannot read (a
+    broken JUBE record, a file it cannot parse): failed, with the cause, so
+    no table waits for a decision that never comes."""
+    return {"schema": SCHEMA, "benchmark": benchmark, "work_package": str(work_package),
+            "system": {k: None for k in ("name", "description", "device_kind", "device_unit",
+                                         "tdp_w", "nodes", "devices_per_node", "devices")},
+            "config": {**{k: None for k in ("model", "precision", "global_batch",
+                                            "sequence_length", "image_size", "backend", "tp",
+                                            "pp", "dp", "micro_batch", "params")},
+                       "label": f"work package {work_package.parent.name}"},
+            "throughput": None, "mfu": None, "energy": None,
+            "status": {"state": "failed", "reason": f"the row model could not decide this row "
+                                                    f"({type(error).__name__}: {error})"},
+            "flags": [], "provenance": {}}
+
+
+def _decide_or_fail(benchmark: str, work: Path, **kwargs) -> dict:
+    try:
+        ev = gather(work, **{k: v for k, v in kwargs.items() if k != "slurm_state"})
+        extra = {"slurm_state": kwargs["slurm_state"]} if kwargs.get("slurm_state") else {}
+        return decide_row(ev.params.get("row_benchmark") or benchmark, ev, **extra)
+    except (OSError, ValueError, KeyError, ET.ParseError) as error:
+        return undecided(benchmark, work.resolve(), error)
+
+
 def rows_of_run(run_dir: Path, *, slurm_state=None) -> list[dict]:
     """Every row of a JUBE run directory: the one the combine step decided
     (row.json) or, where that step has not run, the one the model decides
@@ -352,11 +378,7 @@ def rows_of_run(run_dir: Path, *, slurm_state=None) -> list[dict]:
     rows = []
     for work in sorted(run_dir.glob("*_execute/work")):
         row = decided.get(str(work.resolve()))
-        if row is None:
-            ev = gather(work)
-            kwargs = {} if slurm_state is None else {"slurm_state": slurm_state}
-            row = decide_row(ev.params.get("row_benchmark") or "image", ev, **kwargs)
-        rows.append(row)
+        rows.append(row or _decide_or_fail("image", work, slurm_state=slurm_state))
     return rows
 
 
@@ -379,9 +401,10 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.execute / "job.sh").exists() and not (args.execute / "stderr").exists():
         report.error(f"{args.execute} is no execute work package: run this in the combine step")
         return 2
-    row = decide_row(args.benchmark, gather(args.execute, args.jpwr_out, args.jpwr_err,
-                                            args.jpwr_status))
-    row["work_package"] = str(args.execute.resolve())
+    row = _decide_or_fail(args.benchmark, args.execute, jpwr_out=args.jpwr_out,
+                          jpwr_err=args.jpwr_err, jpwr_status=args.jpwr_status)
+    if row["status"]["reason"].startswith("the row model could not decide"):
+        report.error(row["status"]["reason"])
     write(row, Path.cwd())
     print_lines(row)
     return 0

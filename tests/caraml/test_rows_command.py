@@ -56,3 +56,22 @@ def test_a_dry_run_passes_and_a_queued_job_does_not(tmp_path, capsys):
 def test_a_folder_that_is_no_run_says_so(tmp_path, capsys):
     assert rows.main([str(tmp_path)]) == 1
     assert "no JUBE run directory" in capsys.readouterr().err
+
+
+def test_a_work_package_the_model_cannot_read_is_a_failed_row_that_says_why(tmp_path, capsys,
+                                                                          monkeypatch):
+    run = run_dir(tmp_path)
+    write(execute(run), job_out=finished_job(), stderr="")
+    (run / "workpackages.xml").write_text("<workpackages>")  # cut short
+    assert rows.main([str(run)]) == 1
+    assert "failed: the row model could not decide this row (ParseError" in capsys.readouterr().err
+    # the combine step prints a failed row for the tables instead of stopping
+    combine = run / "000002_combine_energy" / "work"
+    combine.mkdir(parents=True)
+    (combine / "execute").symlink_to(execute(run))
+    for name in ("jpwr.out", "jpwr.err"):
+        (combine / name).write_text("")
+    monkeypatch.chdir(combine)
+    assert row_model.main(["--benchmark", "llm", "jpwr.out", "jpwr.err"]) == 0
+    out = capsys.readouterr()
+    assert "CARAML row: state=failed" in out.out and "CARAML ERROR: the row model could not" in out.err
