@@ -94,7 +94,6 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     wp_id = _wp_id(execute_work)
     texts = {name: _read(execute_work / name)
              for name in ("job.out", "job.err", "stderr", "stdout", "error")}
-    texts["ready"] = "ready" if (execute_work / "ready").exists() else ""
     parent = workpackage_parent(run_dir, wp_id)
     if parent is not None:  # the LLM's data step: its failure is the row's
         for data_dir in run_dir.glob(f"{parent:06d}_*/work"):
@@ -210,7 +209,7 @@ def _mfu(g: dict[str, str], device_name: str | None, named: str | None) -> dict 
             "peak_source": source}
 
 
-def flags(ev: Evidence, status: Status, energy_row: dict | None, prov: dict) -> list[str]:
+def flags(ev: Evidence, status: Status, energy_row: dict | None) -> list[str]:
     """Doubt in a measured row, one word each; none for a row that is not a
     measurement (its status says what went wrong)."""
     if status.state not in MEASURED:
@@ -248,7 +247,8 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict
     throughput = _throughput(benchmark, g, ev, system)
     status = decide(ev, has_throughput=throughput is not None, slurm_state=slurm_state)
     prov = provenance(job_out)
-    unit, *_, total_key, timed_key = _WORK[benchmark]
+    device_name = prov.pop("device_name")  # the peak's name, not the row's provenance
+    *_, total_key, timed_key = _WORK[benchmark]
     work_total = _num(g.get(total_key))
     if work_total is None and benchmark == "llm" and throughput is not None:
         # Graphcore's GPT-2 (GC200): every logged step trained one global batch
@@ -258,19 +258,17 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict
     facts = Facts(scope_asked=ev.params.get("energy_scope") or "counted",
                   work_total=work_total, work_timed=_num(g.get(timed_key)))
     energy_row = energy(ev.text("jpwr"), facts) if ev.texts.get("jpwr") else None
-    row = {
+    return {
         "schema": SCHEMA, "benchmark": benchmark, "work_package": ev.work_package,
         "system": system, "config": _config(benchmark, ev.params, g),
         "throughput": throughput if status.state in MEASURED else None,
-        "mfu": _mfu(g, prov.pop("device_name", None), ev.params.get("peak_tflops"))
+        "mfu": _mfu(g, device_name, ev.params.get("peak_tflops"))
         if status.state in MEASURED else None,
         "energy": energy_row,
         "status": {"state": status.state, "reason": status.reason},
-        "flags": [],
+        "flags": flags(ev, status, energy_row),
         "provenance": prov,
     }
-    row["flags"] = flags(ev, status, energy_row, prov)
-    return row
 
 
 def _source(energy: dict) -> str:
