@@ -1,6 +1,7 @@
-"""Datasheet peaks of the accelerators the suite knows, keyed by the name
-the driver reports (nvidia-smi, torch.cuda.get_device_name, amd-smi): the
-denominator of MFU where a system tag does not state its own. Dense (no
+"""Datasheet peaks of the accelerators the suite knows, the denominator of
+MFU: by a one-word key that a system of platform.xml names, and by the name
+the driver reports (nvidia-smi, torch.cuda.get_device_name, amd-smi) for
+the LOCAL system. Dense (no
 sparsity) 16-bit tensor TFLOP/s per device as the driver sees it: an MI250
 shows each of its two GCDs as a device, so its entry is per GCD.
 
@@ -21,47 +22,72 @@ class Peak:
     source: str
 
 
-# Most specific pattern first: "H100 NVL" and "H100 PCIe" before plain H100.
-# None: the name does not say which device it is. ROCm names an MI250X and
-# an MI250 alike ("AMD Instinct MI250X / MI250"), and their peaks differ by 6 %.
-_TABLE: list[tuple[str, Peak | None]] = [
+# The datasheet peak of each device, by a one-word key that a system of
+# platform.xml names (its `peak_tflops`): the one place these numbers are.
+PEAKS: dict[str, Peak] = {
+    "A100": Peak("NVIDIA A100", 312.0,
+                 "NVIDIA A100 Tensor Core GPU datasheet: FP16/BF16 tensor 312 TFLOP/s dense"),
+    "GH200": Peak("NVIDIA GH200 (H100 GPU)", 989.4,
+                  "NVIDIA GH200 Grace Hopper Superchip datasheet: FP16/BF16 tensor 989 TFLOP/s "
+                  "dense (CARAML paper, Table I: 990)"),
+    "H100-NVL": Peak("NVIDIA H100 NVL", 835.5,
+                     "NVIDIA H100 datasheet: H100 NVL FP16/BF16 tensor 1,671 TFLOP/s with "
+                     "sparsity, half of it dense"),
+    "H100-PCIe": Peak("NVIDIA H100 PCIe", 756.5,
+                      "NVIDIA H100 datasheet: H100 PCIe FP16/BF16 tensor 1,513 TFLOP/s with "
+                      "sparsity, half of it dense (CARAML paper, Table I: 756)"),
+    "H100-SXM": Peak("NVIDIA H100 SXM", 989.4,
+                     "NVIDIA H100 datasheet: H100 SXM FP16/BF16 tensor 1,979 TFLOP/s with "
+                     "sparsity, half of it dense (CARAML paper, Table I: 990)"),
+    "H200-NVL": Peak("NVIDIA H200 NVL", 835.5,
+                     "NVIDIA H200 datasheet: H200 NVL FP16/BF16 tensor 1,671 TFLOP/s with "
+                     "sparsity, half of it dense"),
+    "H200-SXM": Peak("NVIDIA H200 SXM", 989.4,
+                     "NVIDIA H200 datasheet: H200 SXM FP16/BF16 tensor 1,979 TFLOP/s with "
+                     "sparsity, half of it dense"),
+    "L40S": Peak("NVIDIA L40S", 362.05,
+                 "NVIDIA L40S datasheet: FP16/BF16 tensor 362.05 TFLOP/s dense"),
+    "MI300X": Peak("AMD Instinct MI300X", 1307.4,
+                   "AMD Instinct MI300X data sheet: FP16/BF16 1,307.4 TFLOP/s dense"),
+    "MI300A": Peak("AMD Instinct MI300A", 980.6,
+                   "AMD Instinct MI300A data sheet: FP16/BF16 980.6 TFLOP/s dense"),
+    "MI250X-GCD": Peak("AMD Instinct MI250X (one GCD)", 191.5,
+                       "AMD Instinct MI250X data sheet: FP16/BF16 383 TFLOP/s per module of "
+                       "two GCDs"),
+    "MI250-GCD": Peak("AMD Instinct MI250 (one GCD)", 181.05,
+                      "AMD Instinct MI250 data sheet: FP16/BF16 362.1 TFLOP/s per module of "
+                      "two GCDs (CARAML paper, Table I)"),
+    "GC200": Peak("Graphcore GC200 IPU", 250.0,
+                  "Graphcore IPU-M2000 data sheet: 1 PetaFLOP/s FP16.16 for four GC200 IPUs, "
+                  "250 TFLOP/s each (CARAML paper, Table I)"),
+}
+
+# The key of a device by the name its driver reports; most specific pattern
+# first: "H100 NVL" and "H100 PCIe" before plain H100, "MI250X" before
+# "MI250". None: the name does not say which device it is. ROCm names an
+# MI250X and an MI250 alike ("AMD Instinct MI250X / MI250"), and their peaks
+# differ by 6 %.
+_NAMES: list[tuple[str, str | None]] = [
     (r"MI250X\s*/\s*MI250", None),
-    (r"A100", Peak("NVIDIA A100", 312.0,
-                   "NVIDIA A100 Tensor Core GPU datasheet: FP16/BF16 tensor 312 TFLOP/s dense")),
-    (r"GH200", Peak("NVIDIA GH200 (H100 GPU)", 989.4,
-                    "NVIDIA GH200 Grace Hopper Superchip datasheet: FP16/BF16 tensor 989 TFLOP/s "
-                    "dense (CARAML paper, Table I: 990)")),
-    (r"H100.*NVL", Peak("NVIDIA H100 NVL", 835.5,
-                        "NVIDIA H100 datasheet: H100 NVL FP16/BF16 tensor 1,671 TFLOP/s with "
-                        "sparsity, half of it dense")),
-    (r"H100.*PCIe", Peak("NVIDIA H100 PCIe", 756.5,
-                         "NVIDIA H100 datasheet: H100 PCIe FP16/BF16 tensor 1,513 TFLOP/s with "
-                         "sparsity, half of it dense (CARAML paper, Table I: 756)")),
-    (r"H100", Peak("NVIDIA H100 SXM", 989.4,
-                   "NVIDIA H100 datasheet: H100 SXM FP16/BF16 tensor 1,979 TFLOP/s with "
-                   "sparsity, half of it dense (CARAML paper, Table I: 990)")),
-    (r"H200.*NVL", Peak("NVIDIA H200 NVL", 835.5,
-                        "NVIDIA H200 datasheet: H200 NVL FP16/BF16 tensor 1,671 TFLOP/s with "
-                        "sparsity, half of it dense")),
-    (r"H200", Peak("NVIDIA H200 SXM", 989.4,
-                   "NVIDIA H200 datasheet: H200 SXM FP16/BF16 tensor 1,979 TFLOP/s with "
-                   "sparsity, half of it dense")),
-    (r"L40S", Peak("NVIDIA L40S", 362.05,
-                   "NVIDIA L40S datasheet: FP16/BF16 tensor 362.05 TFLOP/s dense")),
-    (r"MI300X", Peak("AMD Instinct MI300X", 1307.4,
-                     "AMD Instinct MI300X data sheet: FP16/BF16 1,307.4 TFLOP/s dense")),
-    (r"MI300A", Peak("AMD Instinct MI300A", 980.6,
-                     "AMD Instinct MI300A data sheet: FP16/BF16 980.6 TFLOP/s dense")),
-    (r"MI250", Peak("AMD Instinct MI250 (one GCD)", 181.05,
-                    "AMD Instinct MI250 data sheet: FP16/BF16 362.1 TFLOP/s per module of "
-                    "two GCDs (CARAML paper, Table I)")),
+    (r"A100", "A100"),
+    (r"GH200", "GH200"),
+    (r"H100.*NVL", "H100-NVL"),
+    (r"H100.*PCIe", "H100-PCIe"),
+    (r"H100", "H100-SXM"),
+    (r"H200.*NVL", "H200-NVL"),
+    (r"H200", "H200-SXM"),
+    (r"L40S", "L40S"),
+    (r"MI300X", "MI300X"),
+    (r"MI300A", "MI300A"),
+    (r"MI250X", "MI250X-GCD"),
+    (r"MI250", "MI250-GCD"),
 ]
 
 
 def lookup(device_name: str) -> Peak | None:
     """The datasheet peak of a device by the name its driver reports; None
     for a device the table does not know (then the peak is measured)."""
-    for pattern, peak in _TABLE:
+    for pattern, key in _NAMES:
         if re.search(pattern, device_name, re.IGNORECASE):
-            return peak
+            return None if key is None else PEAKS[key]
     return None

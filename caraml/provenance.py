@@ -18,16 +18,18 @@ import os
 import platform
 import re
 import subprocess
+import time
 from pathlib import Path
 
 from caraml import report
 from caraml.dist import Dist
+from caraml.row_facts import PROVENANCE_KEYS
 
 SUITE_ROOT = Path(__file__).resolve().parents[1]
 FILE_NAME = "provenance.json"
-# The fields of the table line, in order; the rest is in the file.
-LINE_FIELDS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
-               "cpus", "other_benchmarks")
+# The fields of the table line, in order (the row model reads them by the
+# same names); the rest is in the file.
+LINE_FIELDS = PROVENANCE_KEYS
 # What a benchmark process of this suite has in its command line.
 BENCHMARK_MARKERS = ("llm_training.pretrain_gpt", "image_classification.image_classification_torch",
                      "image_classification_torch.py")
@@ -196,6 +198,69 @@ def _read_environ(proc: Path, pid: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
+def _cpu_seconds(proc: Path, pid: str) -> float | None:
+    """User and system CPU time a process has used (None: it is gone)."""
+    try:
+        stat = (proc / pid / "stat").read_text()
+    except OSError:
+        return None
+    # the command name in parentheses may hold spaces: fields follow the last ")"
+    fields = stat[stat.rindex(")") + 2:].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def foreign_cpu_seconds(proc: Path = Path("/proc")) -> dict[str, float] | None:
+    """The CPU time of every process on this host that is not this job's
+    (CARAML_JOB tells the job's processes, whatever started them). None
+    where no job identity is set or /proc cannot be read: then nothing can
+    tell the run's own load from another's."""
+    mine = os.environ.get(JOB_KEY)
+    if not mine:
+        return None
+    try:
+        pids = [p.name for p in proc.iterdir() if p.name.isdigit()]
+    except OSError:
+        return None
+    used = {}
+    for pid in pids:
+        if _read_environ(proc, pid).get(JOB_KEY) == mine:
+            continue
+        seconds = _cpu_seconds(proc, pid)
+        if seconds is not None:
+            used[pid] = seconds
+    return used
+
+
+class ContentionWindow:
+    """The share of the host's CPUs that processes outside the job used
+    between begin() and end(), in percent: the load average cannot tell the
+    run's own threads (and the energy sampler) from a competitor; this can.
+    A process that began inside the window counts with all its CPU time."""
+
+    def __init__(self, proc: Path = Path("/proc"), clock=time.monotonic) -> None:
+        self._proc, self._clock = proc, clock
+        self._start: tuple[float, dict[str, float]] | None = None
+
+    def begin(self) -> None:
+        used = foreign_cpu_seconds(self._proc)
+        self._start = None if used is None else (self._clock(), used)
+
+    def end(self) -> float | None:
+        if self._start is None:
+            return None
+        began, before = self._start
+        after = foreign_cpu_seconds(self._proc)
+        elapsed = self._clock() - began
+        if after is None or elapsed <= 0:
+            return None
+        spent = sum(max(0.0, t - before.get(pid, 0.0)) for pid, t in after.items())
+        return 100 * spent / (elapsed * (os.cpu_count() or 1))
+
+
+# The driver's run: record() opens it, report_load_at_end() closes it.
+_RUN_WINDOW = ContentionWindow()
+
+
 def host_load() -> dict:
     """How busy the host was when the run began: the 1-minute load average
     against the CPUs, and other benchmark processes."""
@@ -238,10 +303,14 @@ def line_fields(record: dict) -> dict[str, str]:
 
 
 def report_load_at_end() -> None:
-    """One line for the table on how busy the host was when training ended:
-    a benchmark that started beside this one after its start shows here."""
+    """One line for the table on how busy the host was while training ran:
+    a benchmark that started beside this one after its start shows here, and
+    the CPU share of every process outside the job (foreign_cpu_pct, the row
+    model's contention flag)."""
+    foreign = _RUN_WINDOW.end()
     report.emit("host at end", load=round(os.getloadavg()[0], 2), cpus=os.cpu_count(),
-                other_benchmarks="-" if (n := other_benchmarks()) is None else n)
+                other_benchmarks="-" if (n := other_benchmarks()) is None else n,
+                foreign_cpu_pct="-" if foreign is None else round(foreign, 1))
 
 
 def record(dist: Dist, folder: str | Path | None, hostnames: list[str]) -> None:
@@ -249,6 +318,7 @@ def record(dist: Dist, folder: str | Path | None, hostnames: list[str]) -> None:
     table's line; hostnames: every rank's, in rank order."""
     if not dist.is_main:
         return
+    _RUN_WINDOW.begin()
     facts = collect(dist.device.type, dist.world_size, hostnames)
     if folder is not None:
         out = Path(folder)

@@ -19,6 +19,7 @@ from caraml.options import (
     derived,
     option,
 )
+from caraml import device_peaks
 from caraml.options import parse as parse_options
 from caraml.report import BenchmarkInputError
 from llm_training.model_sizes import (
@@ -52,9 +53,10 @@ class ModelOptions:
     init_std: float = option(GPTConfig.init_std, flag="--init-method-std", rule=POSITIVE,
                              doc="standard deviation of the initial weights")
     peak_tflops: float | str | None = option(
-        None, rule=POSITIVE, words=("auto", "measure"),
-        doc="the device's peak dense 16-bit TFLOP/s for MFU; 'auto': the datasheet's by device "
-            "name (caraml/device_peaks.py), measured where the device is not known; "
+        None, rule=POSITIVE, words=("auto", "measure", *device_peaks.PEAKS),
+        doc="the device's peak dense 16-bit TFLOP/s for MFU: a number, or a device of "
+            "caraml/device_peaks.py (e.g. A100, MI250-GCD): its datasheet peak; 'auto': the "
+            "datasheet's by the device's name, measured where the device is not known; "
             "'measure': always measured")
 
 

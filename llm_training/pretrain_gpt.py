@@ -105,6 +105,8 @@ def build_backend(gpt: GPTConfig, args: Args, layout: Layout, dist: Dist) -> tra
 def peak_of(args: Args, dist: Dist) -> Peak:
     if args.peak_tflops is None:
         return Peak.none()
+    if args.peak_tflops in device_peaks.PEAKS:  # the system names its device
+        return Peak(device_peaks.PEAKS[args.peak_tflops].tflops, "datasheet")
     if args.peak_tflops == "auto" and dist.device.type == "cuda":
         known = device_peaks.lookup(torch.cuda.get_device_name(dist.device))
         if known is not None:

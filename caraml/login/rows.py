@@ -1,26 +1,29 @@
-"""Whether every row of a result table succeeded: the exit status of the
-README's main command. Prints one line per row that did not, and exits 1.
+"""Whether every row of a JUBE run succeeded: the exit status of the
+README's main command. The row model (caraml/row.py) decides each row, the
+same decision the tables show; this prints one line per row that is not a
+measurement and exits 1 when there is one.
 
-    python -m caraml.login.rows RUN_DIR/result/result_csv.dat"""
+    python -m caraml.login.rows RUN_DIR"""
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
-# "ok (stopped early: ...)" is a measurement too; the row says how it ended
-SUCCEEDED = ("ok", "dry run")
+from caraml.row import rows_of_run
+from caraml.row_status import MEASURED
+
+# A dry run measures nothing and is what was asked for.
+SUCCEEDED = (*MEASURED, "dry-run")
 
 
-def unfinished(table: Path) -> list[str]:
-    """A line for each row whose status is neither ok nor a dry run."""
-    with table.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    return [f"row {i + 1}: {row.get('Status') or 'no status'}"
-            + (f": {row['Error']}" if row.get("Error") else "")
-            for i, row in enumerate(rows)
-            if not (row.get("Status") or "").startswith(SUCCEEDED)]
+def unfinished(run_dir: Path) -> list[str]:
+    """A line for each row that is neither a measurement nor a dry run."""
+    return [f"row {i + 1} ({row['config']['label']} on {row['system']['name']}): "
+            f"{row['status']['state']}"
+            + (f": {row['status']['reason']}" if row["status"]["reason"] else "")
+            for i, row in enumerate(rows_of_run(run_dir))
+            if row["status"]["state"] not in SUCCEEDED]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,11 +31,14 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print(__doc__.splitlines()[-1].strip(), file=sys.stderr)
         return 2
-    table = Path(args[0])
-    if not table.is_file():
-        print(f"CARAML: no result table {table}: the run gave no rows", file=sys.stderr)
+    run_dir = Path(args[0])
+    if not (run_dir / "workpackages.xml").is_file():
+        print(f"CARAML: {run_dir} is no JUBE run directory (no workpackages.xml): "
+              "the run gave no rows", file=sys.stderr)
         return 1
-    bad = unfinished(table)
+    bad = unfinished(run_dir)
+    if not list(run_dir.glob("*_execute/work")):
+        bad.append("no work package of the execute step: the run gave no rows")
     for line in bad:
         print(f"CARAML: {line}", file=sys.stderr)
     return 1 if bad else 0

@@ -51,7 +51,7 @@ def test_missing_data_path_gives_a_failed_row_naming_it(tmp_path):
     run = _run(tmp_path, env={"CARAML_IMAGE_DATA": str(tmp_path / "no_such_imagenet")})
     run.run("CPU", "smoke")
     row = run.table().iloc[0]
-    assert row["Status"] == "FAILED"
+    assert row["Status"] == "failed"
     assert "no_such_imagenet" in row["Error"]
     assert pd.isna(row["Images/s"])
 
@@ -64,7 +64,7 @@ def test_bad_tags_give_a_failed_row_that_says_why(tmp_path, tags, message):
     run = _run(tmp_path)
     run.run(*tags)
     table = run.table()
-    assert set(table["Status"]) == {"FAILED"}
+    assert set(table["Status"]) == {"failed"}
     assert all(message in e for e in table["Error"])
     # nothing was started
     assert not any((w / "job.out").exists() for w in run.work_dirs("execute"))

@@ -62,7 +62,7 @@ def test_a_corpus_that_does_not_exist_gives_a_failed_row(tmp_path):
     run = _run(tmp_path, env={"CARAML_LLM_CORPUS": str(tmp_path / "no_such_corpus.jsonl")})
     run.run("CPU", "smoke")
     row = run.table().iloc[0]
-    assert row["Status"] == "FAILED"
+    assert row["Status"] == "failed"
     assert "no_such_corpus.jsonl" in row["Error"]
 
 
@@ -71,7 +71,7 @@ def test_a_model_size_the_host_cannot_run_gives_a_failed_row_that_says_why(tmp_p
     run = _run(tmp_path)
     run.run("CPU", "smoke", "800M", "synthetic")
     row = run.table().iloc[0]
-    assert row["Status"] == "FAILED"
+    assert row["Status"] == "failed"
     assert "fp16" in row["Error"]
 
 

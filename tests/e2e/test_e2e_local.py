@@ -54,7 +54,7 @@ def test_a_broken_nvidia_driver_fails_the_row_before_training(tmp_path):
     run = _run(tmp_path, LLM, PATH=f"{fake}{os.pathsep}{os.environ['PATH']}")
     run.run("LOCAL", "smoke", "synthetic")
     row = run.table().iloc[0]
-    assert row["Status"] == "FAILED"
+    assert row["Status"] == "failed"
     assert "nvidia-smi fails" in row["Error"] and "NVIDIA driver" in row["Error"]
     assert not list(run.run_dir.glob("*_execute/work/job.out"))  # nothing was started
 
@@ -63,5 +63,5 @@ def test_more_devices_than_the_host_has_is_a_failed_row_with_both_numbers(tmp_pa
     run = _run(tmp_path, IC, CARAML_LOCAL_DEVICES="2")
     run.run("LOCAL", "smoke")
     row = run.table().iloc[0]
-    assert row["Status"] == "FAILED"
+    assert row["Status"] == "failed"
     assert "asks for 2 devices" in row["Error"] and "at most 1" in row["Error"]

@@ -44,7 +44,7 @@ def check_energy_of_both_nodes(run, row) -> None:
     assert sorted(counted["host"]) == ["cn1", "cn2"]
     assert row["Energy(Wh)"] == pytest.approx(counted["energy_wh"].sum(), rel=1e-3)
     # the row shows each node's part
-    by_node = dict(kv.split("=") for kv in row["EnergyByNode(Wh)"].split())
+    by_node = dict(kv.split("=") for kv in row["EnergyByNode(Wh)"].split(";"))
     assert sorted(by_node) == ["cn1", "cn2"]
     for host, wh in by_node.items():
         assert float(wh) == pytest.approx(counted.loc[counted["host"] == host, "energy_wh"].sum(), rel=1e-3)
@@ -100,7 +100,7 @@ def test_a_rank_killed_on_one_node_ends_the_job_on_both(tmp_path, slurm2n):
     # job waiting for a rendezvous or collective timeout would outlast this
     slurm2n.wait_for_jobs(timeout_s=120)
     row = submitted_row(run.table())
-    assert row["Status"] == "FAILED", row.to_dict()
+    assert row["Status"] == "failed", row.to_dict()
     # the rank that died first and its node (caraml/failure.py, from torchrun's summary)
     assert "rank 1 killed by SIGKILL on cn2" in row["Error"], row["Error"]
     assert "CARAML global:" not in (work / "job.out").read_text()

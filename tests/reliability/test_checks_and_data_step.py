@@ -49,7 +49,7 @@ def test_a_refused_llm_run_fails_before_its_data_step(tmp_path, tags, message):
                   env={**os.environ, "CARAML_LLM_CORPUS": str(tmp_path / "never_read.txt")})
     run.run(*tags)
     table = run.table()
-    assert set(table["Status"]) == {"FAILED"}
+    assert set(table["Status"]) == {"failed"}
     assert all(message in error for error in table["Error"]), table["Error"].tolist()
     assert not any("never_read" in error for error in table["Error"])
 

@@ -44,7 +44,7 @@ class Expect:
     nodes_available: int
     kind: str
     energy: str
-    peak_tflops: float | None
+    peak_tflops: str  # the device in caraml/device_peaks.py
     tdp_w: float | None
     gpus_per_task: str | None = None
     constraint: str | None = None
@@ -52,24 +52,24 @@ class Expect:
 
 SYSTEMS = {
     "A100": Expect("dc-gpu", 4, 1, 128, "gpu:4", "torchrun_jsc", "caraml_nvidia_x86.sif", "--nv",
-                   "i", True, True, "pspmix", 192, "cuda", "pynvml", 312, 400),
+                   "i", True, True, "pspmix", 192, "cuda", "pynvml", "A100", 400),
     "H100": Expect("dc-h100", 4, 1, 72, "gpu:4", "torchrun_jsc", "caraml_nvidia_x86.sif", "--nv",
-                   "i", True, True, "pspmix", 1, "cuda", "pynvml", 756, 350),
+                   "i", True, True, "pspmix", 1, "cuda", "pynvml", "H100-PCIe", 350),
     "WAIH100": Expect("dc-hwai", 4, 1, 64, "gpu:4", "torchrun_jsc", "caraml_nvidia_x86.sif", "--nv",
-                      "i", True, True, "pspmix", 16, "cuda", "pynvml", 990, 700),
+                      "i", True, True, "pspmix", 16, "cuda", "pynvml", "H100-SXM", 700),
     "GH200": Expect("dc-gh", 1, 1, 72, "gpu:1", "torchrun_jsc", "caraml_nvidia_arm64.sif", "--nv",
-                    "", False, True, "pspmix", 1, "cuda", "pynvml gh", 990, 700),
+                    "", False, True, "pspmix", 1, "cuda", "pynvml gh", "GH200", 700),
     "JEDI": Expect("all", 4, 4, 72, "gpu:4", "srun", "caraml_nvidia_arm64.sif", "--nv",
-                   "", True, False, "pmi2", 44, "cuda", "pynvml gh", 990, 680, gpus_per_task="1"),
+                   "", True, False, "pmi2", 44, "cuda", "pynvml gh", "GH200", 680, gpus_per_task="1"),
     # a device is one GCD: the paper's 362.1 TFLOP/s and 560 W are per module of two
     "MI250": Expect("dc-mi200", 8, 1, 48, None, "torchrun_jsc", "caraml_rocm.sif", "--rocm",
-                    "i", False, True, "pspmix", 2, "rocm", "rocm", 362.1 / 2, 560 / 2),
+                    "i", False, True, "pspmix", 2, "rocm", "rocm", "MI250-GCD", 560 / 2),
     "MI300X": Expect(None, 8, 1, 48, None, "torchrun", "caraml_rocm.sif", "--rocm",
-                     "", False, False, None, 1, "rocm", "rocm", 1307.4, 750, constraint="mi300x"),
+                     "", False, False, None, 1, "rocm", "rocm", "MI300X", 750, constraint="mi300x"),
     "MI300A": Expect(None, 4, 1, 48, None, "torchrun", "caraml_rocm.sif", "--rocm",
-                     "", False, False, None, 1, "rocm", "rocm", 980.6, 550, constraint="mi300a"),
+                     "", False, False, None, 1, "rocm", "rocm", "MI300A", 550, constraint="mi300a"),
     "GC200": Expect("dc-ipu", 4, 1, 48, None, "jpwr", "caraml_ipu.sif", None,
-                    "", False, True, "pspmix", 1, "ipu", "gc", 250, 300),
+                    "", False, True, "pspmix", 1, "ipu", "gc", "GC200", 300),
 }
 
 # The two-node CPU systems of the test cluster (tests/slurm_cluster.py),

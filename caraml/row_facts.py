@@ -1,0 +1,122 @@
+"""What the row model reads from the lines a run left: the driver's
+`CARAML <scope>: key=value` lines (caraml/report.py) and the energy lines of
+`jpwr combine` (jpwr-summary, jpwr-scope, jpwr-window, jpwr-scopes,
+jpwr-hosts). Standard library only (login node)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# The provenance line's keys (caraml/provenance.py writes them, in this order)
+PROVENANCE_KEYS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
+                   "cpus", "other_benchmarks")
+
+
+def kv(text: str) -> dict[str, str]:
+    """key=value words of one line."""
+    return dict(word.split("=", 1) for word in text.split() if "=" in word)
+
+
+def kv_lines(text: str, prefix: str) -> list[dict[str, str]]:
+    """Every line `<prefix> key=value ...` of a text, parsed."""
+    start = re.compile(rf"^{re.escape(prefix)} (.*)$", re.MULTILINE)
+    return [kv(found) for found in start.findall(text)]
+
+
+def last_kv(text: str, scope: str) -> dict[str, str]:
+    """The last `CARAML <scope>:` line of a text ({} where there is none):
+    a job that was re-run appends its lines to the ones before."""
+    found = kv_lines(text, f"CARAML {scope}:")
+    return found[-1] if found else {}
+
+
+def _value(text: str | None) -> str | None:
+    return None if text in (None, "", "-") else text
+
+
+def provenance(job_out: str) -> dict:
+    """The row's provenance from the driver's provenance line and the job
+    script's start line."""
+    line = last_kv(job_out, "provenance")
+    starts = [line for line in kv_lines(job_out, "CARAML job:") if "start" in line]
+    job = starts[-1] if starts else {}
+    commit = _value(line.get("commit"))
+    clean = {"yes": True, "no": False}.get(line.get("clean", ""))
+    return {"commit": commit, "clean": clean,
+            "suite_version": None if commit is None
+            else commit[:12] + ("" if clean is not False else "+changes"),
+            "torch": _value(line.get("torch")), "cuda": _value(line.get("cuda")),
+            "rocm": _value(line.get("rocm")), "date": _value(job.get("start")),
+            "host": _value(job.get("host")), "device_name": _value(line.get("device_name"))}
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the energy headline needs besides jpwr's lines: the scope the
+    system asks for ("counted": what jpwr counts per host) and the work."""
+
+    scope_asked: str
+    work_total: float | None
+    work_timed: float | None
+
+
+def _num(value: str | None) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if number == number else None
+
+
+def _window(wh: float | None, devices: int | None, seconds: float | None, work: float | None,
+            missing: float | None, complete: bool) -> dict:
+    per_device = wh / devices if wh is not None and devices else None
+    return {"wh": wh, "wh_per_device": per_device,
+            "work_per_wh": work / wh if work is not None and wh else None,
+            "mean_power_w_per_device": per_device * 3600 / seconds
+            if per_device is not None and seconds else None,
+            "seconds": seconds, "complete": complete, "missing_pct": missing}
+
+
+def energy(jpwr_text: str, facts: Facts) -> dict | None:
+    """The energy part of a row; None where jpwr printed no summary."""
+    summaries = kv_lines(jpwr_text, "jpwr-summary:")
+    if not summaries:
+        return None
+    s = summaries[-1]
+    scopes = {line.get("scope"): line for line in kv_lines(jpwr_text, "jpwr-scope:")}
+    windows = kv_lines(jpwr_text, "jpwr-window:")
+    counted = facts.scope_asked == "counted"
+    scope = s.get("scope") if counted else facts.scope_asked
+    if counted:
+        wh, devices = _num(s.get("total_wh")), _num(s.get("devices"))
+    else:
+        wh, devices = _num(scopes.get(scope, {}).get("total_wh")), \
+            _num(scopes.get(scope, {}).get("devices"))
+    timed = next((w for w in windows if w.get("window") == "timed"
+                  and (w.get("counted") == "yes" if counted else w.get("scope") == scope)), None)
+    missing = _num(s.get("missing_pct"))
+    incomplete = s.get("source") == "incomplete"
+    methods = s.get("methods") or ""
+    run = _window(wh, int(devices) if devices else None, _num(s.get("duration_s")),
+                  facts.work_total, missing, not incomplete)
+    windows_out = {"run": run}
+    if timed is not None:
+        windows_out["timed"] = _window(_num(timed.get("total_wh")), int(_num(timed.get("devices"))
+                                       or 0) or None, _num(timed.get("duration_s")),
+                                       facts.work_timed, missing, not incomplete)
+    by_scope = {k: _num(v) for k, v in kv(_last(jpwr_text, "jpwr-scopes:")).items()}
+    by_node = {k: _num(v) for k, v in kv(_last(jpwr_text, "jpwr-hosts:")).items()}
+    return {"scope": scope, "estimated": s.get("source") == "estimated"
+            or "estimate" in re.split(r"[+/_]", methods),
+            "incomplete": incomplete, "methods": methods or None,
+            "basis": s.get("basis") or None, "devices": int(devices) if devices else None,
+            "headline_window": "timed" if timed is not None else "run",
+            "windows": windows_out, "by_scope": by_scope, "by_node": by_node,
+            "counter_vs_integrated_pct": _num(s.get("counter_vs_integrated_pct"))}
+
+
+def _last(text: str, prefix: str) -> str:
+    found = re.findall(rf"^{re.escape(prefix)} (.*)$", text, re.MULTILINE)
+    return found[-1] if found else ""

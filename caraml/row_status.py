@@ -1,0 +1,108 @@
+"""A row's status: the one vocabulary of the suite and the one rule that
+picks from it (caraml/row.py calls it; the tables, the README's main command
+and caraml-compare read what it decided).
+
+    ok                 a measurement that ran its planned iterations
+    ok-stopped-early   a measurement cut short (a signal, the time budget): the reason says
+    failed             no measurement: the reason names the cause
+    dry-run            the job script was written and checked, not submitted
+    queued             submitted, not started (no Slurm to ask, or Slurm knows no reason)
+    pending            Slurm holds the job: the reason is Slurm's
+    running            started, not ended
+
+Standard library only (login node)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from caraml.row import Evidence
+
+STATES = ("ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending", "running")
+# The states that are measurements; every other row is left out of every figure.
+MEASURED = ("ok", "ok-stopped-early")
+# The job script's own error marker, and the suite's one-line errors
+_ERROR = re.compile(r"^(?:CARAML ERROR: |(?=job exited with ))(.*)$", re.MULTILINE)
+_START = re.compile(r"^CARAML job: start=(\S+)", re.MULTILINE)
+_END = re.compile(r"^CARAML job: end=\S+ status=(-?\d+)", re.MULTILINE)
+_STOP = re.compile(r"^CARAML stop: (.*)$", re.MULTILINE)
+_SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Status:
+    state: str
+    reason: str = ""
+
+    def __post_init__(self):
+        if self.state not in STATES:
+            raise ValueError(f"unknown row state {self.state!r}")
+
+    @property
+    def measured(self) -> bool:
+        return self.state in MEASURED
+
+
+def slurm_state(job_id: str) -> tuple[str, str] | None:
+    """Slurm's state and reason of a job (PENDING, Priority), or None where
+    there is no squeue or Slurm no longer knows the job."""
+    try:
+        done = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T|%r"],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    line = done.stdout.strip()
+    if done.returncode != 0 or "|" not in line:
+        return None
+    state, reason = line.split("|", 1)
+    return state, reason
+
+
+def _first_error(ev: Evidence) -> str | None:
+    # the data step first: the execute step never ran when it failed
+    for name in ("data.stderr", "stderr", "error", "job.err", "job.out"):
+        found = _ERROR.search(ev.texts.get(name, ""))
+        if found:
+            return found.group(1).strip()
+    return None
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> Status:
+    """The status of a work package from its markers, first rule that holds."""
+    error = _first_error(ev)
+    if error:
+        return Status("failed", error)
+    if "CARAML dryrun: " in ev.text("stderr", "stdout"):
+        return Status("dry-run", "job script written and not submitted")
+    job_out = ev.text("job.out")
+    if not _START.search(job_out):
+        submitted = _SUBMITTED.search(ev.text("stdout"))
+        known = slurm_state(submitted.group(1)) if submitted and slurm_state else None
+        if known and known[0] == "PENDING":
+            return Status("pending", known[1])
+        return Status("queued", "")
+    end = _END.search(job_out)
+    if not end:
+        return Status("running", "")
+    if int(end.group(1)) != 0:
+        return Status("failed", f"job exited with status {end.group(1)}")
+    if not has_throughput:
+        return Status("failed", "the job ended without a throughput line: see job.out")
+    if ev.texts.get("jpwr.status", "0") != "0":
+        cause = _last_line(ev.texts.get("jpwr.err", "")) or "no message"
+        return Status("failed", f"energy not combined (jpwr combine exited with status "
+                                f"{ev.texts['jpwr.status']}): {cause}")
+    stops = _STOP.findall(job_out)
+    stop = stops[-1].strip() if stops else ""
+    if not stop or stop.startswith("iteration count"):
+        return Status("ok", "")
+    return Status("ok-stopped-early", stop)

@@ -1,0 +1,238 @@
+"""The row model: every state of the one vocabulary, the flags, MFU with its
+peak and the peak's basis, and the energy headline with its scope and
+window, decided from the files a JUBE work package holds."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from caraml import row as row_model
+from caraml.row_status import STATES
+from tests.caraml.row_packages import (IMAGE_GLOBAL, JPWR, LLM_GLOBAL, START, execute,
+                                       finished_job, run_dir, write)
+
+
+def decide(tmp_path, benchmark="llm", params=None, jpwr=JPWR, jpwr_status=0, jpwr_err="",
+           slurm=None, data_error=None, **files):
+    run = run_dir(tmp_path, params, with_data_step=data_error is not None)
+    work = execute(run)
+    write(work, **files)
+    if data_error is not None:
+        (run / "000000_prepare_data" / "work" / "stderr").write_text(data_error)
+    out = err = None
+    if jpwr is not None:
+        out, err = tmp_path / "jpwr.out", tmp_path / "jpwr.err"
+        out.write_text(jpwr)
+        err.write_text(jpwr_err)
+    ev = row_model.gather(work, out, err, jpwr_status)
+    return row_model.decide_row(benchmark, ev, slurm_state=lambda job_id: slurm)
+
+
+def state(row):
+    return row["status"]["state"], row["status"]["reason"]
+
+
+def test_a_finished_run_is_ok_and_measured(tmp_path):
+    row = decide(tmp_path, job_out=finished_job())
+    assert state(row) == ("ok", "")
+    assert row["throughput"]["per_s"] == pytest.approx(104857.6)
+    assert row["throughput"]["per_s_per_node"] == pytest.approx(104857.6)
+    assert row["config"]["model"] == "800M" and row["config"]["global_batch"] == 512
+    assert row["system"]["devices"] == 4 and row["system"]["tdp_w"] == 400.0
+    assert row["provenance"]["commit"] == "1d3448ffe2ac" and row["provenance"]["date"].startswith(
+        "2026-11-24T05:00")
+    assert row["flags"] == []
+
+
+def test_a_signal_gives_ok_stopped_early_with_its_reason(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(stop="signal SIGUSR1"))
+    assert state(row) == ("ok-stopped-early", "signal SIGUSR1")
+    assert row["throughput"] is not None
+
+
+def test_our_error_line_fails_the_row_with_it(tmp_path):
+    row = decide(tmp_path, jpwr=None, stderr="CARAML ERROR: global batch size 6 does not divide by 4 devices\n")
+    assert state(row) == ("failed", "global batch size 6 does not divide by 4 devices")
+    assert row["throughput"] is None and row["mfu"] is None
+
+
+def test_a_job_that_exited_non_zero_fails_even_with_a_throughput_line(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(stop="signal SIGTERM", status=143))
+    assert state(row) == ("failed", "job exited with status 143")
+    assert row["throughput"] is None
+
+
+def test_the_job_scripts_error_marker_names_the_cause(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(status=1),
+                 error="job exited with status 1: rank 1 killed by SIGKILL on cn2\n")
+    assert state(row) == ("failed", "job exited with status 1: rank 1 killed by SIGKILL on cn2")
+
+
+def test_a_failed_data_step_is_the_rows_cause(tmp_path):
+    row = decide(tmp_path, jpwr=None, data_error="CARAML ERROR: corpus no_such.jsonl not found\n")
+    assert state(row) == ("failed", "corpus no_such.jsonl not found")
+
+
+def test_a_combine_step_that_failed_after_the_job_ran_fails_the_row(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(), jpwr="", jpwr_status=1,
+                 jpwr_err="Traceback ...\nValueError: energy_rank0.csv: no column 'time'\n")
+    assert row["status"]["state"] == "failed"
+    assert "jpwr combine exited with status 1" in row["status"]["reason"]
+    assert "no column 'time'" in row["status"]["reason"]
+    assert row["energy"] is None
+
+
+def test_a_job_that_ended_without_its_figures_is_no_ok(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(global_line="iteration 3/100"))
+    assert state(row) == ("failed", "the job ended without a throughput line: see job.out")
+
+
+def test_a_dry_run(tmp_path):
+    row = decide(tmp_path, jpwr=None, stderr="CARAML dryrun: /x/job.sh written and not submitted\n")
+    assert state(row) == ("dry-run", "job script written and not submitted")
+
+
+def test_submitted_and_not_started_is_queued_or_pending_with_slurms_reason(tmp_path):
+    assert state(decide(tmp_path / "a", jpwr=None)) == ("queued", "")
+    row = decide(tmp_path / "b", jpwr=None, slurm=("PENDING", "Priority"),
+                 stdout="Submitted batch job 42\n")
+    assert state(row) == ("pending", "Priority")
+
+
+def test_started_and_not_ended_is_running(tmp_path):
+    assert state(decide(tmp_path, jpwr=None, job_out=START + "\n")) == ("running", "")
+
+
+def test_every_state_of_the_vocabulary_is_reached_above():
+    # the tests above reach each state; a new state needs its own test
+    assert set(STATES) == {"ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending",
+                           "running"}
+
+
+def test_mfu_says_its_peak_and_where_the_peak_comes_from(tmp_path):
+    mfu = decide(tmp_path / "a", job_out=finished_job())["mfu"]
+    assert mfu["value"] == pytest.approx(0.410256) and mfu["peak_tflops"] == 312.0
+    assert mfu["peak_basis"] == "datasheet" and "A100" in mfu["peak_source"]
+    measured = LLM_GLOBAL.replace("peak_tflops=312 peak_source=datasheet",
+                                  "peak_tflops=0.38 peak_source=measured-matmul")
+    mfu = decide(tmp_path / "b", job_out=finished_job(global_line=measured))["mfu"]
+    assert mfu["peak_basis"] == "measured-matmul" and "measured" in mfu["peak_source"]
+    # the system names its device (platform.xml): that entry's source
+    named = LLM_GLOBAL.replace("peak_tflops=312", "peak_tflops=181.05")
+    mfu = decide(tmp_path / "d", params={"peak_tflops": "MI250-GCD"},
+                 job_out=finished_job(global_line=named))["mfu"]
+    assert mfu["peak_tflops"] == 181.05 and "MI250 data sheet" in mfu["peak_source"]
+    stated = LLM_GLOBAL.replace("peak_tflops=312", "peak_tflops=300")
+    mfu = decide(tmp_path / "c", job_out=finished_job(global_line=stated))["mfu"]
+    assert mfu["peak_source"] == "--peak-tflops 300 given to the driver"
+
+
+def test_the_energy_headline_counts_its_scope_over_the_timed_window(tmp_path):
+    energy = decide(tmp_path, job_out=finished_job())["energy"]
+    assert energy["scope"] == "gpu" and energy["headline_window"] == "timed"
+    assert energy["estimated"] is False and energy["basis"] == "counter"
+    timed, run = energy["windows"]["timed"], energy["windows"]["run"]
+    assert timed["wh"] == 36.0 and timed["work_per_wh"] == pytest.approx(524288 / 36.0)
+    assert timed["mean_power_w_per_device"] == pytest.approx(9.0 * 3600 / 100.0)
+    assert run["wh"] == 40.0 and run["work_per_wh"] == pytest.approx(1048576 / 40.0)
+    assert energy["by_scope"] == {"gpu": 40.0, "module": 48.0} and energy["by_node"] == {"cn1": 40.0}
+
+
+def test_a_system_that_names_its_scope_gets_that_scopes_energy(tmp_path):
+    energy = decide(tmp_path, params={"energy_scope": "module"}, job_out=finished_job())["energy"]
+    assert energy["scope"] == "module"
+    assert energy["windows"]["run"]["wh"] == 48.0 and energy["windows"]["timed"]["wh"] == 43.2
+
+
+def test_an_estimate_is_labelled_and_an_incomplete_figure_flagged(tmp_path):
+    jpwr = (JPWR.replace("source=measured", "source=incomplete").replace("missing_pct=0.0",
+                                                                          "missing_pct=88.76"))
+    row = decide(tmp_path / "a", job_out=finished_job(), jpwr=jpwr)
+    assert "energy-incomplete(89%-of-samples-missing)" in row["flags"]
+    assert row["energy"]["windows"]["run"]["complete"] is False
+    estimated = JPWR.replace("methods=pynvml source=measured", "methods=estimate source=estimated")
+    assert decide(tmp_path / "b", job_out=finished_job(), jpwr=estimated)["energy"]["estimated"]
+
+
+def test_competition_from_outside_the_job_is_flagged_and_its_own_load_is_not(tmp_path):
+    busy = ("CARAML host at end: load=3.9 cpus=2 other_benchmarks=1 foreign_cpu_pct=47.0")
+    row = decide(tmp_path / "a", job_out=finished_job(at_end=busy))
+    assert row["flags"] == ["other-benchmarks-at-end(1)",
+                            "cpu-contention(47%-of-host-CPU-used-by-other-processes)"]
+    # a load average of the run's own threads is no flag
+    own = "CARAML host at end: load=3.9 cpus=2 other_benchmarks=0 foreign_cpu_pct=1.5"
+    assert decide(tmp_path / "b", job_out=finished_job(at_end=own))["flags"] == []
+
+
+def test_fewer_iterations_than_planned_are_flagged(tmp_path):
+    short = LLM_GLOBAL.replace("iterations_total=100", "iterations_total=40")
+    row = decide(tmp_path, job_out=finished_job(global_line=short, stop="signal SIGUSR1"))
+    assert row["flags"] == ["stopped-early(40-of-100-iterations)"]
+
+
+def test_an_image_row(tmp_path):
+    row = decide(tmp_path, "image", job_out=finished_job(global_line=IMAGE_GLOBAL))
+    assert row["config"]["model"] == "resnet50" and row["config"]["image_size"] == 224
+    assert row["config"]["sequence_length"] is None and row["mfu"] is None
+    assert row["throughput"]["unit"] == "images" and row["throughput"]["per_s"] == 1280.0
+    assert row["energy"]["windows"]["timed"]["work_per_wh"] == pytest.approx(23040 / 36.0)
+
+
+def test_graphcores_gpt2_figures_come_from_its_last_step(tmp_path):
+    """GC200 (llm_benchmark_ipu.yaml): Tokens/s is the last step's samples/s
+    times the sequence length (the first step includes the graph
+    compilation); the work is every logged step's global batch."""
+    steps = "".join(f"step {i} of epoch 0, loss: 9.1, acc: 0.0, lr: 1e-05, throughput: {v} "
+                    "samples/sec\n" for i, v in enumerate([0.5, 59.0, 60.0]))
+    job_out = "\n".join([START, "CARAML job: end=2026-11-24T05:10:00+00:00 status=0", ""])
+    row = decide(tmp_path, params={"seq_length": "1024", "global_batch_used": "64",
+                                   "device_kind": "ipu", "peak_tflops": "GC200"},
+                 job_out=job_out, job_err=steps)
+    assert state(row) == ("ok", "")
+    assert row["throughput"]["per_s"] == pytest.approx(60.0 * 1024)
+    assert row["throughput"]["per_s_per_device"] == pytest.approx(60.0 * 1024 / 4)
+    assert row["config"]["global_batch"] == 64 and row["config"]["sequence_length"] == 1024
+    assert row["energy"]["windows"]["run"]["work_per_wh"] == pytest.approx(3 * 64 * 1024 / 40.0)
+
+
+def test_the_lines_for_the_tables_keep_jubes_value_rules(tmp_path, capsys):
+    row = decide(tmp_path, job_out=finished_job(stop="signal SIGUSR1, then more"))
+    row_model.print_lines(row)
+    out = capsys.readouterr().out.splitlines()
+    fields = dict(w.split("=", 1) for w in out[0].removeprefix("CARAML row: ").split())
+    assert fields["state"] == "ok-stopped-early" and fields["notable"] == "yes"
+    assert fields["energy_scope"] == "gpu" and fields["energy_kind"] == "measured"
+    assert fields["mfu"] == "0.41" and fields["layout"] == "1x4"
+    assert out[1] == "CARAML row reason: signal SIGUSR1; then more"
+    assert out[2] == "CARAML row flags: none"
+    assert not any("," in line for line in out)
+
+
+def test_row_json_is_written_with_the_contracts_keys(tmp_path):
+    row = decide(tmp_path, job_out=finished_job())
+    path = row_model.write(row, tmp_path)
+    stored = json.loads(path.read_text())
+    assert stored["schema"] == "caraml-row/1"
+    assert list(stored) == ["schema", "benchmark", "work_package", "system", "config",
+                            "throughput", "mfu", "energy", "status", "flags", "provenance"]
+    assert isinstance(stored["throughput"]["per_s"], float)
+
+
+def test_an_unknown_benchmark_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=re.escape("unknown benchmark 'gpt'")):
+        decide(tmp_path, "gpt", job_out=finished_job())
+
+
+def test_every_field_of_the_row_line_is_read_by_a_pattern_of_platform_xml(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    from tests.jube_runs import ROOT
+
+    patterns = ET.parse(ROOT / "platform.xml").getroot().find("patternset[@name='rowPatterns']")
+    read = {re.search(r"(?:\\b|: )(\w+)=\(", p.text).group(1)
+            for p in patterns if "row: " in p.text}
+    fields = set(row_model.table_fields(decide(tmp_path, job_out=finished_job())))
+    assert fields == read

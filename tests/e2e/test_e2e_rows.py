@@ -1,0 +1,104 @@
+"""The row model end to end, through the real JUBE: a CPU run of the image
+benchmark, its default table within 160 characters, its rows in the SQLite
+database, and the README's main command (caraml/login/rows.py), the JUBE
+tables and row.json agreeing on a run stopped early and on a run whose
+combine step failed after the job had run."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.jube_runs import ROOT, JubeRun
+
+SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
+DATABASE = ROOT / "results" / "caraml_rows.sqlite"
+pytestmark = pytest.mark.jube
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    run = JubeRun(SCRIPT, tmp_path_factory.mktemp("rows") / "run", env=dict(os.environ))
+    run.run("CPU", "smoke")
+    return run
+
+
+def main_command(run) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "caraml.login.rows", str(run.run_dir)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def row_json(run) -> dict:
+    [path] = run.run_dir.glob("*_combine_energy/work/row.json")
+    return json.loads(path.read_text())
+
+
+def combine_again(run) -> None:
+    """Runs the combine step's own command again, as JUBE recorded it for the
+    work package (the command drops JUBE's stale analysis itself)."""
+    root = ET.parse(run.run_dir / "workpackages.xml").getroot()
+    command = next(p.findtext("selection") for wp in root.iter("workpackage")
+                   if wp.findtext("step") == "combine_energy"
+                   for p in wp.iter("parameter") if p.get("name") == "combine_cmd")
+    [work] = run.run_dir.glob("*_combine_energy/work")
+    with open(work / "stdout", "w") as out:  # where JUBE writes the step's output
+        subprocess.run(["bash", "-c", command], cwd=work, check=True, timeout=300, stdout=out)
+
+
+def test_the_default_table_fits_160_columns_and_says_what_decides(run):
+    run.table()
+    lines = (run.run_dir / "result" / "result.dat").read_text().splitlines()
+    assert max(map(len, lines)) <= 160, "\n".join(lines)
+    assert lines[0] == "result:"
+    lines = lines[1:]
+    titles = [t.strip() for t in lines[0].strip("|").split("|")]
+    assert titles == ["System", "Model", "Px", "Prec", "NxDev", "Batch", "Images/s", "Img/s/dev",
+                      "W/dev", "Images/Wh", "EnergyScope", "Energy", "Status"]
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    assert cells[-1] == "ok" and cells[4] == "1x1" and cells[-2] == "estimated"
+    assert float(cells[6]) > 0 and float(cells[9]) > 0
+
+
+def test_every_row_of_the_run_is_in_the_sqlite_database(run):
+    table = run.table()
+    with sqlite3.connect(DATABASE) as db:
+        rows = db.execute("select status, row_per_s, system_name from image_rows "
+                          "where jube_wp_abspath like ?", (f"{run.run_dir}/%",)).fetchall()
+    assert len(rows) == len(table) == 1
+    assert rows[0][0] == "ok" and float(rows[0][1]) > 0 and rows[0][2] == "CPU"
+
+
+def test_a_run_stopped_early_is_a_measurement_everywhere(run):
+    [execute] = run.work_dirs("execute")
+    job_out = execute / "job.out"
+    job_out.write_text(job_out.read_text().replace("CARAML stop: iteration count 4 reached",
+                                                   "CARAML stop: signal SIGUSR1"))
+    combine_again(run)
+    row = run.table().iloc[0]
+    stored = row_json(run)
+    assert (row["Status"], row["Error"]) == ("ok-stopped-early", "signal SIGUSR1")
+    assert stored["status"] == {"state": "ok-stopped-early", "reason": "signal SIGUSR1"}
+    assert stored["throughput"]["per_s"] > 0
+    done = main_command(run)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+
+
+def test_a_combine_step_that_fails_after_the_job_gives_a_failed_row_everywhere(run):
+    [execute] = run.work_dirs("execute")
+    (execute / "energy" / "energy_rank0.csv").write_text("not an energy file\n")
+    combine_again(run)
+    row = run.table().iloc[0]
+    stored = row_json(run)
+    assert row["Status"] == stored["status"]["state"] == "failed"
+    assert "jpwr combine exited with status 1" in row["Error"]
+    assert "is not a jpwr energy file" in stored["status"]["reason"]
+    assert stored["energy"] is None and stored["throughput"] is None
+    done = main_command(run)
+    assert done.returncode == 1
+    assert "failed: energy not combined (jpwr combine exited with status 1)" in done.stderr
