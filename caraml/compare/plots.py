@@ -45,8 +45,8 @@ def _save(fig, path: Path) -> Path:
 
 def _published(refs: pd.DataFrame, benchmark: str, model: str, figure: str) -> pd.DataFrame:
     """Published per-device references of one model; a total on one device counts as per device."""
-    if refs is None or refs.empty:
-        return pd.DataFrame()
+    if refs.empty:
+        return refs
     pub = refs[(refs["origin"] == "published") & (refs["benchmark"] == benchmark) & (refs["model"] == model)]
     if figure == "throughput_per_device":
         one_device = (pub["figure"] == "throughput") & (pd.to_numeric(pub["devices"]) == 1)

@@ -77,44 +77,52 @@ def row(name: str = "A100", benchmark: str = "llm", *, devices: int = 4, nodes: 
     return _merge(base, changes)
 
 
+def _preset(name: str, benchmark: str, defaults: dict, changes: dict) -> dict:
+    """A row of name with defaults, changes (keywords of row or nested keys) winning."""
+    return row(name, benchmark, **_merge(defaults, changes))
+
+
 def gh200(**changes) -> dict:
     """GH200: the module (superchip) is what the energy counts; the GPU alone is in by_scope."""
-    r = row("GH200", per_s_per_device=47505.0, scope="module", timed_wh=80.0, peak=989.0, **changes)
-    r["energy"]["by_scope"] = {"gpu": 60.0, "module": 80.0}
-    r["system"].update(tdp_w=680.0, description="JURECA GH200: 4x GH200 superchips")
-    return r
+    return _preset("GH200", "llm", {
+        "per_s_per_device": 47505.0, "scope": "module", "timed_wh": 80.0, "peak": 989.0,
+        "energy": {"by_scope": {"gpu": 60.0, "module": 80.0}},
+        "system": {"tdp_w": 680.0, "description": "JURECA GH200: 4x GH200 superchips"}}, changes)
 
 
 def a100(**changes) -> dict:
-    return row("A100", per_s_per_device=19390.0, scope="gpu", timed_wh=40.0, peak=312.0, **changes)
+    return _preset("A100", "llm", {"per_s_per_device": 19390.0, "scope": "gpu", "timed_wh": 40.0,
+                                   "peak": 312.0}, changes)
 
 
 def mi250(**changes) -> dict:
     """MI250: throughput per GCD (8), energy per card (4 energy devices)."""
-    r = row("MI250", devices=8, per_s_per_device=11077.6, scope="gpu", timed_wh=70.0, energy_devices=4,
-            peak=181.0, **changes)
-    r["system"].update(device_kind="rocm", device_unit="GCD", tdp_w=500.0)
-    r["provenance"].update(cuda=None, rocm="6.2")
-    return r
+    return _preset("MI250", "llm", {
+        "devices": 8, "per_s_per_device": 11077.6, "scope": "gpu", "timed_wh": 70.0, "energy_devices": 4,
+        "peak": 181.0, "system": {"device_kind": "rocm", "device_unit": "GCD", "tdp_w": 500.0},
+        "provenance": {"cuda": None, "rocm": "6.2"}}, changes)
+
+
+CPU_SYSTEM = {"device_kind": "cpu", "device_unit": "CPU", "tdp_w": None}
 
 
 def cpu_matmul(**changes) -> dict:
     """A CPU LLM row whose MFU is against a measured matmul rate; its energy is estimated."""
-    r = row("CPU", devices=1, per_s_per_device=1842.1, global_batch=4, scope="host", timed_wh=0.2,
-            peak=0.5, basis="measured-matmul", estimated=True,
-            config={"model": "cpu-small", "precision": "fp32", "sequence_length": 256, "backend": "torch",
-                    "params": 5_256_704})
-    r["system"].update(device_kind="cpu", device_unit="CPU", tdp_w=None)
-    r["provenance"].update(cuda=None)
-    return _merge(r, changes)
+    return _preset("CPU", "llm", {
+        "devices": 1, "per_s_per_device": 1842.1, "global_batch": 4, "scope": "host", "timed_wh": 0.2,
+        "peak": 0.5, "basis": "measured-matmul", "estimated": True, "system": CPU_SYSTEM,
+        "config": {"model": "cpu-small", "precision": "fp32", "sequence_length": 256, "backend": "torch",
+                   "params": 5_256_704},
+        "provenance": {"cuda": None}}, changes)
 
 
 def cpu_image(**changes) -> dict:
     """The CPU smoke configuration of the image benchmark: resnet18 at 64 px, energy estimated."""
-    r = row("CPU", "image", devices=1, per_s_per_device=45.4, global_batch=16, scope="host", timed_wh=0.05,
-            mfu=None, estimated=True, config={"model": "resnet18", "precision": "fp32", "image_size": 64})
-    r["system"].update(device_kind="cpu", device_unit="CPU", tdp_w=None)
-    return _merge(r, changes)
+    return _preset("CPU", "image", {
+        "devices": 1, "per_s_per_device": 45.4, "global_batch": 16, "scope": "host", "timed_wh": 0.05,
+        "mfu": None, "estimated": True, "system": CPU_SYSTEM,
+        "config": {"model": "resnet18", "precision": "fp32", "image_size": 64},
+        "provenance": {"cuda": None}}, changes)
 
 
 def failed(name: str = "H100", reason: str = "CUDA out of memory", **changes) -> dict:
