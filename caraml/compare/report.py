@@ -117,7 +117,8 @@ def cards(rows: pd.DataFrame) -> list[dict]:
             "system tag": _values(src["platform"]), "description": _values(src["description"]),
             "devices": " / ".join(f"{d:g} {u}" for d, u in dict.fromkeys(zip(src["devices"], src["device_unit"]))
                                   if d == d) or "not recorded",
-            "device kind": _values(src["device_kind"]), "nodes": _values(src["nodes"]),
+            "device kind": _values(src["device_kind"]),
+            "nodes": " / ".join(f"{n:g}" for n in dict.fromkeys(src["nodes"].dropna())) or "not recorded",
             "TDP per device": _values(src["tdp_w"], "W"),
             "peak TFLOP/s per device (basis)": " / ".join(
                 f"{p:.4g} ({b})" for p, b in dict.fromkeys(zip(src["peak_tflops"], src["peak_basis"])) if p == p)

@@ -36,7 +36,7 @@ def _window(wh: float, work: float, devices: int, seconds: float) -> dict:
 
 def row(name: str = "A100", benchmark: str = "llm", *, devices: int = 4, nodes: int = 1,
         per_s_per_device: float = 20000.0, global_batch: int = 512, scope: str = "gpu",
-        timed_wh: float = 40.0, seconds: float = 60.0, energy_devices: int | None = None,
+        timed_wh: float = 240.0, seconds: float = 600.0, energy_devices: int | None = None,
         peak: float = 312.0, basis: str = "datasheet", mfu: float | None = 0.4,
         estimated: bool = False, state: str = "ok", reason: str = "", **changes) -> dict:
     """One row as the row model writes it; keyword changes are merged in (nested dicts key by key)."""
@@ -85,20 +85,20 @@ def _preset(name: str, benchmark: str, defaults: dict, changes: dict) -> dict:
 def gh200(**changes) -> dict:
     """GH200: the module (superchip) is what the energy counts; the GPU alone is in by_scope."""
     return _preset("GH200", "llm", {
-        "per_s_per_device": 47505.0, "scope": "module", "timed_wh": 80.0, "peak": 989.0,
-        "energy": {"by_scope": {"gpu": 60.0, "module": 80.0}},
+        "per_s_per_device": 47505.0, "scope": "module", "timed_wh": 450.0, "peak": 989.0,
+        "energy": {"by_scope": {"gpu": 380.0, "module": 450.0}},
         "system": {"tdp_w": 680.0, "description": "JURECA GH200: 4x GH200 superchips"}}, changes)
 
 
 def a100(**changes) -> dict:
-    return _preset("A100", "llm", {"per_s_per_device": 19390.0, "scope": "gpu", "timed_wh": 40.0,
+    return _preset("A100", "llm", {"per_s_per_device": 19390.0, "scope": "gpu", "timed_wh": 240.0,
                                    "peak": 312.0}, changes)
 
 
 def mi250(**changes) -> dict:
     """MI250: throughput per GCD (8), energy per card (4 energy devices)."""
     return _preset("MI250", "llm", {
-        "devices": 8, "per_s_per_device": 11077.6, "scope": "gpu", "timed_wh": 70.0, "energy_devices": 4,
+        "devices": 8, "per_s_per_device": 11077.6, "scope": "gpu", "timed_wh": 330.0, "energy_devices": 4,
         "peak": 181.0, "system": {"device_kind": "rocm", "device_unit": "GCD", "tdp_w": 500.0},
         "provenance": {"cuda": None, "rocm": "6.2"}}, changes)
 
@@ -109,7 +109,7 @@ CPU_SYSTEM = {"device_kind": "cpu", "device_unit": "CPU", "tdp_w": None}
 def cpu_matmul(**changes) -> dict:
     """A CPU LLM row whose MFU is against a measured matmul rate; its energy is estimated."""
     return _preset("CPU", "llm", {
-        "devices": 1, "per_s_per_device": 1842.1, "global_batch": 4, "scope": "host", "timed_wh": 0.2,
+        "devices": 1, "per_s_per_device": 1842.1, "global_batch": 4, "scope": "host", "timed_wh": 5.0,
         "peak": 0.5, "basis": "measured-matmul", "estimated": True, "system": CPU_SYSTEM,
         "config": {"model": "cpu-small", "precision": "fp32", "sequence_length": 256, "backend": "torch",
                    "params": 5_256_704},
@@ -119,7 +119,7 @@ def cpu_matmul(**changes) -> dict:
 def cpu_image(**changes) -> dict:
     """The CPU smoke configuration of the image benchmark: resnet18 at 64 px, energy estimated."""
     return _preset("CPU", "image", {
-        "devices": 1, "per_s_per_device": 45.4, "global_batch": 16, "scope": "host", "timed_wh": 0.05,
+        "devices": 1, "per_s_per_device": 45.4, "global_batch": 16, "scope": "host", "timed_wh": 4.0,
         "mfu": None, "estimated": True, "system": CPU_SYSTEM,
         "config": {"model": "resnet18", "precision": "fp32", "image_size": 64},
         "provenance": {"cuda": None}}, changes)

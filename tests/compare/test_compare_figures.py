@@ -24,7 +24,7 @@ def test_figures_come_from_the_row_as_written(tmp_path):
     assert row["throughput_per_device"] == 11077.6 and row["devices"] == 8 and row["device_unit"] == "GCD"
     assert row["throughput_per_node"] == pytest.approx(88620.8)
     assert row["energy_devices"] == 4 and row["energy_scope"] == "gpu" and row["energy_window"] == "timed"
-    assert row["work_per_wh"] == pytest.approx(88620.8 * 60 / 70)
+    assert row["work_per_wh"] == pytest.approx(88620.8 * 600 / 330)
     assert (row["peak_tflops"], row["peak_basis"]) == (181.0, "datasheet")
 
 
@@ -39,14 +39,14 @@ def test_best_is_the_highest_throughput_per_device_per_like_for_like_group(tmp_p
 
 def test_ratios_within_one_scope_and_refusals_across_scopes_bases_and_energy_devices(tmp_path):
     table = _load(tmp_path, A100=[fx.a100()], GH200=[fx.gh200()], MI250=[fx.mi250()],
-                  B=[fx.a100(per_s_per_device=25000.0, timed_wh=50.0, basis="measured-matmul")])
+                  B=[fx.a100(per_s_per_device=25000.0, timed_wh=300.0, basis="measured-matmul")])
     table = figures.add_ratios(table, "A100").set_index("system")
     assert table.loc["GH200", "throughput_per_device_ratio"] == pytest.approx(47505 / 19390)
     # module scope against GPU scope: never divided, one line says why
     assert table.loc["GH200", "work_per_wh_ratio"] != table.loc["GH200", "work_per_wh_ratio"]
     assert "energy not divided: GH200 counts scope module, A100 scope gpu" in table.loc["GH200", "ratio_note"]
     # same scope: divided; the same MFU basis: divided
-    assert table.loc["MI250", "work_per_wh_ratio"] == pytest.approx((88620.8 * 60 / 70) / (77560 * 60 / 40))
+    assert table.loc["MI250", "work_per_wh_ratio"] == pytest.approx((88620.8 * 600 / 330) / (77560 * 600 / 240))
     assert table.loc["MI250", "mfu_ratio"] == pytest.approx(1.0)
     # power per device: 4 cards for 8 GCDs against 4 GPUs for 4 GPUs
     assert "power per device not divided: MI250 measures 4 energy devices for 8 GCDs" \
@@ -54,7 +54,7 @@ def test_ratios_within_one_scope_and_refusals_across_scopes_bases_and_energy_dev
     assert table.loc["B", "mfu_ratio"] != table.loc["B", "mfu_ratio"]
     assert "MFU not divided: B against a measured-matmul peak, A100 against a datasheet peak" \
         in table.loc["B", "ratio_note"]
-    assert table.loc["B", "work_per_wh_ratio"] == pytest.approx((100000 * 60 / 50) / (77560 * 60 / 40))
+    assert table.loc["B", "work_per_wh_ratio"] == pytest.approx((100000 * 600 / 300) / (77560 * 600 / 240))
 
 
 def test_a_different_energy_window_is_refused(tmp_path):
@@ -81,7 +81,7 @@ def test_time_and_energy_to_solution_for_the_papers_model_only(tmp_path):
     one = sol[sol["case"].str.startswith("one node")].set_index(["system", "benchmark"])
     tokens = 20 * 908_759_040
     assert one.loc[("A100", "llm"), "time_h"] == pytest.approx(tokens / 77560 / 3600)
-    assert one.loc[("A100", "llm"), "energy_kwh"] == pytest.approx(tokens / (77560 * 60 / 40) / 1000)
+    assert one.loc[("A100", "llm"), "energy_kwh"] == pytest.approx(tokens / (77560 * 600 / 240) / 1000)
     assert one.loc[("A100", "llm"), "energy_basis"] == "timed iterations"
     assert "energy measured, scope gpu" in one.loc[("A100", "llm"), "label"]
     # cpu-small and resnet18 at 64 px stand for no real training

@@ -106,7 +106,7 @@ def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
     head = [line for line in (out / "comparison_llm.md").read_text().splitlines() if line.startswith("| B ")][0]
     cells = [c.strip() for c in head.strip("|").split("|")]
     # tokens/Wh, its ratio, mean power and the energy description
-    assert [c for c in cells if "estimated" in c] == ["116.3 k (estimated)", "1.00x (estimated)",
-                                                      "600.0 W (estimated)",
+    assert [c for c in cells if "estimated" in c] == ["193.9 k (estimated)", "1.00x (estimated)",
+                                                      "360.0 W (estimated)",
                                                       "estimated, scope gpu, timed window, 4 energy "
                                                       "devices (estimate)"]
