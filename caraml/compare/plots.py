@@ -22,7 +22,7 @@ from caraml.compare.power import Timeline  # noqa: E402
 from caraml.compare.rows import measured  # noqa: E402
 
 DPI = 80
-BAR_HEIGHT_IN = 0.05  # per bar, so that labels never overlap
+BAR_HEIGHT_IN = 0.32  # per bar, so that labels never overlap
 MEASURED, ESTIMATED, PUBLISHED = "tab:blue", "tab:orange", "0.65"
 
 
@@ -140,7 +140,7 @@ def power_timeline(line: Timeline, title: str, path: Path) -> Path:
     ax.set_xlabel("seconds since the job's first sample", fontsize=8)
     ax.yaxis.set_major_formatter(EngFormatter(unit="W", sep=" "))
     ax.tick_params(labelsize=7)
-    ax.legend(fontsize=7, loc="upper left", frameon=False,
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
               ncol=1 + len(ax.get_legend_handles_labels()[1]) // 12)
     ax.set_title(title, fontsize=9)
     return _save(fig, path)

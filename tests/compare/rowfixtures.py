@@ -182,3 +182,23 @@ def many_systems(root: Path, count: int, runs_per_system: int = 1, power: bool =
                       power={1: samples(devices=4, seconds=30)} if power and r == 0 else None)
         args.append(f"{name}={root / name / 'llm_run'}")
     return args
+
+
+def demo(root: Path) -> list[str]:
+    """The GPU-shaped systems, the CPU rows (one image row stopped early) and
+    a failed system, with power samples for two; the arguments for
+    caraml-compare. `python -m tests.compare.rowfixtures DIR` writes them
+    and prints the arguments, for the screenshot in docs/compare.md."""
+    stopped = cpu_image(global_batch=8, per_s_per_device=40.1,
+                        status={"state": "ok-stopped-early", "reason": "walltime reached after 40 of 90 iterations"})
+    return [f"GH200={write_run(root, 'gh200', [gh200()], power={0: samples(watts=650.0)})}",
+            f"A100={write_run(root, 'a100', [a100(), a100(global_batch=256)], power={0: samples()})}",
+            f"MI250={write_run(root, 'mi250', [mi250()])}",
+            f"CPU={write_run(root, 'cpu', [cpu_matmul(), cpu_image(), stopped])}",
+            f"H100={write_run(root, 'h100', [failed()])}"]
+
+
+if __name__ == "__main__":
+    import sys
+
+    print("\n".join(demo(Path(sys.argv[1]))))

@@ -15,19 +15,10 @@ from tests.compare import browser
 from tests.compare import rowfixtures as fx
 
 
-def _mixed(tmp_path) -> list[str]:
-    """The GPU-shaped systems, the CPU rows and a failed system, with power samples for two."""
-    return [f"GH200={fx.write_run(tmp_path, 'gh200', [fx.gh200()], power={0: fx.samples()})}",
-            f"A100={fx.write_run(tmp_path, 'a100', [fx.a100(), fx.a100(global_batch=256)], power={0: fx.samples()})}",
-            f"MI250={fx.write_run(tmp_path, 'mi250', [fx.mi250()])}",
-            f"CPU={fx.write_run(tmp_path, 'cpu', [fx.cpu_matmul(), fx.cpu_image()])}",
-            f"H100={fx.write_run(tmp_path, 'h100', [fx.failed()])}"]
-
-
 @pytest.fixture
 def mixed_report(tmp_path):
     out = tmp_path / "out"
-    assert cli.main([*_mixed(tmp_path), "--out", str(out), "--reference-system", "A100"]) == cli.SYSTEM_FAILED
+    assert cli.main([*fx.demo(tmp_path), "--out", str(out), "--reference-system", "A100"]) == cli.SYSTEM_FAILED
     return out
 
 
