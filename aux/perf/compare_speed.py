@@ -53,8 +53,8 @@ def main() -> None:
         for repeat in range(args.repeats):
             out = root / f"out{repeat}"
             start = time.perf_counter()
-            proc = subprocess.run([str(COMMAND), *arguments, "--all-runs", "--out", str(out), "--no-references"],
-                                  text=True, capture_output=True, timeout=600)
+            command = [str(COMMAND), *arguments, "--all-runs", "--out", str(out), "--no-references"]
+            proc = subprocess.run(command, text=True, capture_output=True, timeout=600)
             seconds.append(time.perf_counter() - start)
             if proc.returncode != 0:
                 sys.exit(f"compare_speed: caraml-compare exited {proc.returncode}: {proc.stderr.strip()}")

@@ -146,7 +146,8 @@ def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
             continue
         best = best.iloc[0]
         work, how = jobs.work(best) if jobs.representative(best) else (math.nan, NOT_REPRESENTATIVE)
-        out.append(_solution(best, work, best["throughput_per_node"], "one node (best configuration)", 1, how))
+        out.append(_solution(best, work, best["throughput_per_node"], "one node (best configuration)", 1,
+                             how))
         fastest = group.loc[group["throughput"].idxmax()]
         nodes = fastest["nodes"]
         out.append(_solution(fastest, work, fastest["throughput"],

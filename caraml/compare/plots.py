@@ -83,7 +83,8 @@ def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
         pub = _published(refs, benchmark, model, "throughput_per_device")
         height = 1.2 + BAR_HEIGHT_IN * (len(group) + len(pub))
         fig, axes = plt.subplots(1, 1 + len(scopes), figsize=(4.2 * (1 + len(scopes)), height), squeeze=False)
-        labels = [f"{r.system} batch {r.global_batch:g} x{r.devices:g} {r.device_unit}" for r in group.itertuples()]
+        labels = [f"{r.system} batch {r.global_batch:g} x{r.devices:g} {r.device_unit}"
+                  for r in group.itertuples()]
         labels += [f"{p.system}{'' if pd.isna(p.global_batch) else f' batch {p.global_batch:g}'} (published)"
                    for p in pub.itertuples()]
         values = [*group["throughput_per_device"], *pub["value"]]

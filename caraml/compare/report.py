@@ -115,13 +115,15 @@ def cards(rows: pd.DataFrame) -> list[dict]:
             else []
         items = {
             "system tag": _values(src["platform"]), "description": _values(src["description"]),
-            "devices": " / ".join(f"{d:g} {u}" for d, u in dict.fromkeys(zip(src["devices"], src["device_unit"]))
-                                  if d == d) or "not recorded",
+            "devices": " / ".join(f"{d:g} {u}" for d, u in
+                                  dict.fromkeys(zip(src["devices"], src["device_unit"])) if d == d)
+            or "not recorded",
             "device kind": _values(src["device_kind"]),
             "nodes": " / ".join(f"{n:g}" for n in dict.fromkeys(src["nodes"].dropna())) or "not recorded",
             "TDP per device": _values(src["tdp_w"], "W"),
             "peak TFLOP/s per device (basis)": " / ".join(
-                f"{p:.4g} ({b})" for p, b in dict.fromkeys(zip(src["peak_tflops"], src["peak_basis"])) if p == p)
+                f"{p:.4g} ({b})" for p, b in dict.fromkeys(zip(src["peak_tflops"], src["peak_basis"]))
+                if p == p)
             or "not recorded",
             "driver": _values(src["driver"]), "CUDA / ROCm": _values(pd.concat([src["cuda"], src["rocm"]])),
             "torch": _values(src["torch"]), "suite version": _values(src["suite_version"]),
@@ -145,7 +147,8 @@ def solution_display(table: pd.DataFrame) -> pd.DataFrame:
         lines.append({"system": r["system"], "benchmark": r["benchmark"], "configuration": r["like"],
                       "case": r["case"], "measured at batch": f"{r['from_global_batch']:g}",
                       "on devices": f"{r['from_devices']:g}", "job": r["job"],
-                      "time to solution": r["time_h"] if isinstance(r["time_h"], str) else eng(r["time_h"], "h"),
+                      "time to solution": r["time_h"] if isinstance(r["time_h"], str)
+                      else eng(r["time_h"], "h"),
                       "energy to solution": r["energy_kwh"] if isinstance(r["energy_kwh"], str)
                       else eng(r["energy_kwh"], "kWh") + est,
                       "energy scope and window": f"{r['energy_scope']}, {r['energy_basis']}".rstrip(", "),

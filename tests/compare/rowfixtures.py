@@ -58,7 +58,8 @@ def row(name: str = "A100", benchmark: str = "llm", *, devices: int = 4, nodes: 
                        "per_s_per_device": per_s_per_device, "per_s_per_node": total / nodes,
                        "per_s_median": total, "iterations": 90, "time_per_iteration_s": global_batch / total},
         "mfu": None if mfu is None else {
-            "value": mfu, "model_tflops_per_device": mfu * peak, "hardware_tflops_per_device": mfu * peak * 1.1,
+            "value": mfu, "model_tflops_per_device": mfu * peak,
+            "hardware_tflops_per_device": mfu * peak * 1.1,
             "peak_tflops": peak, "peak_basis": basis, "peak_source": f"{basis} test peak"},
         "energy": {"scope": scope, "estimated": estimated, "methods": "estimate" if estimated else "pynvml",
                    "basis": "integrated" if estimated else "counter", "devices": energy_devices,
@@ -190,7 +191,8 @@ def demo(root: Path) -> list[str]:
     caraml-compare. `python -m tests.compare.rowfixtures DIR` writes them
     and prints the arguments, for the screenshot in docs/compare.md."""
     stopped = cpu_image(global_batch=8, per_s_per_device=40.1,
-                        status={"state": "ok-stopped-early", "reason": "walltime reached after 40 of 90 iterations"})
+                        status={"state": "ok-stopped-early",
+                                "reason": "walltime reached after 40 of 90 iterations"})
     return [f"GH200={write_run(root, 'gh200', [gh200()], power={0: samples(watts=650.0)})}",
             f"A100={write_run(root, 'a100', [a100(), a100(global_batch=256)], power={0: samples()})}",
             f"MI250={write_run(root, 'mi250', [mi250()])}",

@@ -46,7 +46,8 @@ def test_ratios_within_one_scope_and_refusals_across_scopes_bases_and_energy_dev
     assert table.loc["GH200", "work_per_wh_ratio"] != table.loc["GH200", "work_per_wh_ratio"]
     assert "energy not divided: GH200 counts scope module, A100 scope gpu" in table.loc["GH200", "ratio_note"]
     # same scope: divided; the same MFU basis: divided
-    assert table.loc["MI250", "work_per_wh_ratio"] == pytest.approx((88620.8 * 600 / 330) / (77560 * 600 / 240))
+    assert table.loc["MI250", "work_per_wh_ratio"] == \
+        pytest.approx((88620.8 * 600 / 330) / (77560 * 600 / 240))
     assert table.loc["MI250", "mfu_ratio"] == pytest.approx(1.0)
     # power per device: 4 cards for 8 GCDs against 4 GPUs for 4 GPUs
     assert "power per device not divided: MI250 measures 4 energy devices for 8 GCDs" \

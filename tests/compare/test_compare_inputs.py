@@ -103,7 +103,8 @@ def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
     path = fx.write_run(tmp_path, "a", [fx.a100(estimated=True)])
     out = tmp_path / "out"
     assert cli.main([f"A={path}", f"B={path}", "--out", str(out), "--no-references"]) == 0
-    head = [line for line in (out / "comparison_llm.md").read_text().splitlines() if line.startswith("| B ")][0]
+    lines = (out / "comparison_llm.md").read_text().splitlines()
+    head = [line for line in lines if line.startswith("| B ")][0]
     cells = [c.strip() for c in head.strip("|").split("|")]
     # tokens/Wh, its ratio, mean power and the energy description
     assert [c for c in cells if "estimated" in c] == ["193.9 k (estimated)", "1.00x (estimated)",

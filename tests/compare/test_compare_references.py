@@ -64,7 +64,8 @@ def test_below_band_wins_over_a_failed_system(tmp_path):
     a = fx.write_run(tmp_path, "a", [fx.a100(per_s_per_device=17000.0)])
     b = fx.write_run(tmp_path, "b", [fx.failed()])
     low = _write(tmp_path, _ref())
-    assert cli.main([str(a), str(b), "--out", str(tmp_path / "o"), "--references", str(low)]) == cli.BELOW_BAND
+    argv = [str(a), str(b), "--out", str(tmp_path / "o"), "--references", str(low)]
+    assert cli.main(argv) == cli.BELOW_BAND
 
 
 def test_a_csv_reference_file_works_like_yaml(tmp_path):

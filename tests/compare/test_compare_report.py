@@ -18,7 +18,8 @@ from tests.compare import rowfixtures as fx
 @pytest.fixture
 def mixed_report(tmp_path):
     out = tmp_path / "out"
-    assert cli.main([*fx.demo(tmp_path), "--out", str(out), "--reference-system", "A100"]) == cli.SYSTEM_FAILED
+    argv = [*fx.demo(tmp_path), "--out", str(out), "--reference-system", "A100"]
+    assert cli.main(argv) == cli.SYSTEM_FAILED
     return out
 
 
@@ -53,7 +54,7 @@ def test_the_page_is_self_contained(mixed_report):
     assert "http://" not in page and "https://" not in page and "<link" not in page
 
 
-def test_a_power_timeline_per_run_marks_the_warm_up_and_the_timed_window(mixed_report, monkeypatch):
+def test_a_power_timeline_per_run_marks_the_warm_up_and_the_timed_window(mixed_report):
     timelines = sorted(p.name for p in mixed_report.glob("power_*.png"))
     assert timelines == ["power_000_GH200.png", "power_001_A100.png"]
     from caraml.compare.power import timeline
@@ -88,7 +89,8 @@ def test_plots_keep_legends_outside_the_axes_and_labels_apart(tmp_path, monkeypa
 
     monkeypatch.setattr(plots, "_save", checking_save)
     out = tmp_path / "out"
-    assert cli.main([*fx.many_systems(tmp_path, count, power=True), "--out", str(out), "--no-references"]) == 0
+    argv = [*fx.many_systems(tmp_path, count, power=True), "--out", str(out), "--no-references"]
+    assert cli.main(argv) == 0
     assert len([n for n in checked if n.startswith("power_")]) == count
     assert "bars_llm_800M_bf16_seq_2048.png" in checked
 
@@ -117,7 +119,8 @@ def chromium():
 @pytest.mark.parametrize("count", [1, 2, 6, 12])
 def test_the_report_loads_in_headless_chromium_and_shows_the_headline(tmp_path, chromium, count):
     out = tmp_path / "out"
-    assert cli.main([*fx.many_systems(tmp_path, count, power=True), "--out", str(out), "--no-references"]) == 0
+    argv = [*fx.many_systems(tmp_path, count, power=True), "--out", str(out), "--no-references"]
+    assert cli.main(argv) == 0
     page = browser.load(out / "report.html", tmp_path / "shot.png")
     table = page.dom.split('id="headline-table-llm"')[1].split("</table>")[0]
     assert table.count("<tr><td>") == count

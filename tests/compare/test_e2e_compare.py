@@ -37,35 +37,38 @@ def row_from_table(line: pd.Series, work_package: Path) -> dict:
     iterations = float(line["Iterations"])
 
     def window(wh, work_per_wh, seconds):
+        # the table gives the timed window's length only; the whole run's stays unknown (null)
+        power = None if seconds is None else wh * 3600 / seconds / devices
         return {"wh": wh, "wh_per_device": wh / devices, "work_per_wh": work_per_wh,
-                "mean_power_w_per_device": wh * 3600 / seconds / devices, "seconds": seconds,
-                "complete": True, "missing_pct": 0.0}
+                "mean_power_w_per_device": power, "seconds": seconds, "complete": True, "missing_pct": 0.0}
 
-    timed_seconds = time_per_iter * iterations
+    tokens = float(line["Tokens/s"])
     return {
         "schema": "caraml-row/1", "benchmark": "llm", "work_package": str(work_package),
         "system": {"name": line["System"], "description": "this host", "device_kind": "cpu",
-                   "device_unit": line["DeviceUnit"], "tdp_w": _number(line["TDP/device(W)"]), "nodes": nodes,
-                   "devices_per_node": devices // nodes, "devices": devices},
+                   "device_unit": line["DeviceUnit"], "tdp_w": _number(line["TDP/device(W)"]),
+                   "nodes": nodes, "devices_per_node": devices // nodes, "devices": devices},
         "config": {"model": line["ModelSize"], "precision": line["Precision"],
-                   "global_batch": int(line["GlobalBatchSize"]), "sequence_length": int(line["SequenceLength"]),
-                   "image_size": None, "backend": line["Backend"], "tp": int(line["TP"]), "pp": int(line["PP"]),
-                   "dp": int(line["DP"]), "micro_batch": int(line["MicroBatch"]), "params": float(line["Params"]),
-                   "label": f"batch {line['GlobalBatchSize']}"},
-        "throughput": {"unit": "tokens", "per_s": float(line["Tokens/s"]),
-                       "per_s_per_device": float(line["Tokens/s/device"]),
-                       "per_s_per_node": float(line["Tokens/s"]) / nodes,
-                       "per_s_median": float(line["Tokens/s(median)"]), "iterations": iterations,
-                       "time_per_iteration_s": time_per_iter},
+                   "global_batch": int(line["GlobalBatchSize"]),
+                   "sequence_length": int(line["SequenceLength"]), "image_size": None,
+                   "backend": line["Backend"], "tp": int(line["TP"]), "pp": int(line["PP"]),
+                   "dp": int(line["DP"]), "micro_batch": int(line["MicroBatch"]),
+                   "params": float(line["Params"]), "label": f"batch {line['GlobalBatchSize']}"},
+        "throughput": {"unit": "tokens", "per_s": tokens, "per_s_per_device": float(line["Tokens/s/device"]),
+                       "per_s_per_node": tokens / nodes, "per_s_median": float(line["Tokens/s(median)"]),
+                       "iterations": iterations, "time_per_iteration_s": time_per_iter},
         "mfu": {"value": float(line["MFU"]),
                 "model_tflops_per_device": float(line["ModelTFLOP/s/device(MFU-basis)"]),
                 "hardware_tflops_per_device": float(line["HardwareTFLOP/s/device(with-recompute)"]),
                 "peak_tflops": float(line["ModelTFLOP/s/device(MFU-basis)"]) / float(line["MFU"]),
                 "peak_basis": line["PeakSource"], "peak_source": line["PeakSource"]},
-        "energy": {"scope": line["EnergyScope"], "estimated": str(line["EnergySource"]).startswith("estimated"),
-                   "methods": "estimate", "basis": "integrated", "devices": devices, "headline_window": "timed",
-                   "windows": {"run": window(run_wh, float(line["Tokens/Wh"]), timed_seconds),
-                               "timed": window(timed_wh, float(line["TimedTokens/Wh"]), timed_seconds)},
+        "energy": {"scope": line["EnergyScope"],
+                   "estimated": str(line["EnergySource"]).startswith("estimated"),
+                   "methods": "estimate", "basis": "integrated", "devices": devices,
+                   "headline_window": "timed",
+                   "windows": {"run": window(run_wh, float(line["Tokens/Wh"]), None),
+                               "timed": window(timed_wh, float(line["TimedTokens/Wh"]),
+                                               time_per_iter * iterations)},
                    "by_scope": {line["EnergyScope"]: run_wh}, "by_node": {}},
         "status": {"state": line["Status"], "reason": ""},
         "flags": str(line["Flags"]).split(),
