@@ -42,6 +42,9 @@ def refusal(row: pd.Series, ref: pd.Series, figure: str) -> str:
         return (f"MFU not divided: {row['system']} against a {row['peak_basis']} peak, {ref['system']} "
                 f"against a {ref['peak_basis']} peak")
     if figure in ENERGY_FIGURES:
+        for side in (row, ref):
+            if side["energy_scope"] == "n/a":
+                return f"energy not divided: {side['system']} has no energy figure"
         if row["energy_scope"] != ref["energy_scope"]:
             return (f"energy not divided: {row['system']} counts scope {row['energy_scope']}, "
                     f"{ref['system']} scope {ref['energy_scope']}; shown side by side")

@@ -85,7 +85,8 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
         "verdict": row.get("verdict", NA),
     }
     if not headline:
-        cells.update(flags=row["flags"], best="best" if row.get("best") else "",
+        cells.update({"Wh by scope": row["energy_by_scope"] or NA}, flags=row["flags"],
+                     best="best" if row.get("best") else "",
                      refused=row.get("ratio_note", ""))
     return cells
 

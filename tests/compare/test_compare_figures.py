@@ -133,3 +133,25 @@ def test_the_parameter_counts_are_those_the_llm_benchmark_computes():
                         ffn_hidden_size=size.ffn_hidden_size or 4 * size.hidden_size,
                         seq_length=size.seq_length, vocab_size=padded_vocab_size(vocab, size.tensor_parallel))
         assert parameter_count(cfg) == count, name
+
+
+def test_a_row_without_energy_gets_no_energy_ratio_and_says_so(tmp_path):
+    table = figures.add_ratios(_load(tmp_path, A100=[fx.a100()], N=[fx.a100(energy=None)]), "A100")
+    row = table.set_index("system").loc["N"]
+    assert row["throughput_per_device_ratio"] == pytest.approx(1.0)
+    assert row["work_per_wh_ratio"] != row["work_per_wh_ratio"]
+    assert row["ratio_note"] == "energy not divided: N has no energy figure"
+
+
+def test_scaling_runs_give_a_scaling_plot_and_a_heatmap_over_batch_and_devices(tmp_path):
+    from caraml.compare import cli
+
+    path = fx.write_run(tmp_path, "a", [fx.a100(devices=4, global_batch=256, per_s_per_device=1000.0),
+                                        fx.a100(nodes=2, devices=8, global_batch=256, per_s_per_device=900.0),
+                                        fx.a100(nodes=2, devices=8, global_batch=512, per_s_per_device=950.0)])
+    out = tmp_path / "out"
+    assert cli.main([str(path), "--out", str(out), "--no-references"]) == 0
+    assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "heatmap_A100_800M_bf16_seq_2048.png").stat().st_size > 5000
+    scaling = (out / "scaling.csv").read_text().splitlines()
+    assert "A100,llm,800M bf16 seq 2048,strong,strong at batch 256,256.0,2.0,8.0,4.0,7200.0,0.9" in scaling
