@@ -51,11 +51,15 @@ def refusal(row: pd.Series, ref: pd.Series, figure: str) -> str:
         if row["energy_window"] != ref["energy_window"]:
             return (f"energy not divided: {row['system']} over the {row['energy_window']} window, "
                     f"{ref['system']} over the {ref['energy_window']} window")
-        if figure == "mean_power_w_per_device" and row["energy_devices"] / row["devices"] != \
-                ref["energy_devices"] / ref["devices"]:
-            return (f"power per device not divided: {row['system']} measures {row['energy_devices']:g} "
-                    f"energy devices for {row['devices']:g} {row['device_unit']}s, {ref['system']} "
-                    f"{ref['energy_devices']:g} for {ref['devices']:g}")
+        if figure == "mean_power_w_per_device":
+            unknown = [side["system"] for side in (row, ref) if pd.isna(side["energy_devices"] / side["devices"])]
+            if unknown:
+                return (f"power per device not divided: {unknown[0]} does not say how many energy devices "
+                        "it measured")
+            if row["energy_devices"] / row["devices"] != ref["energy_devices"] / ref["devices"]:
+                return (f"power per device not divided: {row['system']} measures {row['energy_devices']:g} "
+                        f"energy devices for {row['devices']:g} {row['device_unit']}s, {ref['system']} "
+                        f"{ref['energy_devices']:g} for {ref['devices']:g}")
     return ""
 
 
@@ -112,7 +116,8 @@ def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, l
                 line = sys_rows.iloc[0].to_dict()
                 line["reason"] = "; ".join(dict.fromkeys(r for r in sys_rows["reason"] if r)) or \
                     "no row is a measurement"
-                line["status"] = "failed"
+                # failed, or not run yet (queued, pending, running, dry-run): the row's own word
+                line["status"] = "/".join(dict.fromkeys(sys_rows["status"]))
                 lines.append(line)
     table = pd.DataFrame(lines)
     return table, list(dict.fromkeys(notes))

@@ -83,10 +83,10 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
         + (est if not pd.isna(row["mean_power_w_per_device"]) else ""),
         **_energy_cells(row),
         "verdict": row.get("verdict", NA),
+        "flags": row["flags"],
     }
     if not headline:
-        cells.update({"Wh by scope": row["energy_by_scope"] or NA}, flags=row["flags"],
-                     best="best" if row.get("best") else "",
+        cells.update({"Wh by scope": row["energy_by_scope"] or NA}, best="best" if row.get("best") else "",
                      refused=row.get("ratio_note", ""))
     return cells
 

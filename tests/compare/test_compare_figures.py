@@ -155,3 +155,19 @@ def test_scaling_runs_give_a_scaling_plot_and_a_heatmap_over_batch_and_devices(t
     assert (out / "heatmap_A100_800M_bf16_seq_2048.png").stat().st_size > 5000
     scaling = (out / "scaling.csv").read_text().splitlines()
     assert "A100,llm,800M bf16 seq 2048,strong,strong at batch 256,256.0,2.0,8.0,4.0,7200.0,0.9" in scaling
+
+
+def test_power_per_device_is_not_divided_where_a_row_does_not_say_its_energy_devices(tmp_path):
+    table = figures.add_ratios(_load(tmp_path, A100=[fx.a100()], N=[fx.a100(energy={"devices": None})]),
+                               "A100").set_index("system")
+    assert table.loc["N", "work_per_wh_ratio"] == pytest.approx(1.0)
+    assert table.loc["N", "mean_power_w_per_device_ratio"] != table.loc["N", "mean_power_w_per_device_ratio"]
+    assert table.loc["N", "ratio_note"] == \
+        "power per device not divided: N does not say how many energy devices it measured"
+
+
+def test_a_system_whose_jobs_are_still_queued_says_so_in_the_headline(tmp_path):
+    table = _load(tmp_path, A100=[fx.a100()], Q=[fx.row("Q", state="queued", reason="Slurm job 12 pending")])
+    head, _ = figures.headline(figures.add_ratios(table, "A100"), "A100")
+    line = head.set_index("system").loc["Q"]
+    assert (line["status"], line["reason"]) == ("queued", "Slurm job 12 pending")
