@@ -188,8 +188,9 @@ def many_systems(root: Path, count: int, runs_per_system: int = 1, power: bool =
 def demo(root: Path) -> list[str]:
     """The GPU-shaped systems, the CPU rows (one image row stopped early) and
     a failed system, with power samples for two; the arguments for
-    caraml-compare. `python -m tests.compare.rowfixtures DIR` writes them
-    and prints the arguments, for the screenshot in docs/compare.md."""
+    caraml-compare. `python -m tests.compare.rowfixtures DIR [--systems N]`
+    writes them (or N systems of many_systems) and prints the arguments,
+    for the screenshots in docs/compare.md."""
     stopped = cpu_image(global_batch=8, per_s_per_device=40.1,
                         status={"state": "ok-stopped-early",
                                 "reason": "walltime reached after 40 of 90 iterations"})
@@ -201,6 +202,12 @@ def demo(root: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    print("\n".join(demo(Path(sys.argv[1]))))
+    parser = argparse.ArgumentParser(
+        description="write row.json test systems; print caraml-compare's arguments")
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--systems", type=int, help="this many A100-shaped systems instead of the demo set")
+    args = parser.parse_args()
+    written = demo(args.root) if args.systems is None else many_systems(args.root, args.systems, power=True)
+    print("\n".join(written))
