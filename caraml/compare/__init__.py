@@ -1,4 +1,4 @@
-"""`caraml-compare`: the result tables of JUBE runs from several systems
+"""`caraml-compare`: the row.json files of JUBE runs from several systems
 side by side, with time- and energy-to-solution for a fixed job, scaling
 efficiency, verdicts against reference bands, plots and an HTML report."""
 

@@ -1,6 +1,8 @@
 """caraml-compare RUN_DIR... --out DIR: JUBE runs of several systems side by
-side (docs/compare.md). Exit status 0, 2 on bad input (one line on stderr),
-3 when a figure falls below its reference band."""
+side, from the row.json files of their work packages (docs/compare.md).
+Exit status 0; 1 when a system has no measured row (the report is still
+written, with its failure); 2 on bad input or nothing to compare (one line
+on stderr); 3 when a figure falls below its reference band (3 wins over 1)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from caraml.compare import CompareError, figures, plots, power, reference, report, runs
+from caraml.compare import CompareError, figures, plots, power, reference, report, rows
 from caraml.compare.jobs import IMAGENET_TRAIN_IMAGES, Jobs
 from jpwr.version import VersionAction
 
-BAD_INPUT, BELOW_BAND = 2, 3
+SYSTEM_FAILED, BAD_INPUT, BELOW_BAND = 1, 2, 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,7 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "energy to solution, scaling efficiency, reference bands, plots and report.html.")
     p.add_argument("runs", nargs="+", metavar="[SYSTEM=]RUN_DIR",
                    help="a JUBE run directory, its outpath (latest run) or a directory of outpaths; "
-                        "SYSTEM= names the system (default: the table's System column)")
+                        "SYSTEM= names the system (default: the name in its row.json)")
     p.add_argument("--out", required=True, type=Path, help="directory to write the comparison into")
     p.add_argument("--reference-system",
                    help="system the ratios are taken against (default: the first given)")
@@ -42,86 +44,118 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _reference_system(rows: pd.DataFrame, wanted: str | None) -> str:
-    systems = list(dict.fromkeys(rows["system"]))
+def _reference_system(table: pd.DataFrame, wanted: str | None) -> str:
+    systems = list(dict.fromkeys(rows.measured(table)["system"]))
     if wanted is None:
         return systems[0]
     if wanted not in systems:
-        raise CompareError(f"--reference-system {wanted}: no run of that system given ({' '.join(systems)})")
+        raise CompareError(f"--reference-system {wanted}: no measured row of that system given "
+                           f"({' '.join(systems)})")
     return wanted
 
 
-def _failed(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[rows["status"] != "ok"][["system", "benchmark", "config", "nodes", "devices", "global_batch",
-                                         "status", "error", "run_dir"]]
+def _failed_systems(table: pd.DataFrame) -> list[str]:
+    """One line per system that has no measured row, with its causes."""
+    lines = []
+    for system, group in table.groupby("system", sort=False):
+        if rows.measured(group).empty:
+            causes = "; ".join(dict.fromkeys(f"{s}: {r}" if r else s for s, r in zip(group["status"],
+                                                                                       group["reason"])))
+            lines.append(f"{system}: no measured row ({len(group)} rows: {causes})")
+    return lines
+
+
+def _timelines(table: pd.DataFrame, out: Path) -> list[Path]:
+    paths = []
+    for index, row in rows.measured(table).iterrows():
+        line = power.timeline(row["work_package"])
+        if line is not None:
+            title = f"{row['system']} {row['benchmark']} {row['like']} batch {row['global_batch']:g}"
+            name = "".join(c if c.isalnum() else "_" for c in f"power_{index:03d}_{row['system']}")
+            paths.append(plots.power_timeline(line, title, out / f"{name}.png"))
+    return paths
 
 
 def compare(args: argparse.Namespace) -> int:
-    rows = runs.load(args.runs, args.all_runs)
-    runs.check_common_benchmark(rows)
-    ref_system = _reference_system(rows, args.reference_system)
+    table = rows.load(args.runs, args.all_runs)
+    rows.check_comparable(table)
+    ref_system = _reference_system(table, args.reference_system)
     refs = reference.load(args.references) if not args.no_references else reference.load_empty()
     jobs = Jobs(tokens_per_parameter=args.tokens_per_parameter, llm_tokens=args.llm_tokens,
                 epochs=args.epochs, images_per_epoch=args.images_per_epoch)
 
-    rows = figures.add_ratios(figures.mark_best(rows), ref_system)
-    checks = reference.verdicts(rows, refs)
-    rows["verdict"] = reference.row_verdicts(rows, checks)
-    solutions = figures.time_and_energy_to_solution(rows, jobs)
-    scaling = figures.scaling_efficiency(rows)
-    failed = _failed(rows)
+    table = figures.mark_best(table)
+    checks = reference.verdicts(table, refs)
+    table["verdict"] = reference.row_verdicts(table, checks)
+    table = figures.add_ratios(table, ref_system)
+    head, refused = figures.headline(table, ref_system)
+    solutions = figures.time_and_energy_to_solution(table, jobs)
+    scaling = figures.scaling_efficiency(table)
+    failed_systems = _failed_systems(table)
+    failed_rows = table[~table["status"].isin(rows.MEASURED)]
 
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    rows.to_csv(out / "comparison.csv", index=False)
+    table.to_csv(out / "comparison.csv", index=False)
+    head.to_csv(out / "headline.csv", index=False)
     solutions.to_csv(out / "time_to_solution.csv", index=False)
     scaling.to_csv(out / "scaling.csv", index=False)
     checks.drop(columns="row").to_csv(out / "verdicts.csv", index=False)
 
-    samples = pd.concat([power.samples(Path(d), f"{s} {b}") for d, s, b in
-                         rows[["run_dir", "system", "benchmark"]].drop_duplicates().itertuples(index=False)],
-                        ignore_index=True)
-    pngs = (plots.bars(rows, refs, out) + plots.heatmaps(rows, out) + plots.power_timeline(samples, out)
-            + plots.scaling(scaling, out))
-
-    notes = [f"Ratios (x ref) are against {ref_system}: same configuration, global batch and node count.",
-             report.WINDOW, report.ESTIMATE_NOTE]
-    sections = [("Notes", notes)]
-    for benchmark in dict.fromkeys(rows["benchmark"]):
-        table = report.comparison_display(rows, benchmark)
+    benchmarks, pngs = [], []
+    for benchmark in dict.fromkeys(b for b in table["benchmark"] if b != "n/a"):
+        in_head = head[head["benchmark"] == benchmark]
+        in_rows = table[table["benchmark"] == benchmark]
+        bars = plots.bars(in_head, refs, out)
+        heatmaps = plots.heatmaps(in_rows, out)
+        pngs += bars + heatmaps
+        head_display = report.rows_display(in_head, headline=True)
+        full_display = report.rows_display(in_rows, headline=False)
         sol = solutions[solutions["benchmark"] == benchmark] if not solutions.empty else solutions
-        sol_display = report.solution_display(sol) if not sol.empty else sol
-        scal = report.plain_display(scaling[scaling["benchmark"] == benchmark])
-        text = [f"# {benchmark}: comparison (reference system {ref_system})\n\n",
-                *(n + "\n\n" for n in notes),
-                report.markdown(table), "\n## Time and energy to solution\n\n",
-                report.markdown(sol_display) if not sol.empty else "none\n",
-                "\n## Scaling efficiency\n\n", report.markdown(scal) if not scal.empty else "no runs that "
-                "differ only in device count\n"]
-        (out / f"comparison_{benchmark}.md").write_text("".join(text))
-        sections += [(f"{benchmark}: comparison", [table]),
-                     (f"{benchmark}: time and energy to solution", [report.ESTIMATE_NOTE, sol_display]),
-                     (f"{benchmark}: scaling efficiency", [scal if not scal.empty else
-                                                           "no runs that differ only in device count"])]
-    sections += [("Verdicts against reference bands", [report.plain_display(checks.drop(columns="row"))]),
-                 ("Reference figures (published ones are not runs of this suite)",
-                  [report.plain_display(refs[["system", "benchmark", "model", "global_batch", "devices",
-                                              "figure", "value", "lower", "upper", "origin", "source"]])]),
-                 ("Failed rows", [report.plain_display(failed)]),
-                 ("Plots", pngs or ["no plots: no ok rows"])]
-    (out / "report.html").write_text(report.html_page("caraml-compare: " + " vs ".join(
-        dict.fromkeys(rows["system"])), sections))
+        notes = [r for r in refused if r.startswith(f"{benchmark} ")]
+        (out / f"comparison_{benchmark}.md").write_text("".join([
+            f"# {benchmark}: headline (reference system {ref_system})\n\n", report.markdown(head_display),
+            *(f"\n- {n}" for n in notes), "\n\n## All rows\n\n", report.markdown(full_display),
+            "\n## Time and energy to solution\n\n", report.markdown(report.solution_display(sol))]))
+        benchmarks.append({"name": benchmark, "headline": head_display, "refused": notes,
+                           "bars": [report.image(p) for p in bars], "full": full_display,
+                           "heatmaps": [report.image(p) for p in heatmaps]})
+    timelines = _timelines(table, out)
+    scaling_plots = plots.scaling(scaling, out)
+    pngs += timelines + scaling_plots
 
-    for row in failed.itertuples():
-        print(f"failed row: {row.system} {row.benchmark} {row.config} batch {row.global_batch:g}: "
-              f"{row.status} {row.error}".rstrip())
+    systems = list(dict.fromkeys(table["system"]))
     below = checks[checks["verdict"] == "below"]
+    status = BELOW_BAND if not below.empty else SYSTEM_FAILED if failed_systems else 0
+    summary = [f"{len(systems)} systems: {', '.join(systems)}; reference system {ref_system}.",
+               f"{len(rows.measured(table))} measured rows, {len(failed_rows)} not measurements, "
+               f"{len(failed_systems)} systems without a measurement, {len(below)} figures below their band.",
+               f"Exit status {status}: " + {0: "every system measured, no figure below its band.",
+                                            SYSTEM_FAILED: "a system has no measured row (listed below).",
+                                            BELOW_BAND: "a figure is below its reference band."}[status]]
+    (out / "report.html").write_text(report.html_page(
+        title="caraml-compare: " + " vs ".join(systems), summary=summary, reference=ref_system,
+        benchmarks=benchmarks, failed_systems=failed_systems, cards=report.cards(table),
+        solution=report.solution_display(solutions),
+        timelines=[report.image(p) for p in timelines],
+        scaling=report.plain_display(scaling), scaling_plots=[report.image(p) for p in scaling_plots],
+        verdicts=report.plain_display(checks.drop(columns="row")),
+        references=report.plain_display(refs[["system", "benchmark", "model", "global_batch", "devices",
+                                               "figure", "value", "lower", "upper", "origin", "source"]]),
+        failed_rows=report.plain_display(failed_rows[["system", "benchmark", "like", "status", "reason",
+                                                      "row_file"]])))
+
+    for line in failed_systems:
+        print(f"failed system: {line}")
+    for row in failed_rows.itertuples():
+        print(f"failed row: {row.system} {row.benchmark} {row.like}: {row.status} {row.reason}".rstrip())
     for row in below.itertuples():
-        print(f"BELOW BAND: {row.system} {row.config} batch {row.global_batch:g} {row.figure} "
+        print(f"BELOW BAND: {row.system} {row.like} batch {row.global_batch:g} {row.figure} "
               f"{row.measured:.4g} < {row.low:.4g} ({row.origin}: {row.source})")
-    print(f"wrote {out}/comparison.csv, {len(pngs)} plots and {out}/report.html "
-          f"({len(rows)} rows, {len(failed)} failed, {len(checks)} checks, {len(below)} below their band)")
-    return BELOW_BAND if not below.empty else 0
+    print(f"wrote {out}/report.html, {out}/comparison.csv and {len(pngs)} plots ({len(table)} rows, "
+          f"{len(failed_rows)} not measurements, {len(checks)} checks, {len(below)} below their band); "
+          f"exit status {status}")
+    return status
 
 
 def main(argv: list[str] | None = None) -> int:

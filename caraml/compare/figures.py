@@ -1,6 +1,7 @@
-"""Figures derived from the measured rows: each system's best configuration,
-ratios to a reference system, time- and energy-to-solution for a job, and
-scaling efficiency over node or device counts."""
+"""Figures derived from the rows, like for like only: each system's best
+configuration, ratios to a reference system (refused with a one-line reason
+where the two rows are not comparable), time and energy to solution for the
+configurations that stand for the job, and scaling efficiency."""
 
 from __future__ import annotations
 
@@ -9,87 +10,152 @@ import math
 import pandas as pd
 
 from caraml.compare.jobs import Jobs
+from caraml.compare.rows import measured
 
-# The figures that get a ratio to the reference system's same configuration
-RATIO_FIGURES = ["throughput_per_device", "throughput_per_node", "mfu", "energy_per_device_wh",
-                 "work_per_wh", "mean_power_w_per_device"]
-# Rows of the same system and configuration
-GROUP = ["system", "benchmark", "config"]
-# What makes a row of another system the same configuration
-MATCH = ["benchmark", "config", "global_batch", "nodes"]
+# Rows are like for like when these agree: same benchmark, model, precision
+# and sequence length or image size. Batch and node count may differ.
+LIKE = ["benchmark", "model", "precision", "size"]
+GROUP = ["system", *LIKE]
+# The full table's ratios also need the same batch and node count
+MATCH = [*LIKE, "global_batch", "nodes"]
+THROUGHPUT_FIGURES = ["throughput", "throughput_per_device", "throughput_per_node"]
+ENERGY_FIGURES = ["work_per_wh", "mean_power_w_per_device"]
+RATIO_FIGURES = [*THROUGHPUT_FIGURES, "mfu", *ENERGY_FIGURES]
 EXTRAPOLATED = "estimate: extrapolated from the measured rate"
-
-
-def energy_kind(source: str) -> str:
-    """'estimated' or 'measured', as the row's energy source says; n/a otherwise."""
-    source = str(source)
-    if source.startswith("estimated"):
-        return "estimated"
-    return "measured" if source.startswith("measured") else "n/a"
-
-
-def ok_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[rows["status"] == "ok"]
+NOT_REPRESENTATIVE = "not representative"
 
 
 def mark_best(rows: pd.DataFrame) -> pd.DataFrame:
-    """Adds `best`: the ok row of each system and configuration with the
-    highest throughput per device."""
+    """Adds `best`: the measured row of each system and like-for-like group
+    with the highest throughput per device."""
     rows = rows.copy()
     rows["best"] = False
-    ok = ok_rows(rows).dropna(subset=["throughput_per_device"])
-    rows.loc[ok.groupby(GROUP)["throughput_per_device"].idxmax().to_numpy(), "best"] = True
+    ok = measured(rows).dropna(subset=["throughput_per_device"])
+    if not ok.empty:
+        rows.loc[ok.groupby(GROUP, dropna=False)["throughput_per_device"].idxmax().to_numpy(), "best"] = True
     return rows
+
+
+def refusal(row: pd.Series, ref: pd.Series, figure: str) -> str:
+    """Why the figure of row may not be divided by that of ref; empty where it may."""
+    if figure == "mfu" and row["peak_basis"] != ref["peak_basis"]:
+        return (f"MFU not divided: {row['system']} against a {row['peak_basis']} peak, {ref['system']} "
+                f"against a {ref['peak_basis']} peak")
+    if figure in ENERGY_FIGURES:
+        for side in (row, ref):
+            if side["energy_scope"] == "n/a":
+                return f"energy not divided: {side['system']} has no energy figure"
+        if row["energy_scope"] != ref["energy_scope"]:
+            return (f"energy not divided: {row['system']} counts scope {row['energy_scope']}, "
+                    f"{ref['system']} scope {ref['energy_scope']}; shown side by side")
+        if row["energy_window"] != ref["energy_window"]:
+            return (f"energy not divided: {row['system']} over the {row['energy_window']} window, "
+                    f"{ref['system']} over the {ref['energy_window']} window")
+        if figure == "mean_power_w_per_device":
+            unknown = [side["system"] for side in (row, ref) if pd.isna(side["energy_devices"] / side["devices"])]
+            if unknown:
+                return (f"power per device not divided: {unknown[0]} does not say how many energy devices "
+                        "it measured")
+            if row["energy_devices"] / row["devices"] != ref["energy_devices"] / ref["devices"]:
+                return (f"power per device not divided: {row['system']} measures {row['energy_devices']:g} "
+                        f"energy devices for {row['devices']:g} {row['device_unit']}s, {ref['system']} "
+                        f"{ref['energy_devices']:g} for {ref['devices']:g}")
+    return ""
+
+
+def ratios(row: pd.Series, ref: pd.Series | None, why_none: str) -> tuple[dict, list[str]]:
+    """Each figure of row over that of ref, NaN where refused, and the reasons."""
+    out, reasons = {}, []
+    for figure in RATIO_FIGURES:
+        if ref is None:
+            out[f"{figure}_ratio"] = math.nan
+            continue
+        reason = refusal(row, ref, figure)
+        out[f"{figure}_ratio"] = math.nan if reason else row[figure] / ref[figure]
+        if reason:
+            reasons.append(reason)
+    if ref is None and why_none:
+        reasons.append(why_none)
+    out["ratio_estimated"] = ref is not None and bool(row["energy_estimated"] or ref["energy_estimated"])
+    return out, list(dict.fromkeys(reasons))
 
 
 def add_ratios(rows: pd.DataFrame, reference_system: str) -> pd.DataFrame:
-    """Adds `<figure>_ratio`: the figure over that of the reference system's
-    row of the same configuration, batch and node count (empty where it has none)."""
-    ref = ok_rows(rows)[ok_rows(rows)["system"] == reference_system].drop_duplicates(MATCH)
-    merged = rows[MATCH].merge(ref[MATCH + RATIO_FIGURES + ["energy_source"]], on=MATCH, how="left")
-    rows = rows.copy()
-    # an energy ratio is estimated where either side's energy is
-    rows["reference_energy_source"] = merged["energy_source"].fillna("n/a").to_numpy()
-    for figure in RATIO_FIGURES:
-        ratio = rows[figure].to_numpy() / merged[figure].to_numpy()
-        rows[f"{figure}_ratio"] = ratio
-        rows.loc[rows["status"] != "ok", f"{figure}_ratio"] = math.nan
-    return rows
+    """Adds `<figure>_ratio` against the reference system's row of the same
+    configuration, batch and node count, and `ratio_note` where one is refused."""
+    ok = measured(rows)
+    ref_rows = ok[ok["system"] == reference_system].drop_duplicates(MATCH).set_index(MATCH)
+    extra = []
+    for _, row in rows.iterrows():
+        key = tuple(row[MATCH])
+        ref = ref_rows.loc[key] if row["status"] in ("ok", "ok-stopped-early") and key in ref_rows.index \
+            else None
+        values, reasons = ratios(row, ref, "")
+        extra.append({**values, "ratio_note": "; ".join(reasons)})
+    return pd.concat([rows.reset_index(drop=True), pd.DataFrame(extra, index=range(len(rows)))], axis=1)
+
+
+def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, list[str]]:
+    """Per benchmark and like-for-like group, each system's best row with its
+    ratios to the reference system's best row of the same group; a system
+    without a measurement in a benchmark gets a line with its failure. Also
+    the one-line reasons for every ratio refused."""
+    best = rows[rows["best"]]
+    lines, notes = [], []
+    for (benchmark, *like), group in best.groupby(LIKE, sort=False, dropna=False):
+        refs = group[group["system"] == reference_system]
+        ref = refs.iloc[0] if not refs.empty else None
+        for _, row in group.iterrows():
+            why = f"no ratios: {reference_system} has no row of this configuration"
+            values, reasons = ratios(row, ref, why if row["system"] != reference_system else "")
+            lines.append({**row.to_dict(), **values})
+            notes += [f"{benchmark} {row['like']}: {reason}" for reason in reasons]
+    for benchmark, group in rows.groupby("benchmark", sort=False):
+        for system, sys_rows in group.groupby("system", sort=False):
+            if measured(sys_rows).empty:
+                line = sys_rows.iloc[0].to_dict()
+                line["reason"] = "; ".join(dict.fromkeys(r for r in sys_rows["reason"] if r)) or \
+                    "no row is a measurement"
+                # failed, or not run yet (queued, pending, running, dry-run): the row's own word
+                line["status"] = "/".join(dict.fromkeys(sys_rows["status"]))
+                lines.append(line)
+    table = pd.DataFrame(lines)
+    return table, list(dict.fromkeys(notes))
 
 
 def _solution(row: pd.Series, work: float, rate: float, case: str, nodes: float, how: str) -> dict:
+    line = {"system": row["system"], "benchmark": row["benchmark"], "like": row["like"], "case": case,
+            "nodes": nodes, "from_devices": row["devices"], "from_nodes": row["nodes"],
+            "from_global_batch": row["global_batch"], "job": how, "energy_scope": row["energy_scope"],
+            "energy_estimated": row["energy_estimated"]}
+    if how == NOT_REPRESENTATIVE:
+        return {**line, "time_h": NOT_REPRESENTATIVE, "energy_kwh": NOT_REPRESENTATIVE,
+                "energy_basis": "", "label": NOT_REPRESENTATIVE}
     seconds = work / rate
     # the timed window's work per Wh matches the throughput's window (no warm-up)
     timed = not pd.isna(row["timed_work_per_wh"])
     energy_kwh = work / (row["timed_work_per_wh"] if timed else row["work_per_wh"]) / 1000
-    kind = energy_kind(row["energy_source"])
-    return {
-        "system": row["system"], "benchmark": row["benchmark"], "config": row["config"],
-        "case": case, "nodes": nodes, "from_devices": row["devices"], "from_nodes": row["nodes"],
-        "from_global_batch": row["global_batch"], "job": how, "work": work,
-        "estimated_time_h": seconds / 3600, "estimated_energy_kwh": energy_kwh,
-        "estimated_action_kwh_h": energy_kwh * seconds / 3600,
-        "energy_basis": "timed iterations" if timed else "whole run (warm-up included)",
-        "energy_source": row["energy_source"],
-        "label": f"{EXTRAPOLATED}; energy {kind}" if kind != "n/a" else EXTRAPOLATED,
-    }
+    kind = "estimated" if row["energy_estimated"] else "measured"
+    return {**line, "time_h": seconds / 3600, "energy_kwh": energy_kwh,
+            "energy_basis": "timed iterations" if timed else f"{row['energy_window']} window",
+            "label": f"{EXTRAPOLATED}; energy {kind}, scope {row['energy_scope']}"}
 
 
 def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
-    """Per system and configuration: the job on one node at the best
-    configuration's rate per node, and on the node count that finishes
-    first (the highest total throughput measured). Energy to solution is
-    the job's work over the work per Wh; the action is their product."""
-    ok = ok_rows(mark_best(rows) if "best" not in rows else rows)
+    """Per system and like-for-like group: the job on one node at the best
+    row's rate per node, and on the node count that finishes first (the
+    highest total throughput measured); `not representative` where the
+    configuration does not stand for the job (see Jobs.representative)."""
+    ok = measured(rows if "best" in rows else mark_best(rows))
     out = []
-    for _, group in ok.groupby(GROUP, sort=False):
+    for _, group in ok.groupby(GROUP, sort=False, dropna=False):
         best = group[group["best"]]
         if best.empty:
             continue
         best = best.iloc[0]
-        work, how = jobs.work(best)
-        out.append(_solution(best, work, best["throughput_per_node"], "one node (best configuration)",
-                             1, how))
+        work, how = jobs.work(best) if jobs.representative(best) else (math.nan, NOT_REPRESENTATIVE)
+        out.append(_solution(best, work, best["throughput_per_node"], "one node (best configuration)", 1,
+                             how))
         fastest = group.loc[group["throughput"].idxmax()]
         nodes = fastest["nodes"]
         out.append(_solution(fastest, work, fastest["throughput"],
@@ -98,15 +164,17 @@ def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
 
 
 def scaling_efficiency(rows: pd.DataFrame) -> pd.DataFrame:
-    """Where runs of one system and configuration differ in device count:
-    strong efficiency at a fixed global batch, (T/T0)/(d/d0), and weak
+    """Where runs of one system and like-for-like group differ in device
+    count: strong efficiency at a fixed global batch, (T/T0)/(d/d0), and weak
     efficiency at a fixed batch per device, (T/d)/(T0/d0), both against the
     run with the fewest devices."""
-    ok = ok_rows(rows).copy()
+    ok = measured(rows).copy()
     ok["batch_per_device"] = ok["global_batch"] / ok["devices"]
+    columns = ["system", "benchmark", "like", "scaling", "series", "global_batch", "nodes", "devices",
+               "base_devices", "throughput", "efficiency"]
     out = []
     for kind, key in (("strong", "global_batch"), ("weak", "batch_per_device")):
-        for _, group in ok.groupby(GROUP + [key], sort=False):
+        for _, group in ok.groupby(GROUP + [key], sort=False, dropna=False):
             if group["devices"].nunique() < 2:
                 continue
             group = group.sort_values(["devices", "nodes"])
@@ -118,9 +186,8 @@ def scaling_efficiency(rows: pd.DataFrame) -> pd.DataFrame:
                     eff = row["throughput_per_device"] / base["throughput_per_device"]
                 series = (f"strong at batch {row['global_batch']:g}" if kind == "strong"
                           else f"weak at {row['batch_per_device']:g} per device")
-                out.append({"system": row["system"], "benchmark": row["benchmark"], "config": row["config"],
+                out.append({"system": row["system"], "benchmark": row["benchmark"], "like": row["like"],
                             "scaling": kind, "series": series, "global_batch": row["global_batch"],
                             "nodes": row["nodes"], "devices": row["devices"], "base_devices": base["devices"],
                             "throughput": row["throughput"], "efficiency": eff})
-    return pd.DataFrame(out, columns=["system", "benchmark", "config", "scaling", "series", "global_batch",
-                                      "nodes", "devices", "base_devices", "throughput", "efficiency"])
+    return pd.DataFrame(out, columns=columns)

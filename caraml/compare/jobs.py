@@ -22,6 +22,11 @@ PARAMETERS = {
     "175B": 174_590_681_088,
 }
 IMAGENET_TRAIN_IMAGES = 1_281_167
+# The configurations that stand for the job, as the CARAML paper ran it: the
+# 800M GPT at sequence length 2048, ResNet-50 on 224 px images. A smoke
+# configuration (resnet18 at 64 px, cpu-small) says nothing about the time a
+# real training takes, so it gets no time or energy to solution.
+REPRESENTATIVE = {"llm": ("800M", 2048.0), "image": ("resnet50", 224.0)}
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,13 @@ class Jobs:
     llm_tokens: float | None = None  # a fixed token count instead of tokens per parameter
     epochs: float = 90.0
     images_per_epoch: int = IMAGENET_TRAIN_IMAGES
+
+    def representative(self, row: pd.Series) -> bool:
+        """Whether the row's model and size are the job's (REPRESENTATIVE);
+        a fixed --llm-tokens job takes any LLM model."""
+        if row["benchmark"] == "llm" and self.llm_tokens is not None:
+            return True
+        return REPRESENTATIVE.get(row["benchmark"]) == (row["model"], row["size"])
 
     def work(self, row: pd.Series) -> tuple[float, str]:
         """Units of work (tokens or images) of the job for this row's

@@ -1,7 +1,9 @@
-"""The comparison's plots as PNG files: throughput per device and energy
-efficiency per system, throughput over batch and devices, power timelines
-and scaling efficiency. Estimated energy is hatched and labelled, published
-reference figures are grey and labelled as such."""
+"""The comparison's plots as PNG files, one panel per like-for-like group
+(never two models on one axis) and one energy panel per scope and window
+(never a superchip figure beside a GPU-only one on one axis). Bars run
+horizontally so that 12 systems' labels do not overlap; legends sit outside
+the axes; numbers are in engineering notation with their unit. Estimated
+energy is hatched, published reference figures are grey."""
 
 from __future__ import annotations
 
@@ -12,117 +14,149 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
+from matplotlib.ticker import EngFormatter  # noqa: E402
 
-from caraml.compare.figures import energy_kind, ok_rows  # noqa: E402
+from caraml.compare.figures import LIKE  # noqa: E402
+from caraml.compare.power import Timeline  # noqa: E402
+from caraml.compare.rows import measured  # noqa: E402
 
-DPI = 90
+DPI = 80
+BAR_HEIGHT_IN = 0.32  # per bar, so that labels never overlap
+MEASURED, ESTIMATED, PUBLISHED = "tab:blue", "tab:orange", "0.65"
+
+
+def eng(value: float, unit: str = "") -> str:
+    """A number in engineering notation with its unit (24.4 ktokens/s)."""
+    if pd.isna(value):
+        return "n/a"
+    return EngFormatter(unit=unit, places=3 if abs(value) < 1 else 1, sep=" ")(value).strip()
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() else "_" for c in text)
 
 
 def _save(fig, path: Path) -> Path:
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")  # keeps legends placed outside the axes
     plt.close(fig)
     return path
 
 
-def _published(refs: pd.DataFrame, benchmark: str, figure: str) -> pd.DataFrame:
-    """Published references of one per-device figure; a total on one device counts as per device."""
-    if refs is None or refs.empty:
-        return pd.DataFrame()
-    pub = refs[(refs["origin"] == "published") & (refs["benchmark"] == benchmark)]
+def _published(refs: pd.DataFrame, benchmark: str, model: str, figure: str) -> pd.DataFrame:
+    """Published per-device references of one model; a total on one device counts as per device."""
+    if refs.empty:
+        return refs
+    pub = refs[(refs["origin"] == "published") & (refs["benchmark"] == benchmark) & (refs["model"] == model)]
     if figure == "throughput_per_device":
-        per_device = (pub["figure"] == "throughput") & (pd.to_numeric(pub["devices"]) == 1)
-        return pub[(pub["figure"] == figure) | per_device]
+        one_device = (pub["figure"] == "throughput") & (pd.to_numeric(pub["devices"]) == 1)
+        return pub[(pub["figure"] == figure) | one_device]
     return pub[pub["figure"] == figure]
 
 
-def bars(rows: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
-    """Per benchmark: throughput per device and work per Wh of each system's
-    best configuration, beside the published figures."""
+def _barh(ax, labels: list[str], values: list[float], colours: list[str], hatched: list[bool], unit: str):
+    bars_ = ax.barh(range(len(values)), values, color=colours)
+    for bar, hatch in zip(bars_, hatched):
+        if hatch:
+            bar.set_hatch("//")
+            bar.set_facecolor("white")
+            bar.set_edgecolor(ESTIMATED)
+    for bar, value in zip(bars_, values):
+        ax.annotate(" " + eng(value, unit), (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+                    va="center", fontsize=7)
+    ax.set_yticks(range(len(values)), labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.xaxis.set_major_formatter(EngFormatter(sep=" "))
+    ax.margins(x=0.25)  # room for the value labels
+    ax.tick_params(axis="x", labelsize=7)
+
+
+def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
+    """Per like-for-like group: throughput per device of each system's best
+    row beside the published figures of the same model, and its work per Wh
+    in one panel per energy scope and window."""
     paths = []
-    best = ok_rows(rows)[ok_rows(rows)["best"]]
-    for benchmark, group in best.groupby("benchmark", sort=False):
-        unit = group["unit"].iloc[0]
-        fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
-        for ax, figure, title in ((axes[0], "throughput_per_device", f"{unit}/s per device"),
-                                  (axes[1], "work_per_wh", f"{unit}/Wh")):
-            labels = [f"{r.system}\n{r.config}\nbatch {r.global_batch:g} x{r.devices:g}"
-                      for r in group.itertuples()]
-            values = list(group[figure])
-            estimated = [figure == "work_per_wh" and energy_kind(s) == "estimated"
-                         for s in group["energy_source"]]
-            colours = ["tab:blue"] * len(values)
-            for ref in _published(refs, benchmark, figure).itertuples():
-                batch = "" if pd.isna(ref.global_batch) else f" batch {ref.global_batch:g}"
-                labels.append(f"{ref.system}\n{ref.model}{batch}\n(published)")
-                values.append(ref.value)
-                estimated.append(False)
-                colours.append("0.65")
-            bars_ = ax.bar(range(len(values)), values, color=colours)
-            for bar, est in zip(bars_, estimated):
-                if est:
-                    bar.set_hatch("//")
-                    bar.set_facecolor("white")
-                    bar.set_edgecolor("tab:orange")
-            for bar, value, est in zip(bars_, values, estimated):
-                text = f"{value:.3g}" + (" (estimated)" if est else "")
-                ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                            ha="center", va="bottom", fontsize=7)
-            ax.set_xticks(range(len(values)), labels, fontsize=7)
-            ax.set_title(title + (" (hatched: estimated energy)" if any(estimated) else ""), fontsize=9)
-            ax.set_yscale("log" if max(values) > 50 * max(min(values), 1e-12) else "linear")
-        fig.suptitle(f"{benchmark}: best configuration per system", fontsize=10)
-        paths.append(_save(fig, out / f"bars_{benchmark}.png"))
+    ok = measured(headline)
+    for (benchmark, model, precision, size), group in ok.groupby(LIKE, sort=False, dropna=False):
+        unit, like = group["unit"].iloc[0], group["like"].iloc[0]
+        scopes = list(group.groupby(["energy_scope", "energy_window"], sort=False))
+        pub = _published(refs, benchmark, model, "throughput_per_device")
+        height = 1.2 + BAR_HEIGHT_IN * (len(group) + len(pub))
+        fig, axes = plt.subplots(1, 1 + len(scopes), figsize=(4.2 * (1 + len(scopes)), height), squeeze=False)
+        labels = [f"{r.system} batch {r.global_batch:g} x{r.devices:g} {r.device_unit}"
+                  for r in group.itertuples()]
+        labels += [f"{p.system}{'' if pd.isna(p.global_batch) else f' batch {p.global_batch:g}'} (published)"
+                   for p in pub.itertuples()]
+        values = [*group["throughput_per_device"], *pub["value"]]
+        colours = [MEASURED] * len(group) + [PUBLISHED] * len(pub)
+        _barh(axes[0][0], labels, values, colours, [False] * len(values), "")
+        axes[0][0].set_title(f"{unit}/s per device", fontsize=9)
+        for ax, ((scope, window), rows) in zip(axes[0][1:], scopes):
+            _barh(ax, [f"{r.system}" for r in rows.itertuples()], list(rows["work_per_wh"]),
+                  [MEASURED] * len(rows), list(rows["energy_estimated"]), "")
+            ax.set_title(f"{unit}/Wh, scope {scope}, {window} window", fontsize=9)
+        handles = [Patch(color=MEASURED, label="measured"),
+                   Patch(facecolor="white", edgecolor=ESTIMATED, hatch="//", label="energy estimated"),
+                   Patch(color=PUBLISHED, label="published (not a run of this suite)")]
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8,
+                   frameon=False)
+        fig.suptitle(f"{benchmark} {like}: best configuration per system", fontsize=10)
+        fig.tight_layout()
+        paths.append(_save(fig, out / f"bars_{_safe(f'{benchmark}_{like}')}.png"))
     return paths
 
 
 def heatmaps(rows: pd.DataFrame, out: Path) -> list[Path]:
-    """Total throughput over global batch size and device count, per system and configuration."""
+    """Total throughput over global batch size and device count, per system and like-for-like group."""
     paths = []
-    for (system, benchmark, config), group in ok_rows(rows).groupby(["system", "benchmark", "config"],
-                                                                    sort=False):
+    for (system, like), group in measured(rows).groupby(["system", "like"], sort=False):
         grid = group.pivot_table(index="devices", columns="global_batch", values="throughput", aggfunc="max")
-        fig, ax = plt.subplots(figsize=(1.4 + 0.9 * grid.shape[1], 1.4 + 0.6 * grid.shape[0]))
+        if grid.size < 2:
+            continue  # one cell says nothing a table does not
+        fig, ax = plt.subplots(figsize=(1.6 + 0.9 * grid.shape[1], 1.4 + 0.6 * grid.shape[0]))
         image = ax.imshow(grid.to_numpy(), cmap="viridis", aspect="auto", origin="lower")
         middle = (grid.min().min() + grid.max().max()) / 2
         for (i, j), value in pd.DataFrame(grid.to_numpy()).stack().items():
-            ax.text(j, i, f"{value:.3g}", ha="center", va="center", fontsize=8,
+            ax.text(j, i, eng(value), ha="center", va="center", fontsize=8,
                     color="k" if value > middle else "w")  # readable on viridis' light and dark ends
         ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns], fontsize=8)
         ax.set_yticks(range(grid.shape[0]), [f"{i:g}" for i in grid.index], fontsize=8)
         ax.set_xlabel("global batch size")
         ax.set_ylabel("devices")
-        ax.set_title(f"{system} {config}: {group['unit'].iloc[0]}/s", fontsize=8)
-        fig.colorbar(image, ax=ax)
-        safe = "".join(c if c.isalnum() else "_" for c in f"{system}_{benchmark}_{config}")
-        paths.append(_save(fig, out / f"heatmap_{safe}.png"))
+        ax.set_title(f"{system} {like}: {group['unit'].iloc[0]}/s", fontsize=8)
+        fig.colorbar(image, ax=ax, format=EngFormatter(sep=" "))
+        paths.append(_save(fig, out / f"heatmap_{_safe(f'{system}_{like}')}.png"))
     return paths
 
 
-def power_timeline(samples: pd.DataFrame, out: Path) -> list[Path]:
-    """Power per device over each job's time, from jpwr's flushed samples."""
-    if samples.empty:
-        return []
-    fig, ax = plt.subplots(figsize=(10, 3.6))
-    for (label, channel), group in samples.groupby(["label", "channel"], sort=False):
+def power_timeline(line: Timeline, title: str, path: Path) -> Path:
+    """Power per device over one job, warm-up and timed window shaded."""
+    fig, ax = plt.subplots(figsize=(7.5, 2.6))
+    for channel, group in line.samples.groupby("channel", sort=False):
         est = " (estimated)" if group["estimated"].any() else ""
-        ax.plot(group["t"], group["power_w"], lw=1, label=f"{label} {channel}{est}")
-    ax.set_xlabel("seconds since the job's first sample")
-    ax.set_ylabel("power (W)")
-    ax.legend(fontsize=7, loc="best")
-    ax.set_title("power per device during training", fontsize=9)
-    return [_save(fig, out / "power_timeline.png")]
+        ax.plot(group["t"], group["power_w"], lw=1, label=f"{channel}{est}")
+    for window in line.windows.itertuples():
+        ax.axvspan(window.start, window.end, color="tab:green", alpha=0.12, label=f"{window.window} window")
+    if not line.windows.empty:
+        ax.axvspan(0, line.windows["start"].min(), color="0.5", alpha=0.12, label="warm-up")
+    ax.set_xlabel("seconds since the job's first sample", fontsize=8)
+    ax.yaxis.set_major_formatter(EngFormatter(unit="W", sep=" "))
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
+              ncol=1 + len(ax.get_legend_handles_labels()[1]) // 12)
+    ax.set_title(title, fontsize=9)
+    return _save(fig, path)
 
 
 def scaling(table: pd.DataFrame, out: Path) -> list[Path]:
     if table.empty:
         return []
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    for (system, config, series), group in table.groupby(["system", "config", "series"], sort=False):
-        ax.plot(group["devices"], group["efficiency"], marker="o", label=f"{system} {config}: {series}")
+    fig, ax = plt.subplots(figsize=(7, 3.4))
+    for (system, like, series), group in table.groupby(["system", "like", "series"], sort=False):
+        ax.plot(group["devices"], group["efficiency"], marker="o", label=f"{system} {like}: {series}")
     ax.axhline(1.0, color="0.5", lw=0.8)
     ax.set_xlabel("devices")
     ax.set_ylabel("efficiency")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.set_title("scaling efficiency against the smallest run", fontsize=9)
     return [_save(fig, out / "scaling.png")]

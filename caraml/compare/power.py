@@ -1,56 +1,51 @@
-"""The power samples jpwr flushed during each training job of a run, for
-the power timeline: JUBE says which work package ran which configuration
-(`jube info -c`), jpwr reads the samples each rank wrote."""
+"""The power samples jpwr flushed during one training job, for its power
+timeline: every rank's power file under the work package's energy folder,
+and the named windows (the timed iterations) jpwr marked in it."""
 
 from __future__ import annotations
 
-import io
-import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from jpwr.aggregate import NoEnergyData, find_runs, read_power_csv
 
-SEPARATOR = "\t"
+ENERGY_DIR = "energy"  # platform.xml's energy_dir, inside the execute work package
 
 
-def work_packages(run_dir: Path) -> pd.DataFrame:
-    """The execute step's work packages with their parameters; empty where
-    JUBE cannot say (then there is no timeline, and the report says so)."""
-    command = ["jube", "info", str(run_dir.parent), "-i", str(int(run_dir.name)), "-s", "execute",
-               "-c", SEPARATOR]
+@dataclass(frozen=True)
+class Timeline:
+    samples: pd.DataFrame  # channel, t (seconds since the job's first sample), power_w, estimated
+    windows: pd.DataFrame  # window, start, end in the same seconds
+
+
+def timeline(work_package: str) -> Timeline | None:
+    """The job's samples and windows; None where it flushed none."""
+    energy_dir = Path(work_package) / ENERGY_DIR
     try:
-        proc = subprocess.run(command, text=True, capture_output=True, timeout=120)
-    except (FileNotFoundError, subprocess.TimeoutExpired):
-        return pd.DataFrame()
-    lines = [line for line in proc.stdout.splitlines() if SEPARATOR in line]
-    if proc.returncode != 0 or len(lines) < 2:
-        return pd.DataFrame()
-    return pd.read_csv(io.StringIO("\n".join(lines)), sep=SEPARATOR, dtype=str, keep_default_na=False)
-
-
-def samples(run_dir: Path, name: str) -> pd.DataFrame:
-    """Every flushed sample of the run: label (name and batch), channel
-    (method, device and rank suffix), seconds since the job's first sample,
-    watts, and whether the sample is estimated."""
-    frames = []
-    for _, wp in work_packages(run_dir).iterrows():
-        energy_dir = Path(wp.get("jube_wp_abspath", "")) / wp.get("energy_dir", "energy")
-        try:
-            runs = find_runs([energy_dir])
-        except NoEnergyData:
-            continue
-        for run in runs:
-            path = run.path("power", "csv")
-            if not path.is_file():
-                continue
+        runs = find_runs([energy_dir])
+    except NoEnergyData:
+        return None
+    frames, windows = [], []
+    for run in runs:
+        path = run.path("power", "csv")
+        if path.is_file():
             power = read_power_csv(path)
-            if power.empty:
-                continue
-            power["t"] = power["time"] - power["time"].min()
             power["channel"] = power["method"] + ":" + power["device"] + run.suffix
-            power["label"] = f"{name} batch {wp.get('global_batch_size', '?')}"
             power["estimated"] = power["source"].str.startswith("estimated")
-            frames.append(power[["label", "channel", "t", "power_w", "estimated"]])
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+            frames.append(power)
+        marks = run.path("windows", "csv")
+        if marks.is_file():
+            windows.append(pd.read_csv(marks, usecols=["window", "t_start", "t_end"]))
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return None
+    power = pd.concat(frames, ignore_index=True)
+    origin = power["time"].min()
+    power["t"] = power["time"] - origin
+    marked = pd.DataFrame(columns=["window", "start", "end"])
+    if windows:
+        spans = pd.concat(windows).groupby("window").agg(start=("t_start", "min"), end=("t_end", "max"))
+        marked = (spans - origin).reset_index()
+    return Timeline(power[["channel", "t", "power_w", "estimated"]], marked)

@@ -14,11 +14,11 @@ import pandas as pd
 import yaml
 
 from caraml.compare import CompareError
-from caraml.compare.figures import ok_rows
-from caraml.compare.runs import BENCHMARKS
+from caraml.compare.rows import measured
 from caraml.login import systems
 
 DEFAULT_FILE = Path(__file__).with_name("references.yaml")
+BENCHMARKS = ("llm", "image")
 # Figures where more is better, so that "below" is a regression
 FIGURES = ("throughput", "throughput_per_device", "throughput_per_node", "mfu", "work_per_wh")
 ORIGINS = ("published", "measured")
@@ -69,7 +69,7 @@ def _check(path: Path, index: int, entry, known: set[str]) -> dict:
     if str(entry["system"]) not in known:
         raise CompareError(f"{where}: unknown system {entry['system']!r}; "
                            f"use a tag of platform.xml ({' '.join(sorted(known))})")
-    for key, allowed in (("benchmark", tuple(BENCHMARKS)), ("figure", FIGURES), ("origin", ORIGINS)):
+    for key, allowed in (("benchmark", BENCHMARKS), ("figure", FIGURES), ("origin", ORIGINS)):
         if entry[key] not in allowed:
             raise CompareError(f"{where}: {key} {entry[key]!r} is not one of {' '.join(allowed)}")
     value, lower, upper = (_number(entry[k]) for k in ("value", "lower", "upper"))
@@ -122,24 +122,28 @@ def _matching(ok: pd.DataFrame, ref: pd.Series) -> pd.DataFrame:
     return rows.loc[rows.groupby("system")[ref["figure"]].idxmax().dropna().to_numpy()]
 
 
+def _energy_label(row: pd.Series) -> str:
+    return f"{'estimated' if row['energy_estimated'] else 'measured'}, scope {row['energy_scope']}"
+
+
 def verdicts(rows: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
     """One line per (reference, measured row it applies to)."""
-    ok = ok_rows(rows)
+    ok = measured(rows)
     out = []
     for _, ref in refs.iterrows():
         for index, row in _matching(ok, ref).iterrows():
-            measured = row[ref["figure"]]
+            value = row[ref["figure"]]
             out.append({"row": index, "system": row["system"], "platform": row["platform"],
-                        "benchmark": row["benchmark"], "config": row["config"],
+                        "benchmark": row["benchmark"], "like": row["like"],
                         "global_batch": row["global_batch"], "nodes": row["nodes"], "devices": row["devices"],
-                        "figure": ref["figure"], "measured": measured, "reference": ref["value"],
+                        "figure": ref["figure"], "measured": value, "reference": ref["value"],
                         "low": ref["low"], "high": ref["high"],
-                        "verdict": verdict(measured, ref["low"], ref["high"]),
-                        "energy_source": row["energy_source"] if ref["figure"] == "work_per_wh" else "",
+                        "verdict": verdict(value, ref["low"], ref["high"]),
+                        "energy": _energy_label(row) if ref["figure"] == "work_per_wh" else "",
                         "origin": ref["origin"], "source": ref["source"]})
-    return pd.DataFrame(out, columns=["row", "system", "platform", "benchmark", "config", "global_batch",
+    return pd.DataFrame(out, columns=["row", "system", "platform", "benchmark", "like", "global_batch",
                                       "nodes", "devices", "figure", "measured", "reference", "low", "high",
-                                      "verdict", "energy_source", "origin", "source"])
+                                      "verdict", "energy", "origin", "source"])
 
 
 def row_verdicts(rows: pd.DataFrame, checks: pd.DataFrame) -> pd.Series:

@@ -1,91 +1,174 @@
-"""The comparison's tables as CSV and markdown, and one self-contained HTML
-page with the tables and the plots embedded (no external links)."""
+"""The comparison's tables for people (engineering notation with units,
+energy labelled with scope, window and whether it was estimated), as
+markdown and as one self-contained HTML page rendered from a Jinja2
+template (templates/report.html.j2)."""
 
 from __future__ import annotations
 
 import base64
-import html
 from pathlib import Path
 
+import jinja2
 import pandas as pd
 
-from caraml.compare.figures import energy_kind
+from caraml.compare.plots import eng
+from caraml.compare.rows import MEASURED
 
 NA = "n/a"
-ENERGY_FIGURES = ("energy_per_device_wh", "energy_per_node_wh", "work_per_wh", "mean_power_w_per_device",
-                  "estimated_energy_kwh", "estimated_action_kwh_h")
-ENERGY_RATIOS = ("energy_per_device_wh_ratio", "work_per_wh_ratio", "mean_power_w_per_device_ratio")
-WINDOW = ("Energy window: each row's measured training run (warm-up included) as jpwr measured it, "
-          "summed over the job's devices; scope: the EnergyScope column where the table has one (else n/a).")
+METHOD = [
+    "Like for like: rows are compared only within one benchmark, model, precision and sequence length or "
+    "image size; the headline takes each system's row with the highest throughput per device and names "
+    "its batch and device count.",
+    "Ratios (x ref) divide a system's figure by the reference system's figure of the same like-for-like "
+    "group (headline) or of the same group, global batch and node count (all rows). Energy figures are "
+    "divided only within one energy scope and window, MFU only between rows against the same kind of "
+    "peak (datasheet or measured matmul); every refusal is listed under the headline.",
+    "Energy: each row's headline window (timed: the timed iterations only; run: the whole training run, "
+    "warm-up included), summed over the energy devices the row names, at the scope the row names (gpu: "
+    "the accelerators alone; module: a superchip with its CPU and memory; host or cpu: the node's CPU "
+    "package). Estimated energy (no power sensor: jpwr's utilisation model) is marked estimated "
+    "wherever it appears, and so is any ratio with an estimated side.",
+    "MFU: model FLOP/s per device over the peak in the peak column; the basis says whether that peak is "
+    "the datasheet's dense figure or a matmul rate measured on the node.",
+    "Time and energy to solution are estimates extrapolated from measured rates, given only for the "
+    "configurations that stand for the job (the 800M GPT at sequence 2048, ResNet-50 at 224 px).",
+]
+SOLUTION_NOTE = ("Estimates: the job's work over the measured throughput and over the measured work per Wh "
+                 "(timed window where the row has it). Other configurations say 'not representative'.")
 
 
-def _number(value) -> str:
-    if isinstance(value, str):
-        return value
+def _e(value, unit: str = "") -> str:
+    return value if isinstance(value, str) else eng(value, unit)
+
+
+def _config(row) -> str:
+    nodes = row["nodes"]
+    return (f"{row['like']}, batch {row['global_batch']:g}, {row['devices']:g} {row['device_unit']}"
+            f"{'' if row['devices'] == 1 else 's'} on {nodes:g} node{'' if nodes == 1 else 's'}")
+
+
+def _ratio(value, estimated: bool = False) -> str:
     if pd.isna(value):
         return NA
-    return f"{value:.4g}"
+    return f"{value:.2f}x" + (" (estimated)" if estimated else "")
 
 
-def _with_energy_kind(frame: pd.DataFrame, display: pd.DataFrame) -> None:
-    """Every energy figure from an estimated source says so in its cell."""
-    estimated = (frame["energy_source"].map(energy_kind) == "estimated").to_numpy()
-    if "reference_energy_source" in frame:
-        ref_estimated = (frame["reference_energy_source"].map(energy_kind) == "estimated").to_numpy()
-    else:
-        ref_estimated = estimated
-    for column in (*ENERGY_FIGURES, *ENERGY_RATIOS):
-        if column in display:
-            mask = (estimated | ref_estimated) if column in ENERGY_RATIOS else estimated
-            display[column] = [f"{v} (estimated)" if est and v != NA else v
-                               for v, est in zip(display[column], mask)]
+def _energy_cells(row) -> dict:
+    kind = "estimated" if row["energy_estimated"] else "measured"
+    if row["energy_scope"] == NA:
+        return {"energy": NA}
+    return {"energy": f"{kind}, scope {row['energy_scope']}, {row['energy_window']} window, "
+                      f"{row['energy_devices']:g} energy devices ({row['energy_methods']})"}
 
 
-def comparison_display(rows: pd.DataFrame, benchmark: str) -> pd.DataFrame:
-    group = rows[rows["benchmark"] == benchmark]
-    unit = group["unit"].iloc[0]
-    columns = {
-        "system": "system", "config": "configuration", "nodes": "nodes", "devices": "devices",
-        "global_batch": "global batch", "throughput_per_device": f"{unit}/s/device",
-        "throughput_per_device_ratio": "/device x ref", "throughput_per_node": f"{unit}/s/node",
-        "throughput_per_node_ratio": "/node x ref", "mfu": "MFU", "mfu_ratio": "MFU x ref",
-        "energy_per_device_wh": "Wh/device", "energy_per_node_wh": "Wh/node",
-        "work_per_wh": f"{unit}/Wh", "work_per_wh_ratio": "/Wh x ref",
-        "mean_power_w_per_device": "W/device", "energy_source": "energy source",
-        "energy_scope": "energy scope",
-        "verdict": "verdict", "best": "best", "flags": "flags", "status": "status",
+def _row_cells(row, unit: str, headline: bool) -> dict:
+    if row["status"] not in MEASURED:
+        return {"system": row["system"], "configuration": row.get("like", NA),
+                "status": f"{row['status']}: {row['reason']}".rstrip(": ")}
+    est = " (estimated)" if row["energy_estimated"] else ""
+    cells = {
+        "system": row["system"], "configuration": _config(row),
+        "status": row["status"] + (f": {row['reason']}" if row["reason"] else ""),
+        f"{unit}/s per device": _e(row["throughput_per_device"]),
+        f"{unit}/s per node": _e(row["throughput_per_node"]),
+        f"{unit}/s whole job": _e(row["throughput"]),
+        "per device x ref": _ratio(row.get("throughput_per_device_ratio")),
+        "MFU": NA if pd.isna(row["mfu"]) else f"{row['mfu']:.3f}",
+        "peak TFLOP/s per device": NA if pd.isna(row["peak_tflops"]) else f"{row['peak_tflops']:.4g}",
+        "peak basis": row["peak_basis"],
+        "MFU x ref": _ratio(row.get("mfu_ratio")),
+        f"{unit}/Wh": _e(row["work_per_wh"]) + (est if not pd.isna(row["work_per_wh"]) else ""),
+        "per Wh x ref": _ratio(row.get("work_per_wh_ratio"), bool(row.get("ratio_estimated"))),
+        "mean power per energy device": _e(row["mean_power_w_per_device"], "W")
+        + (est if not pd.isna(row["mean_power_w_per_device"]) else ""),
+        **_energy_cells(row),
+        "verdict": row.get("verdict", NA),
+        "flags": row["flags"],
     }
-    if group["mfu"].isna().all():  # the image benchmark has no MFU
-        columns = {k: v for k, v in columns.items() if not k.startswith("mfu")}
-    display = group[list(columns)].copy()
-    for column in display.columns:
-        if column not in ("best",):
-            display[column] = display[column].map(_number)
-    _with_energy_kind(group, display)
-    display["best"] = display["best"].map({True: "best", False: ""})
-    return display.rename(columns=columns)
+    if not headline:
+        cells.update({"Wh by scope": row["energy_by_scope"] or NA}, best="best" if row.get("best") else "",
+                     refused=row.get("ratio_note", ""))
+    return cells
+
+
+def rows_display(table: pd.DataFrame, headline: bool) -> pd.DataFrame:
+    if table.empty:
+        return pd.DataFrame()
+    units = table.loc[table["status"].isin(MEASURED), "unit"]
+    unit = units.iloc[0] if not units.empty else "work"
+    lines = [_row_cells(row, unit, headline) for _, row in table.iterrows()]
+    columns = list(dict.fromkeys(c for line in lines for c in line))
+    return pd.DataFrame(lines, columns=columns).fillna(NA)
+
+
+def _values(series: pd.Series, unit: str = "") -> str:
+    found = [_e(v, unit) if not isinstance(v, str) else v for v in dict.fromkeys(series.dropna())]
+    return " / ".join(str(v) for v in found if v not in ("", NA)) or "not recorded"
+
+
+def cards(rows: pd.DataFrame) -> list[dict]:
+    """Per system: what it is and what its figures rest on."""
+    out = []
+    for system, group in rows.groupby("system", sort=False):
+        ok = group[group["status"].isin(MEASURED)]
+        src = ok if not ok.empty else group
+        energy = sorted({"estimated" if e else "measured" for e in ok["energy_estimated"]}) if not ok.empty \
+            else []
+        items = {
+            "system tag": _values(src["platform"]), "description": _values(src["description"]),
+            "devices": " / ".join(f"{d:g} {u}" for d, u in
+                                  dict.fromkeys(zip(src["devices"], src["device_unit"])) if d == d)
+            or "not recorded",
+            "device kind": _values(src["device_kind"]),
+            "nodes": " / ".join(f"{n:g}" for n in dict.fromkeys(src["nodes"].dropna())) or "not recorded",
+            "TDP per device": _values(src["tdp_w"], "W"),
+            "peak TFLOP/s per device (basis)": " / ".join(
+                f"{p:.4g} ({b})" for p, b in dict.fromkeys(zip(src["peak_tflops"], src["peak_basis"]))
+                if p == p)
+            or "not recorded",
+            "driver": _values(src["driver"]), "CUDA / ROCm": _values(pd.concat([src["cuda"], src["rocm"]])),
+            "torch": _values(src["torch"]), "suite version": _values(src["suite_version"]),
+            "commit": " / ".join(f"{c}{'' if clean is not False else ' (uncommitted changes)'}"
+                                 for c, clean in dict.fromkeys(zip(src["commit"], src["clean"]))),
+            "container": _values(src["container"]), "date": _values(src["date"]),
+            "energy methods": _values(src["energy_methods"]), "energy scope": _values(src["energy_scope"]),
+            "energy is": " and ".join(energy) or NA,
+            "rows": f"{len(ok)} measured of {len(group)}",
+        }
+        out.append({"name": system, "table": pd.DataFrame({"": list(items), " ": list(items.values())})})
+    return out
 
 
 def solution_display(table: pd.DataFrame) -> pd.DataFrame:
-    display = table[["system", "benchmark", "config", "case", "from_global_batch", "from_devices", "job",
-                     "estimated_time_h", "estimated_energy_kwh", "estimated_action_kwh_h", "energy_basis",
-                     "energy_source", "label"]].copy()
-    for column in display.columns:
-        display[column] = display[column].map(_number)
-    _with_energy_kind(table, display)
-    return display.rename(columns={"from_global_batch": "measured at batch", "from_devices": "on devices",
-                                   "estimated_time_h": "time to solution (h estimate)",
-                                   "estimated_energy_kwh": "energy to solution (kWh estimate)",
-                                   "estimated_action_kwh_h": "energy x time (kWh h estimate)",
-                                   "energy_basis": "energy per work from", "energy_source": "energy source",
-                                   "label": "figures are"})
+    if table.empty:
+        return table
+    lines = []
+    for _, r in table.iterrows():
+        est = " (estimated energy)" if r["energy_estimated"] else ""
+        lines.append({"system": r["system"], "benchmark": r["benchmark"], "configuration": r["like"],
+                      "case": r["case"], "measured at batch": f"{r['from_global_batch']:g}",
+                      "on devices": f"{r['from_devices']:g}", "job": r["job"],
+                      "time to solution": r["time_h"] if isinstance(r["time_h"], str)
+                      else eng(r["time_h"], "h"),
+                      "energy to solution": r["energy_kwh"] if isinstance(r["energy_kwh"], str)
+                      else eng(r["energy_kwh"], "kWh") + est,
+                      "energy scope and window": f"{r['energy_scope']}, {r['energy_basis']}".rstrip(", "),
+                      "figures are": r["label"]})
+    return pd.DataFrame(lines)
 
 
 def plain_display(table: pd.DataFrame) -> pd.DataFrame:
-    return table.apply(lambda column: column.map(_number)) if not table.empty else table
+    def cell(v):
+        if isinstance(v, float):
+            return NA if pd.isna(v) else f"{v:.4g}"
+        return v
+    return table.apply(lambda column: column.map(cell)) if not table.empty else table
 
 
 def markdown(display: pd.DataFrame) -> str:
+    if display.empty:
+        return "none\n"
+
     def line(cells) -> str:
         return "| " + " | ".join(str(c).replace("|", "/").replace("\n", " ") for c in cells) + " |"
     header = list(display.columns)
@@ -93,40 +176,14 @@ def markdown(display: pd.DataFrame) -> str:
                       *(line(r) for r in display.itertuples(index=False))]) + "\n"
 
 
-def _image(path: Path) -> str:
+def image(path: Path) -> dict:
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<figure><img alt="{html.escape(path.stem)}" src="data:image/png;base64,{data}"></figure>'
+    return {"name": path.stem, "uri": f"data:image/png;base64,{data}"}
 
 
-CSS = """
-body{font-family:sans-serif;margin:1.5em;color:#222;max-width:1400px}
-table{border-collapse:collapse;font-size:11px;margin:0.5em 0 1.5em}
-th,td{border:1px solid #bbb;padding:2px 6px;text-align:right}
-th{background:#eee}td:first-child,td:nth-child(2){text-align:left}
-.note{background:#fff6d8;border-left:4px solid #e0b000;padding:0.4em 0.8em;font-size:13px}
-img{max-width:100%;border:1px solid #ddd}
-.wide{overflow-x:auto}
-"""
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_name("templates")),
+                          autoescape=True, undefined=jinja2.StrictUndefined)
 
 
-def html_page(title: str, sections: list[tuple[str, list]]) -> str:
-    """sections: (heading, parts), a part being a note (str), a table (DataFrame) or a PNG (Path)."""
-    body = [f"<h1>{html.escape(title)}</h1>"]
-    for heading, parts in sections:
-        body.append(f"<h2>{html.escape(heading)}</h2>")
-        for part in parts:
-            if isinstance(part, pd.DataFrame):
-                body.append(f'<div class="wide">{part.to_html(index=False, na_rep=NA, border=0)}</div>'
-                            if not part.empty else "<p>none</p>")
-            elif isinstance(part, Path):
-                body.append(_image(part))
-            else:
-                body.append(f'<p class="note">{html.escape(part)}</p>')
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            f"<style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")
-
-
-ESTIMATE_NOTE = ("Time and energy to solution are estimates, extrapolated from measured rates: the job's "
-                 "work divided by the measured throughput and by the measured work per Wh (of the timed "
-                 "iterations where the table has it). Energy that was "
-                 "itself estimated (no power sensor) stays marked (estimated).")
+def html_page(**context) -> str:
+    return _ENV.get_template("report.html.j2").render(method=METHOD, solution_note=SOLUTION_NOTE, **context)

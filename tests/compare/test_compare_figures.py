@@ -1,122 +1,124 @@
-"""Derived figures against values computed by hand: per device and per
-node, best configuration, ratios, time and energy to solution, scaling."""
+"""Derived figures from row.json files against values computed by hand:
+figures taken from the row, the best configuration, ratios like for like
+only (refused with a reason across scopes, windows and MFU bases), time and
+energy to solution only for representative configurations, scaling."""
 
 from __future__ import annotations
 
 import pytest
 
-from caraml.compare import figures, runs
+from caraml.compare import figures, rows
 from caraml.compare.jobs import PARAMETERS, Jobs
-from tests.compare.compare_tables import IMAGE_ROW, LLM_ROW, run_dir
+from tests.compare import rowfixtures as fx
 
 
-def _rows(tmp_path, *specs):
-    args = [f"{system}={run_dir(tmp_path, f'{system}_{i}', base, changes)}"
-            for i, (system, base, changes) in enumerate(specs)]
-    return figures.add_ratios(figures.mark_best(runs.load(args)), specs[0][0])
+def _load(tmp_path, **systems):
+    args = [f"{name}={fx.write_run(tmp_path, name, data)}" for name, data in systems.items()]
+    return figures.mark_best(rows.load(args))
 
 
-def test_per_device_and_per_node_figures_use_the_rows_nodes_and_devices(tmp_path):
-    rows = _rows(tmp_path, ("X", LLM_ROW, [{"Nodes": 2, "Devices": 8, "Tokens/s": 160000.0,
-                                            "Tokens/s/device": 20000.0, "Energy(Wh)": 80.0,
-                                            "EnergyByScope(Wh)": "gpu:60+node:80", "EnergyScope": "node"}]))
-    row = rows.iloc[0]
-    assert row["energy_scope"] == "node"
-    assert row["throughput_per_node"] == 80000.0
-    assert row["throughput_per_device"] == 20000.0
-    assert row["energy_per_node_wh"] == 40.0
-    assert row["energy_per_device_wh"] == 10.0  # the table's own column
-    assert (row["benchmark"], row["config"]) == ("llm", "800M fp16 megatron")
+def test_figures_come_from_the_row_as_written(tmp_path):
+    table = _load(tmp_path, MI250=[fx.mi250()])
+    row = table.iloc[0]
+    assert (row["benchmark"], row["like"], row["variant"]) == ("llm", "800M bf16 seq 2048", "megatron")
+    assert row["throughput_per_device"] == 11077.6 and row["devices"] == 8 and row["device_unit"] == "GCD"
+    assert row["throughput_per_node"] == pytest.approx(88620.8)
+    assert row["energy_devices"] == 4 and row["energy_scope"] == "gpu" and row["energy_window"] == "timed"
+    assert row["work_per_wh"] == pytest.approx(88620.8 * 600 / 330)
+    assert (row["peak_tflops"], row["peak_basis"]) == (181.0, "datasheet")
 
 
-def test_absent_columns_stay_empty_and_per_device_falls_back_to_total_over_devices(tmp_path):
-    path = run_dir(tmp_path, "x", IMAGE_ROW, [{}], drop=("Images/s/device", "Energy/device(Wh)", "Images/Wh"))
-    row = runs.load([str(path)]).iloc[0]
-    assert row["throughput_per_device"] == 1000.0 and row["energy_per_device_wh"] == 5.0
-    assert row["work_per_wh"] != row["work_per_wh"]  # NaN: never invented
-    assert row["energy_scope"] == "n/a" and row["system"] == "A100"
+def test_best_is_the_highest_throughput_per_device_per_like_for_like_group(tmp_path):
+    table = _load(tmp_path, A=[fx.a100(global_batch=256), fx.a100(global_batch=512, per_s_per_device=21000.0),
+                               fx.a100(global_batch=64, config={"sequence_length": 1024},
+                                       per_s_per_device=30000.0)])
+    best = table[table["best"]].set_index("size")["global_batch"].to_dict()
+    # seq 1024 is its own group: faster, but not the best of the seq 2048 rows
+    assert best == {2048.0: 512, 1024.0: 64}
 
 
-def test_best_configuration_is_the_highest_throughput_per_device_and_ratios_match_batch_and_nodes(tmp_path):
-    rows = _rows(tmp_path,
-                 ("A", IMAGE_ROW, [{"GlobalBatchSize": 256}, {"GlobalBatchSize": 512, "Images/s": 4400.0,
-                                                               "Images/s/device": 1100.0}]),
-                 ("B", IMAGE_ROW, [{"GlobalBatchSize": 256, "Images/s/device": 1500.0, "Images/Wh": 4000},
-                                   {"GlobalBatchSize": 1024, "Images/s/device": 1600.0}]))
-    best = rows[rows["best"]].set_index("system")["global_batch"]
-    assert best.to_dict() == {"A": 512, "B": 1024}
-    b256 = rows[(rows["system"] == "B") & (rows["global_batch"] == 256)].iloc[0]
-    assert b256["throughput_per_device_ratio"] == pytest.approx(1.5)
-    assert b256["work_per_wh_ratio"] == pytest.approx(0.8)
-    # A has no batch 1024: no ratio rather than one against another batch
-    b1024 = rows[(rows["system"] == "B") & (rows["global_batch"] == 1024)].iloc[0]
-    assert b1024["throughput_per_device_ratio"] != b1024["throughput_per_device_ratio"]
+def test_ratios_within_one_scope_and_refusals_across_scopes_bases_and_energy_devices(tmp_path):
+    table = _load(tmp_path, A100=[fx.a100()], GH200=[fx.gh200()], MI250=[fx.mi250()],
+                  B=[fx.a100(per_s_per_device=25000.0, timed_wh=300.0, basis="measured-matmul")])
+    table = figures.add_ratios(table, "A100").set_index("system")
+    assert table.loc["GH200", "throughput_per_device_ratio"] == pytest.approx(47505 / 19390)
+    # module scope against GPU scope: never divided, one line says why
+    assert table.loc["GH200", "work_per_wh_ratio"] != table.loc["GH200", "work_per_wh_ratio"]
+    assert "energy not divided: GH200 counts scope module, A100 scope gpu" in table.loc["GH200", "ratio_note"]
+    # same scope: divided; the same MFU basis: divided
+    assert table.loc["MI250", "work_per_wh_ratio"] == \
+        pytest.approx((88620.8 * 600 / 330) / (77560 * 600 / 240))
+    assert table.loc["MI250", "mfu_ratio"] == pytest.approx(1.0)
+    # power per device: 4 cards for 8 GCDs against 4 GPUs for 4 GPUs
+    assert "power per device not divided: MI250 measures 4 energy devices for 8 GCDs" \
+        in table.loc["MI250", "ratio_note"]
+    assert table.loc["B", "mfu_ratio"] != table.loc["B", "mfu_ratio"]
+    assert "MFU not divided: B against a measured-matmul peak, A100 against a datasheet peak" \
+        in table.loc["B", "ratio_note"]
+    assert table.loc["B", "work_per_wh_ratio"] == pytest.approx((100000 * 600 / 300) / (77560 * 600 / 240))
 
 
-def test_image_time_and_energy_to_solution_for_90_imagenet_epochs(tmp_path):
-    rows = _rows(tmp_path, ("A", IMAGE_ROW, [{"Images/s": 4000.0, "Images/Wh": 5000,
-                                              "EnergySource": "estimated(estimate)"}]))
-    table = figures.time_and_energy_to_solution(rows, Jobs()).set_index("case")
-    one = table.loc["one node (best configuration)"]
-    images = 90 * 1_281_167
-    assert one["work"] == images
-    assert one["estimated_time_h"] == pytest.approx(images / 4000 / 3600)  # 8.007 h
-    assert one["estimated_energy_kwh"] == pytest.approx(images / 5000 / 1000)  # 23.06 kWh
-    assert one["energy_basis"] == "whole run (warm-up included)"
-    assert one["estimated_action_kwh_h"] == pytest.approx(images / 5000 / 1000 * images / 4000 / 3600)
-    assert "extrapolated" in one["label"] and "energy estimated" in one["label"]
+def test_a_different_energy_window_is_refused(tmp_path):
+    run_window = fx.a100(energy={"headline_window": "run"})
+    table = figures.add_ratios(_load(tmp_path, A100=[fx.a100()], C=[run_window]), "A100").set_index("system")
+    assert "C over the run window, A100 over the timed window" in table.loc["C", "ratio_note"]
 
 
-def test_llm_job_is_20_tokens_per_parameter_of_the_rows_params_else_the_sizes_count(tmp_path):
-    rows = _rows(tmp_path, ("A", LLM_ROW, [{"Tokens/s": 80000.0}]),
-                 ("B", {**LLM_ROW, "Params": 1_000_000_000}, [{"Tokens/s": 100000.0}]))
-    table = figures.time_and_energy_to_solution(rows, Jobs())
-    one = table[table["case"].str.startswith("one node")].set_index("system")
-    assert one.loc["A", "work"] == 20 * PARAMETERS["800M"]
-    assert one.loc["A", "estimated_time_h"] == pytest.approx(20 * 908_759_040 / 80000 / 3600)
-    assert one.loc["B", "estimated_time_h"] == pytest.approx(20e9 / 100000 / 3600)
-    assert one.loc["B", "estimated_energy_kwh"] == pytest.approx(20e9 / 200000 / 1000)
-    fixed = figures.time_and_energy_to_solution(rows, Jobs(llm_tokens=1e12))
-    assert fixed["work"].unique().tolist() == [1e12]
+def test_the_headline_has_one_line_per_system_and_group_and_keeps_a_failed_system(tmp_path):
+    table = _load(tmp_path, A100=[fx.a100(global_batch=256), fx.a100()], GH200=[fx.gh200()],
+                  CPU=[fx.cpu_matmul()], H100=[fx.failed(reason="CUDA out of memory")])
+    head, notes = figures.headline(figures.add_ratios(table, "A100"), "A100")
+    assert head[["system", "like", "status"]].values.tolist() == [
+        ["A100", "800M bf16 seq 2048", "ok"], ["GH200", "800M bf16 seq 2048", "ok"],
+        ["CPU", "cpu-small fp32 seq 256", "ok"], ["H100", "800M bf16 seq 2048", "failed"]]
+    assert head.set_index("system").loc["H100", "reason"] == "CUDA out of memory"
+    assert "llm cpu-small fp32 seq 256: no ratios: A100 has no row of this configuration" in notes
+    assert any(n.startswith("llm 800M bf16 seq 2048: energy not divided: GH200") for n in notes)
 
 
-def test_energy_to_solution_uses_the_timed_window_where_the_table_has_it(tmp_path):
-    rows = _rows(tmp_path, ("A", {**IMAGE_ROW, "TimedImages/Wh": 6000}, [{}]))
-    one = figures.time_and_energy_to_solution(rows, Jobs()).iloc[0]
-    assert one["estimated_energy_kwh"] == pytest.approx(90 * 1_281_167 / 6000 / 1000)
-    assert one["energy_basis"] == "timed iterations"
+def test_time_and_energy_to_solution_for_the_papers_model_only(tmp_path):
+    table = _load(tmp_path, A100=[fx.a100()], CPU=[fx.cpu_matmul(), fx.cpu_image()])
+    sol = figures.time_and_energy_to_solution(table, Jobs())
+    one = sol[sol["case"].str.startswith("one node")].set_index(["system", "benchmark"])
+    tokens = 20 * 908_759_040
+    assert one.loc[("A100", "llm"), "time_h"] == pytest.approx(tokens / 77560 / 3600)
+    assert one.loc[("A100", "llm"), "energy_kwh"] == pytest.approx(tokens / (77560 * 600 / 240) / 1000)
+    assert one.loc[("A100", "llm"), "energy_basis"] == "timed iterations"
+    assert "energy measured, scope gpu" in one.loc[("A100", "llm"), "label"]
+    # cpu-small and resnet18 at 64 px stand for no real training
+    for key in (("CPU", "llm"), ("CPU", "image")):
+        assert one.loc[key, "time_h"] == "not representative" == one.loc[key, "energy_kwh"]
+    # a fixed token count takes any LLM model
+    fixed = figures.time_and_energy_to_solution(table, Jobs(llm_tokens=1e9))
+    cpu = fixed[(fixed["system"] == "CPU") & (fixed["benchmark"] == "llm")].iloc[0]
+    assert cpu["time_h"] == pytest.approx(1e9 / 1842.1 / 3600)
 
 
-def test_one_node_uses_the_best_rows_rate_per_node_and_fastest_the_highest_total(tmp_path):
-    rows = _rows(tmp_path, ("A", LLM_ROW, [
-        {"Nodes": 1, "Devices": 4, "Tokens/s": 80000.0, "Tokens/s/device": 20000.0, "Tokens/Wh": 200000},
-        {"Nodes": 4, "Devices": 16, "Tokens/s": 288000.0, "Tokens/s/device": 18000.0, "Tokens/Wh": 180000},
-    ]))
-    table = figures.time_and_energy_to_solution(rows, Jobs(llm_tokens=1.44e9)).set_index("case")
-    one = table.loc["one node (best configuration)"]
-    assert one["estimated_time_h"] == pytest.approx(1.44e9 / 80000 / 3600)
-    fastest = table.loc["fastest measured (4 nodes)"]
-    assert fastest["estimated_time_h"] == pytest.approx(1.44e9 / 288000 / 3600)
-    assert fastest["estimated_energy_kwh"] == pytest.approx(1.44e9 / 180000 / 1000)
-    assert fastest["nodes"] == 4
+def test_image_job_is_90_imagenet_epochs_for_resnet50_at_224(tmp_path):
+    table = _load(tmp_path, A=[fx.row("A100", "image", per_s_per_device=1000.0, timed_wh=20.0)])
+    one = figures.time_and_energy_to_solution(table, Jobs()).iloc[0]
+    assert one["time_h"] == pytest.approx(90 * 1_281_167 / 4000 / 3600)
+
+
+def test_the_fastest_node_count_uses_the_highest_total(tmp_path):
+    table = _load(tmp_path, A=[fx.a100(), fx.a100(nodes=4, devices=16, per_s_per_device=18000.0)])
+    sol = figures.time_and_energy_to_solution(table, Jobs(llm_tokens=1.44e9)).set_index("case")
+    assert sol.loc["one node (best configuration)", "time_h"] == pytest.approx(1.44e9 / 77560 / 3600)
+    assert sol.loc["fastest measured (4 nodes)", "time_h"] == pytest.approx(1.44e9 / 288000 / 3600)
 
 
 def test_strong_and_weak_scaling_efficiency_against_the_smallest_run(tmp_path):
-    rows = _rows(tmp_path, ("A", IMAGE_ROW, [
-        # strong: global batch 256 on 4, 8 and 16 devices
-        {"Devices": 4, "GlobalBatchSize": 256, "Images/s": 4000.0, "Images/s/device": 1000.0},
-        {"Nodes": 2, "Devices": 8, "GlobalBatchSize": 256, "Images/s": 7200.0, "Images/s/device": 900.0},
-        {"Nodes": 4, "Devices": 16, "GlobalBatchSize": 256, "Images/s": 12000.0, "Images/s/device": 750.0},
-        # weak: 128 per device on 4 and 8 devices
-        {"Devices": 4, "GlobalBatchSize": 512, "Images/s": 4400.0, "Images/s/device": 1100.0},
-        {"Nodes": 2, "Devices": 8, "GlobalBatchSize": 1024, "Images/s": 8360.0, "Images/s/device": 1045.0},
-    ]))
-    table = figures.scaling_efficiency(rows)
-    strong = table[table["scaling"] == "strong"].set_index("devices")["efficiency"]
+    table = _load(tmp_path, A=[
+        fx.a100(devices=4, global_batch=256, per_s_per_device=1000.0),
+        fx.a100(nodes=2, devices=8, global_batch=256, per_s_per_device=900.0),
+        fx.a100(nodes=4, devices=16, global_batch=256, per_s_per_device=750.0),
+        fx.a100(devices=4, global_batch=512, per_s_per_device=1100.0),
+        fx.a100(nodes=2, devices=8, global_batch=1024, per_s_per_device=1045.0)])
+    scaling = figures.scaling_efficiency(table)
+    strong = scaling[scaling["scaling"] == "strong"].set_index("devices")["efficiency"]
     assert strong.to_dict() == pytest.approx({4: 1.0, 8: 0.9, 16: 0.75})
-    weak = table[(table["scaling"] == "weak") & (table["global_batch"] != 256)]
-    weak = weak.set_index("devices")["efficiency"]
-    assert weak.to_dict() == pytest.approx({4: 1.0, 8: 0.95})
+    weak = scaling[(scaling["scaling"] == "weak") & (scaling["global_batch"] != 256)]
+    assert weak.set_index("devices")["efficiency"].to_dict() == pytest.approx({4: 1.0, 8: 0.95})
 
 
 def test_the_parameter_counts_are_those_the_llm_benchmark_computes():
@@ -133,18 +135,39 @@ def test_the_parameter_counts_are_those_the_llm_benchmark_computes():
         assert parameter_count(cfg) == count, name
 
 
+def test_a_row_without_energy_gets_no_energy_ratio_and_says_so(tmp_path):
+    table = figures.add_ratios(_load(tmp_path, A100=[fx.a100()], N=[fx.a100(energy=None)]), "A100")
+    row = table.set_index("system").loc["N"]
+    assert row["throughput_per_device_ratio"] == pytest.approx(1.0)
+    assert row["work_per_wh_ratio"] != row["work_per_wh_ratio"]
+    assert row["ratio_note"] == "energy not divided: N has no energy figure"
+
+
 def test_scaling_runs_give_a_scaling_plot_and_a_heatmap_over_batch_and_devices(tmp_path):
     from caraml.compare import cli
 
-    path = run_dir(tmp_path, "a", IMAGE_ROW, [
-        {"Devices": 4, "GlobalBatchSize": 256, "Images/s": 4000.0, "Images/s/device": 1000.0},
-        {"Nodes": 2, "Devices": 8, "GlobalBatchSize": 256, "Images/s": 7200.0, "Images/s/device": 900.0},
-        {"Nodes": 2, "Devices": 8, "GlobalBatchSize": 512, "Images/s": 7600.0, "Images/s/device": 950.0},
-    ])
+    path = fx.write_run(tmp_path, "a", [fx.a100(devices=4, global_batch=256, per_s_per_device=1000.0),
+                                        fx.a100(nodes=2, devices=8, global_batch=256, per_s_per_device=900.0),
+                                        fx.a100(nodes=2, devices=8, global_batch=512, per_s_per_device=950.0)])
     out = tmp_path / "out"
     assert cli.main([str(path), "--out", str(out), "--no-references"]) == 0
     assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"
-    assert (out / "heatmap_A100_image_resnet50_fp16_224px.png").stat().st_size > 5000
-    scaling = (out / "comparison_image.md").read_text().split("## Scaling efficiency")[1]
-    assert ("| A100 | image | resnet50 fp16 224px | strong | strong at batch 256 "
-            "| 256 | 2 | 8 | 4 | 7200 | 0.9 |") in scaling
+    assert (out / "heatmap_A100_800M_bf16_seq_2048.png").stat().st_size > 5000
+    scaling = (out / "scaling.csv").read_text().splitlines()
+    assert "A100,llm,800M bf16 seq 2048,strong,strong at batch 256,256.0,2.0,8.0,4.0,7200.0,0.9" in scaling
+
+
+def test_power_per_device_is_not_divided_where_a_row_does_not_say_its_energy_devices(tmp_path):
+    table = figures.add_ratios(_load(tmp_path, A100=[fx.a100()], N=[fx.a100(energy={"devices": None})]),
+                               "A100").set_index("system")
+    assert table.loc["N", "work_per_wh_ratio"] == pytest.approx(1.0)
+    assert table.loc["N", "mean_power_w_per_device_ratio"] != table.loc["N", "mean_power_w_per_device_ratio"]
+    assert table.loc["N", "ratio_note"] == \
+        "power per device not divided: N does not say how many energy devices it measured"
+
+
+def test_a_system_whose_jobs_are_still_queued_says_so_in_the_headline(tmp_path):
+    table = _load(tmp_path, A100=[fx.a100()], Q=[fx.row("Q", state="queued", reason="Slurm job 12 pending")])
+    head, _ = figures.headline(figures.add_ratios(table, "A100"), "A100")
+    line = head.set_index("system").loc["Q"]
+    assert (line["status"], line["reason"]) == ("queued", "Slurm job 12 pending")

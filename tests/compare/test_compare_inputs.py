@@ -1,14 +1,15 @@
 """Bad input gives one line on stderr naming the file and the problem, and
-exit status 2; failed rows are listed, never dropped; estimated energy is
-labelled in every derived figure."""
+exit status 2; a system without a measurement stays in the report with its
+causes and makes the exit status 1; nothing read is dropped."""
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
-import pytest
 
 from caraml.compare import cli
-from tests.compare.compare_tables import IMAGE_ROW, LLM_ROW, run_dir
+from tests.compare import rowfixtures as fx
 
 
 def _error(capsys, argv) -> str:
@@ -26,66 +27,87 @@ def test_a_directory_that_is_not_a_jube_run(tmp_path, capsys):
     assert f"{tmp_path / 'missing'}: no such directory" in err
 
 
-def test_a_run_whose_rows_all_failed_lists_why(tmp_path, capsys):
-    path = run_dir(tmp_path, "a", IMAGE_ROW, [{"Status": "FAILED", "Error": "CUDA out of memory",
-                                              "Images/s": None}])
+def test_nothing_measured_at_all_is_bad_input_naming_the_causes(tmp_path, capsys):
+    path = fx.write_run(tmp_path, "a", [fx.failed(reason="CUDA out of memory")])
     err = _error(capsys, [str(path), "--out", str(tmp_path / "out")])
-    assert "result_csv.dat: no row has status ok (1 rows: FAILED: CUDA out of memory)" in err
+    assert "nothing to compare: no row of the 1 system(s) is a measurement (H100: CUDA out of memory)" in err
+
+
+def test_a_failed_system_stays_in_the_report_and_the_exit_status_is_1(tmp_path, capsys):
+    good = fx.write_run(tmp_path, "a100", [fx.a100()])
+    bad = fx.write_run(tmp_path, "h100", [fx.failed(reason="CUDA out of memory"),
+                                          fx.failed(reason="NCCL timeout", global_batch=1024)])
+    out = tmp_path / "out"
+    assert cli.main([str(good), str(bad), "--out", str(out), "--no-references"]) == cli.SYSTEM_FAILED
+    printed = capsys.readouterr().out
+    assert "failed system: H100: no measured row (2 rows: failed: CUDA out of memory; failed: NCCL timeout)" \
+        in printed
+    page = (out / "report.html").read_text()
+    assert "H100: no measured row" in page and "exit status 1" in printed
+    head = pd.read_csv(out / "headline.csv")
+    assert head.set_index("system").loc["H100", "reason"] == "CUDA out of memory; NCCL timeout"
+
+
+def test_a_run_without_row_json_and_an_unreadable_row_become_failed_lines(tmp_path, capsys):
+    good = fx.write_run(tmp_path, "a100", [fx.a100()])
+    empty = tmp_path / "x" / "000000"
+    empty.mkdir(parents=True)
+    for marker in ("configuration.xml", "workpackages.xml"):
+        (empty / marker).write_text("<jube/>\n")
+    old = fx.write_run(tmp_path, "old", [fx.a100()])
+    row_file = next(old.glob("*/*/work/row.json"))
+    row_file.write_text(json.dumps({"schema": "caraml-row/0"}))
+    out = tmp_path / "out"
+    assert cli.main([str(good), f"X={empty.parent}", f"OLD={old}", "--out", str(out),
+                     "--no-references"]) == cli.SYSTEM_FAILED
+    table = pd.read_csv(out / "comparison.csv", keep_default_na=False).set_index("system")
+    assert table.loc["X", "status"] == "failed"
+    assert f"no row.json under {empty}/*/work: the run has not finished (jube continue {empty.parent})" \
+        in table.loc["X", "reason"]
+    assert table.loc["OLD", "reason"] == (f"{row_file}: schema 'caraml-row/0', not 'caraml-row/1'; "
+                                          "rerun the last step with this suite's version")
+
+
+def test_all_runs_keeps_an_old_failed_run_beside_the_good_one(tmp_path):
+    root = tmp_path / "a100"
+    fx.write_run(root, "llm", [fx.failed(name="A100", reason="node failure")], run_id=0)
+    fx.write_run(root, "llm", [fx.a100()], run_id=1)
+    out = tmp_path / "out"
+    assert cli.main([str(root / "llm"), "--all-runs", "--out", str(out), "--no-references"]) == 0
+    table = pd.read_csv(out / "comparison.csv")
+    assert table["status"].tolist() == ["failed", "ok"]
 
 
 def test_systems_without_a_common_benchmark(tmp_path, capsys):
-    a = run_dir(tmp_path, "a", IMAGE_ROW, [{}])
-    b = run_dir(tmp_path, "b", LLM_ROW, [{}])
+    a = fx.write_run(tmp_path, "a", [fx.cpu_image()])
+    b = fx.write_run(tmp_path, "b", [fx.a100()])
     err = _error(capsys, [f"X={a}", f"Y={b}", "--out", str(tmp_path / "out")])
     assert "no common benchmark (X ran image; Y ran llm)" in err
 
 
-def test_a_table_of_another_benchmark(tmp_path, capsys):
-    path = run_dir(tmp_path, "a", {"System": "A100", "Samples/s": 3.0, "Status": "ok"}, [{}])
-    err = _error(capsys, [str(path), "--out", str(tmp_path / "out")])
-    assert "result_csv.dat: neither Tokens/s nor Images/s among its columns" in err
-
-
 def test_an_unknown_reference_system(tmp_path, capsys):
-    path = run_dir(tmp_path, "a", IMAGE_ROW, [{}])
+    path = fx.write_run(tmp_path, "a", [fx.a100()])
     err = _error(capsys, [str(path), "--out", str(tmp_path / "out"), "--reference-system", "B"])
-    assert "--reference-system B: no run of that system given (A100)" in err
+    assert "--reference-system B: no measured row of that system given (A100)" in err
 
 
-def test_failed_rows_are_kept_and_listed(tmp_path, capsys):
-    path = run_dir(tmp_path, "a", IMAGE_ROW, [{}, {"GlobalBatchSize": 4096, "Status": "FAILED",
-                                                  "Error": "CUDA out of memory", "Images/s": None}])
+def test_a_row_that_stopped_early_is_a_measurement_that_keeps_its_reason(tmp_path):
+    path = fx.write_run(tmp_path, "a", [fx.a100(state="ok-stopped-early", reason="walltime after 40 of 90")])
     out = tmp_path / "out"
     assert cli.main([str(path), "--out", str(out), "--no-references"]) == 0
-    printed = capsys.readouterr().out
-    assert "failed row: A100 image resnet50 fp16 224px batch 4096: FAILED CUDA out of memory" in printed
-    table = pd.read_csv(out / "comparison.csv")
-    assert table["status"].tolist() == ["ok", "FAILED"]
-    assert "CUDA out of memory" in (out / "report.html").read_text()
+    markdown = (out / "comparison_llm.md").read_text()
+    assert "| ok-stopped-early: walltime after 40 of 90 | 19.4 k |" in markdown
 
 
-@pytest.mark.parametrize("base, changes", [(IMAGE_ROW, {}), (LLM_ROW, {"MFU": None})])
-def test_estimated_energy_is_labelled_in_every_derived_energy_figure(tmp_path, base, changes):
-    path = run_dir(tmp_path, "a", base, [{"EnergySource": "estimated(estimate)", **changes}])
+def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
+    path = fx.write_run(tmp_path, "a", [fx.a100(estimated=True)])
     out = tmp_path / "out"
-    assert cli.main([str(path), "--out", str(out), "--no-references"]) == 0
-    markdown = next(out.glob("comparison_*.md")).read_text()
-    lines = [line for line in markdown.splitlines() if line.startswith("| A100")]
-    assert len(lines) == 3  # the comparison row and the two time-to-solution rows
-    for line in lines:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        numbers_with_wh = [c for c in cells if "(estimated)" in c]
-        # Wh/device, Wh/node, per Wh and its ratio, W/device; or energy to solution and energy x time
-        assert len(numbers_with_wh) in (5, 2), line
-    assert "estimate: extrapolated from the measured rate; energy estimated" in markdown
-    if "MFU" in changes:
-        assert "| n/a |" in markdown  # the absent MFU
-
-
-def test_a_run_dir_given_as_system_label_and_as_outpath_of_several_outpaths(tmp_path):
-    run_dir(tmp_path / "runs", "a", IMAGE_ROW, [{}])
-    run_dir(tmp_path / "runs", "b", IMAGE_ROW, [{"GlobalBatchSize": 512}])
-    out = tmp_path / "out"
-    assert cli.main([f"Z={tmp_path / 'runs'}", "--out", str(out), "--no-references"]) == 0
-    table = pd.read_csv(out / "comparison.csv")
-    assert table["system"].tolist() == ["Z", "Z"] and table["global_batch"].tolist() == [256, 512]
+    assert cli.main([f"A={path}", f"B={path}", "--out", str(out), "--no-references"]) == 0
+    lines = (out / "comparison_llm.md").read_text().splitlines()
+    head = [line for line in lines if line.startswith("| B ")][0]
+    cells = [c.strip() for c in head.strip("|").split("|")]
+    # tokens/Wh, its ratio, mean power and the energy description
+    assert [c for c in cells if "estimated" in c] == ["193.9 k (estimated)", "1.00x (estimated)",
+                                                      "360.0 W (estimated)",
+                                                      "estimated, scope gpu, timed window, 4 energy "
+                                                      "devices (estimate)"]

@@ -1,14 +1,14 @@
 """Reference bands: verdicts at and beyond the bounds, the best-row rule for
-published "up to" figures, the exit status, and one-line errors for bad
-reference files."""
+published "up to" figures, the exit status, the shipped published figures
+with their conversions, and one-line errors for bad reference files."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from caraml.compare import CompareError, cli, figures, reference, runs
-from tests.compare.compare_tables import LLM_ROW, run_dir
+from caraml.compare import CompareError, cli, figures, reference, rows
+from tests.compare import rowfixtures as fx
 
 
 def _ref(**changes) -> dict:
@@ -22,6 +22,10 @@ def _write(tmp_path, *entries, name="refs.yaml"):
     return path
 
 
+def _rows(tmp_path, data):
+    return figures.mark_best(rows.load([str(fx.write_run(tmp_path, "a", data))]))
+
+
 @pytest.mark.parametrize("value, expected", [(18000.0, "within"), (17999.0, "below"), (24000.0, "within"),
                                              (24001.0, "above"), (float("nan"), "n/a")])
 def test_verdict_at_the_bounds(value, expected):
@@ -30,27 +34,25 @@ def test_verdict_at_the_bounds(value, expected):
 
 
 def test_a_reference_without_batch_applies_to_the_best_row_only(tmp_path):
-    path = run_dir(tmp_path, "a", LLM_ROW, [{"GlobalBatchSize": 16, "Tokens/s/device": 9000.0},
-                                            {"GlobalBatchSize": 512, "Tokens/s/device": 21000.0}])
-    rows = figures.mark_best(runs.load([str(path)]))
-    checks = reference.verdicts(rows, reference.load(_write(tmp_path, _ref())))
+    table = _rows(tmp_path, [fx.a100(global_batch=16, per_s_per_device=9000.0),
+                             fx.a100(global_batch=512, per_s_per_device=21000.0)])
+    checks = reference.verdicts(table, reference.load(_write(tmp_path, _ref())))
     assert checks[["global_batch", "measured", "verdict"]].values.tolist() == [[512, 21000.0, "within"]]
-    assert reference.row_verdicts(rows, checks).tolist() == ["n/a", "within"]
+    assert reference.row_verdicts(table, checks).tolist() == ["n/a", "within"]
 
 
 def test_a_reference_with_batch_applies_to_that_batch(tmp_path):
-    path = run_dir(tmp_path, "a", LLM_ROW, [{"GlobalBatchSize": 16, "Tokens/s/device": 9000.0},
-                                            {"GlobalBatchSize": 512, "Tokens/s/device": 21000.0}])
-    rows = runs.load([str(path)])
-    checks = reference.verdicts(rows, reference.load(_write(tmp_path, _ref(global_batch=16))))
+    table = _rows(tmp_path, [fx.a100(global_batch=16, per_s_per_device=9000.0),
+                             fx.a100(global_batch=512, per_s_per_device=21000.0)])
+    checks = reference.verdicts(table, reference.load(_write(tmp_path, _ref(global_batch=16))))
     assert checks[["global_batch", "verdict"]].values.tolist() == [[16, "below"]]
 
 
 def test_the_command_exits_3_when_a_figure_falls_below_its_band_and_0_otherwise(tmp_path, capsys):
-    path = run_dir(tmp_path, "a", LLM_ROW, [{"Tokens/s/device": 17000.0}])
+    path = fx.write_run(tmp_path, "a", [fx.a100(per_s_per_device=17000.0)])
     low = _write(tmp_path, _ref(), name="low.yaml")
-    assert cli.main([str(path), "--out", str(tmp_path / "o1"), "--references", str(low)]) == 3
-    assert "BELOW BAND: A100 800M fp16 megatron batch 512 throughput_per_device 1.7e+04 < 1.8e+04" \
+    assert cli.main([str(path), "--out", str(tmp_path / "o1"), "--references", str(low)]) == cli.BELOW_BAND
+    assert "BELOW BAND: A100 800M bf16 seq 2048 batch 512 throughput_per_device 1.7e+04 < 1.8e+04" \
         in capsys.readouterr().out
     fine = _write(tmp_path, _ref(value=17000.0), name="fine.yaml")
     assert cli.main([str(path), "--out", str(tmp_path / "o2"), "--references", str(fine)]) == 0
@@ -58,19 +60,38 @@ def test_the_command_exits_3_when_a_figure_falls_below_its_band_and_0_otherwise(
     assert "within" in verdicts and "a test" in verdicts
 
 
+def test_below_band_wins_over_a_failed_system(tmp_path):
+    a = fx.write_run(tmp_path, "a", [fx.a100(per_s_per_device=17000.0)])
+    b = fx.write_run(tmp_path, "b", [fx.failed()])
+    low = _write(tmp_path, _ref())
+    argv = [str(a), str(b), "--out", str(tmp_path / "o"), "--references", str(low)]
+    assert cli.main(argv) == cli.BELOW_BAND
+
+
 def test_a_csv_reference_file_works_like_yaml(tmp_path):
     path = tmp_path / "refs.csv"
     path.write_text("system,benchmark,model,figure,value,lower,upper,origin,source,global_batch\n"
                     "A100,llm,800M,throughput_per_device,30000,0.1,0.1,published,paper,512\n")
-    rows = runs.load([str(run_dir(tmp_path, "a", LLM_ROW, [{}]))])
-    assert reference.verdicts(rows, reference.load(path))["verdict"].tolist() == ["below"]
+    table = _rows(tmp_path, [fx.a100()])
+    assert reference.verdicts(table, reference.load(path))["verdict"].tolist() == ["below"]
 
 
-def test_the_shipped_reference_file_is_valid_and_marks_published_figures():
+def test_the_shipped_references_hold_the_published_figures_with_their_conversions():
     refs = reference.load()
     assert {"published", "measured"} == set(refs["origin"])
-    gh200 = refs[(refs["system"] == "GH200") & (refs["model"] == "800M")].iloc[0]
-    assert gh200["value"] == 47505 and "CARAML paper" in gh200["source"]
+    pub = refs[refs["origin"] == "published"].set_index(["system", "figure"])
+    assert pub.loc[("GH200", "throughput_per_device"), "value"] == 47505
+    assert pub.loc[("A100", "throughput_per_device"), "value"] == pytest.approx(47505 / 2.45, abs=1)
+    assert pub.loc[("JEDI", "throughput_per_node"), "value"] == 158152.8
+    assert pub.loc[("JEDI", "throughput_per_node"), "global_batch"] == 2048
+    assert pub.loc[("MI250", "throughput_per_device"), "value"] == pytest.approx(88620.76 / 8, abs=0.1)
+    assert "8 GCDs" in pub.loc[("MI250", "throughput"), "source"]
+
+
+def test_a_published_mi250_figure_is_checked_against_the_per_gcd_row(tmp_path):
+    table = _rows(tmp_path, [fx.mi250(global_batch=32, per_s_per_device=9000.0)])
+    checks = reference.verdicts(table, reference.load())
+    assert sorted(checks["verdict"]) == ["below", "below"]  # 9000 per GCD < 0.85 x 11 077.6
 
 
 @pytest.mark.parametrize("entry, message", [

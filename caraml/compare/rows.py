@@ -1,0 +1,213 @@
+"""Finding JUBE run directories and reading the row.json files the row model
+wrote into them (`<run_dir>/*/work/row.json`, schema caraml-row/1, see
+docs/architecture.md) into one frame, one line per measured configuration.
+
+Nothing is derived here that the row already holds: throughput per device
+and per node, MFU with its peak and basis, energy with its scope and window
+come from the row as written. A run without row.json, or with one that
+cannot be read, becomes a failed line that says why, so the system stays in
+the comparison."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from caraml.compare import CompareError
+
+SCHEMA = "caraml-row/1"
+ROW_GLOB = "*/work/row.json"
+# Files JUBE keeps in every run directory (outpath/<id>)
+RUN_MARKERS = ("configuration.xml", "workpackages.xml")
+# States that are measurements; the second carries the reason it stopped early
+MEASURED = ("ok", "ok-stopped-early")
+UNITS = {"llm": "tokens", "image": "images", "operator": "operations"}
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+    system: str | None  # the label given on the command line; None: the row's system name
+
+
+def _is_run_dir(path: Path) -> bool:
+    return path.name.isdigit() and all((path / m).is_file() for m in RUN_MARKERS)
+
+
+def _runs_of_outpath(path: Path, all_runs: bool) -> list[Path]:
+    runs = sorted((p for p in path.iterdir() if p.is_dir() and _is_run_dir(p)), key=lambda p: int(p.name))
+    return runs if all_runs else runs[-1:]
+
+
+def find_run_dirs(argument: str, all_runs: bool = False) -> list[RunDir]:
+    """The run directories behind one command-line argument, `[SYSTEM=]PATH`:
+    a run directory, a JUBE outpath (its latest run, or all with all_runs), or
+    a directory holding outpaths."""
+    system, sep, given = argument.rpartition("=")
+    path = Path(given if sep else argument)
+    label = system if sep and system else None
+    if not path.is_dir():
+        raise CompareError(f"{path}: no such directory; give a JUBE run directory or its outpath")
+    if _is_run_dir(path):
+        return [RunDir(path, label)]
+    runs = _runs_of_outpath(path, all_runs)
+    if not runs:
+        for child in sorted(p for p in path.iterdir() if p.is_dir()):
+            runs += _runs_of_outpath(child, all_runs)
+    if not runs:
+        raise CompareError(f"{path}: not a JUBE run directory (no {' or '.join(RUN_MARKERS)} in it or "
+                           "in a numbered folder below it); give the outpath of a `jube run`")
+    return [RunDir(p, label) for p in runs]
+
+
+def _num(value) -> float:
+    """JSON numbers as floats; null, strings and booleans as NaN (the contract has numbers only)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return math.nan
+    return float(value)
+
+
+def _text(value, default: str = "n/a") -> str:
+    return default if value is None or value == "" else str(value)
+
+
+def _size(benchmark: str, config: dict) -> tuple[float, str]:
+    """The size two rows must share to be like for like: the LLM's sequence
+    length, the image benchmark's image size."""
+    if benchmark == "llm":
+        size = _num(config.get("sequence_length"))
+        return size, f"seq {size:g}" if size == size else "seq n/a"
+    size = _num(config.get("image_size"))
+    return size, f"{size:g}px" if size == size else "size n/a"
+
+
+def flatten(row: dict, run: RunDir, path: Path) -> dict:
+    """One row.json as one line of the comparison."""
+    system, config = row.get("system") or {}, row.get("config") or {}
+    tput, mfu = row.get("throughput") or {}, row.get("mfu") or {}
+    energy, status, prov = row.get("energy") or {}, row.get("status") or {}, row.get("provenance") or {}
+    benchmark = _text(row.get("benchmark"))
+    window = energy.get("headline_window") or "run"
+    figures = (energy.get("windows") or {}).get(window) or {}
+    timed = (energy.get("windows") or {}).get("timed") or {}
+    size, size_label = _size(benchmark, config)
+    model, precision = _text(config.get("model")), _text(config.get("precision"))
+    platform = _text(system.get("name"))
+    backend = _text(config.get("backend"))
+    return {
+        "system": run.system or platform, "platform": platform, "benchmark": benchmark,
+        "unit": tput.get("unit") or UNITS.get(benchmark, "work"),
+        "model": model, "precision": precision, "size": size, "size_label": size_label,
+        "like": f"{model} {precision} {size_label}",
+        "variant": backend if benchmark == "llm" else size_label,
+        "backend": backend, "label": _text(config.get("label"), ""),
+        "description": _text(system.get("description")), "device_kind": _text(system.get("device_kind")),
+        "device_unit": _text(system.get("device_unit"), "device"), "tdp_w": _num(system.get("tdp_w")),
+        "nodes": _num(system.get("nodes")), "devices_per_node": _num(system.get("devices_per_node")),
+        "devices": _num(system.get("devices")),
+        "global_batch": _num(config.get("global_batch")), "micro_batch": _num(config.get("micro_batch")),
+        "tp": _num(config.get("tp")), "pp": _num(config.get("pp")), "dp": _num(config.get("dp")),
+        "params": _num(config.get("params")),
+        "throughput": _num(tput.get("per_s")), "throughput_per_device": _num(tput.get("per_s_per_device")),
+        "throughput_per_node": _num(tput.get("per_s_per_node")), "iterations": _num(tput.get("iterations")),
+        "mfu": _num(mfu.get("value")), "peak_tflops": _num(mfu.get("peak_tflops")),
+        "peak_basis": _text(mfu.get("peak_basis")), "peak_source": _text(mfu.get("peak_source"), ""),
+        "model_tflops_per_device": _num(mfu.get("model_tflops_per_device")),
+        "energy_scope": _text(energy.get("scope")) if energy else "n/a",
+        "energy_estimated": bool(energy.get("estimated")) if energy else False,
+        "energy_methods": _text(energy.get("methods")) if energy else "n/a",
+        "energy_basis": _text(energy.get("basis")) if energy else "n/a",
+        "energy_devices": _num(energy.get("devices")),
+        "energy_window": window if energy else "n/a",
+        "energy_wh": _num(figures.get("wh")), "energy_per_device_wh": _num(figures.get("wh_per_device")),
+        "work_per_wh": _num(figures.get("work_per_wh")),
+        "timed_work_per_wh": _num(timed.get("work_per_wh")),
+        "mean_power_w_per_device": _num(figures.get("mean_power_w_per_device")),
+        "energy_seconds": _num(figures.get("seconds")),
+        "energy_by_scope": " ".join(f"{k}:{v:.4g}Wh" for k, v in (energy.get("by_scope") or {}).items()
+                                    if isinstance(v, (int, float))),
+        "flags": " ".join(map(str, row.get("flags") or [])),
+        "status": _text(status.get("state")), "reason": _text(status.get("reason"), ""),
+        "commit": _text(prov.get("commit")), "clean": prov.get("clean"),
+        "suite_version": _text(prov.get("suite_version")), "torch": _text(prov.get("torch")),
+        "cuda": _text(prov.get("cuda")), "rocm": _text(prov.get("rocm")),
+        "driver": _text(prov.get("driver"), "not recorded"),
+        "container": _text(prov.get("container"), "not recorded"),
+        "date": _text(prov.get("date")), "host": _text(prov.get("host")),
+        "work_package": _text(row.get("work_package"), str(path.parent.parent)),
+        "row_file": str(path), "run_dir": str(run.path),
+    }
+
+
+COLUMNS = list(flatten({}, RunDir(Path("."), None), Path("x/work/row.json")))
+
+
+def _failed(run: RunDir, path: Path, reason: str) -> dict:
+    """A line for a run or file that gave no row: the system stays in the report with the reason."""
+    line = flatten({}, run, path)
+    line.update(system=run.system or f"{run.path.parent.name}/{run.path.name}", status="failed",
+                reason=reason, benchmark="n/a")
+    return line
+
+
+def _read(path: Path) -> dict:
+    """A row.json checked against the contract's schema; ValueError says what is wrong."""
+    try:
+        row = json.loads(path.read_text())
+    except OSError as err:
+        raise ValueError(f"cannot read it ({err.strerror})") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"not JSON ({err})") from None
+    if not isinstance(row, dict) or row.get("schema") != SCHEMA:
+        found = row.get("schema") if isinstance(row, dict) else type(row).__name__
+        raise ValueError(f"schema {found!r}, not {SCHEMA!r}; rerun the last step with this suite's version")
+    return row
+
+
+def read_run(run: RunDir) -> list[dict]:
+    """The run's lines: one per row.json, a failed line where there is none or one is unreadable."""
+    paths = sorted(run.path.glob(ROW_GLOB))
+    if not paths:
+        return [_failed(run, run.path / ROW_GLOB, f"no row.json under {run.path}/*/work: the run has not "
+                        f"finished (jube continue {run.path.parent}) or was made before rows were written")]
+    lines = []
+    for path in paths:
+        try:
+            lines.append(flatten(_read(path), run, path))
+        except ValueError as err:
+            lines.append(_failed(run, path, f"{path}: {err}"))
+    return lines
+
+
+def load(arguments: list[str], all_runs: bool = False) -> pd.DataFrame:
+    """Every line of every run the arguments name, failed ones included."""
+    lines = [line for argument in arguments for run in find_run_dirs(argument, all_runs)
+             for line in read_run(run)]
+    rows = pd.DataFrame(lines, columns=COLUMNS)
+    # a failed line without a benchmark belongs to each benchmark its system ran
+    known = rows[rows["benchmark"] != "n/a"].groupby("system")["benchmark"].first()
+    rows.loc[rows["benchmark"] == "n/a", "benchmark"] = rows["system"].map(known).fillna("n/a")
+    return rows
+
+
+def measured(rows: pd.DataFrame) -> pd.DataFrame:
+    return rows[rows["status"].isin(MEASURED)]
+
+
+def check_comparable(rows: pd.DataFrame) -> None:
+    """Something must have been measured; and two or more systems that
+    measured something must share a benchmark."""
+    ok = measured(rows)
+    if ok.empty:
+        reasons = "; ".join(dict.fromkeys(f"{s}: {r}" for s, r in zip(rows["system"], rows["reason"])))
+        raise CompareError(f"nothing to compare: no row of the {rows['system'].nunique()} system(s) is a "
+                           f"measurement ({reasons[:300]})")
+    ran = ok.groupby("system", sort=False)["benchmark"].agg(lambda b: sorted(set(b)))
+    if len(ran) >= 2 and ok.groupby("benchmark")["system"].nunique().max() < 2:
+        which = "; ".join(f"{system} ran {' and '.join(b)}" for system, b in ran.items())
+        raise CompareError(f"{ok['run_dir'].iloc[0]} and the other runs: no common benchmark ({which}); "
+                           "give runs of one benchmark from at least two systems")

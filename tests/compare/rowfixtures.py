@@ -1,0 +1,213 @@
+"""row.json files written by hand into folders shaped like JUBE run
+directories, following the row contract (schema caraml-row/1) exactly, for
+figures whose expected values are computed by hand: GPU-shaped systems
+(GH200 counted at module scope, A100 at GPU scope, MI250 whose energy
+devices are cards while throughput counts GCDs), CPU rows against a
+measured matmul rate and with estimated energy, a failed system, rows that
+stopped early, and as many systems as a scale test needs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from jpwr.ctxmgr import WINDOW_COLUMNS
+from jpwr.energy import POWER_COLUMNS
+
+
+def _merge(base: dict, changes: dict) -> dict:
+    out = copy.deepcopy(base)
+    for key, value in changes.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _window(wh: float, work: float, devices: int, seconds: float) -> dict:
+    return {"wh": wh, "wh_per_device": wh / devices, "work_per_wh": work / wh,
+            "mean_power_w_per_device": wh * 3600 / seconds / devices, "seconds": seconds,
+            "complete": True, "missing_pct": 0.0}
+
+
+def row(name: str = "A100", benchmark: str = "llm", *, devices: int = 4, nodes: int = 1,
+        per_s_per_device: float = 20000.0, global_batch: int = 512, scope: str = "gpu",
+        timed_wh: float = 240.0, seconds: float = 600.0, energy_devices: int | None = None,
+        peak: float = 312.0, basis: str = "datasheet", mfu: float | None = 0.4,
+        estimated: bool = False, state: str = "ok", reason: str = "", **changes) -> dict:
+    """One row as the row model writes it; keyword changes are merged in (nested dicts key by key)."""
+    llm = benchmark == "llm"
+    total = per_s_per_device * devices
+    energy_devices = energy_devices or devices
+    timed_work = total * seconds
+    base = {
+        "schema": "caraml-row/1", "benchmark": benchmark, "work_package": "",
+        "system": {"name": name, "description": f"{name} test node", "device_kind": "cuda",
+                   "device_unit": "GPU", "tdp_w": 400.0, "nodes": nodes, "devices_per_node": devices // nodes,
+                   "devices": devices},
+        "config": {"model": "800M" if llm else "resnet50", "precision": "bf16", "global_batch": global_batch,
+                   "sequence_length": 2048 if llm else None, "image_size": None if llm else 224,
+                   "backend": "megatron" if llm else "torch", "tp": 1, "pp": 1, "dp": devices,
+                   "micro_batch": 4, "params": 908_759_040 if llm else 25_557_032,
+                   "label": f"batch {global_batch}"},
+        "throughput": {"unit": "tokens" if llm else "images", "per_s": total,
+                       "per_s_per_device": per_s_per_device, "per_s_per_node": total / nodes,
+                       "per_s_median": total, "iterations": 90, "time_per_iteration_s": global_batch / total},
+        "mfu": None if mfu is None else {
+            "value": mfu, "model_tflops_per_device": mfu * peak,
+            "hardware_tflops_per_device": mfu * peak * 1.1,
+            "peak_tflops": peak, "peak_basis": basis, "peak_source": f"{basis} test peak"},
+        "energy": {"scope": scope, "estimated": estimated, "methods": "estimate" if estimated else "pynvml",
+                   "basis": "integrated" if estimated else "counter", "devices": energy_devices,
+                   "headline_window": "timed",
+                   "windows": {"run": _window(timed_wh * 1.2, timed_work, energy_devices, seconds * 1.3),
+                               "timed": _window(timed_wh, timed_work, energy_devices, seconds)},
+                   "by_scope": {scope: timed_wh}, "by_node": {"node1": timed_wh}},
+        "status": {"state": state, "reason": reason},
+        "flags": [],
+        "provenance": {"commit": "abc1234", "clean": True, "suite_version": "0.1.0+abc1234",
+                       "torch": "2.13.0", "cuda": "12.8", "rocm": None,
+                       "date": "2026-11-24T05:00:00+00:00", "host": f"{name.lower()}-node1"},
+    }
+    if state not in ("ok", "ok-stopped-early"):
+        base.update(throughput=None, mfu=None, energy=None)
+    return _merge(base, changes)
+
+
+def _preset(name: str, benchmark: str, defaults: dict, changes: dict) -> dict:
+    """A row of name with defaults, changes (keywords of row or nested keys) winning."""
+    return row(name, benchmark, **_merge(defaults, changes))
+
+
+def gh200(**changes) -> dict:
+    """GH200: the module (superchip) is what the energy counts; the GPU alone is in by_scope."""
+    return _preset("GH200", "llm", {
+        "per_s_per_device": 47505.0, "scope": "module", "timed_wh": 450.0, "peak": 989.0,
+        "energy": {"by_scope": {"gpu": 380.0, "module": 450.0}},
+        "system": {"tdp_w": 680.0, "description": "JURECA GH200: 4x GH200 superchips"}}, changes)
+
+
+def a100(**changes) -> dict:
+    return _preset("A100", "llm", {"per_s_per_device": 19390.0, "scope": "gpu", "timed_wh": 240.0,
+                                   "peak": 312.0}, changes)
+
+
+def mi250(**changes) -> dict:
+    """MI250: throughput per GCD (8), energy per card (4 energy devices)."""
+    return _preset("MI250", "llm", {
+        "devices": 8, "per_s_per_device": 11077.6, "scope": "gpu", "timed_wh": 330.0, "energy_devices": 4,
+        "peak": 181.0, "system": {"device_kind": "rocm", "device_unit": "GCD", "tdp_w": 500.0},
+        "provenance": {"cuda": None, "rocm": "6.2"}}, changes)
+
+
+CPU_SYSTEM = {"device_kind": "cpu", "device_unit": "CPU", "tdp_w": None}
+
+
+def cpu_matmul(**changes) -> dict:
+    """A CPU LLM row whose MFU is against a measured matmul rate; its energy is estimated."""
+    return _preset("CPU", "llm", {
+        "devices": 1, "per_s_per_device": 1842.1, "global_batch": 4, "scope": "host", "timed_wh": 5.0,
+        "peak": 0.5, "basis": "measured-matmul", "estimated": True, "system": CPU_SYSTEM,
+        "config": {"model": "cpu-small", "precision": "fp32", "sequence_length": 256, "backend": "torch",
+                   "params": 5_256_704},
+        "provenance": {"cuda": None}}, changes)
+
+
+def cpu_image(**changes) -> dict:
+    """The CPU smoke configuration of the image benchmark: resnet18 at 64 px, energy estimated."""
+    return _preset("CPU", "image", {
+        "devices": 1, "per_s_per_device": 45.4, "global_batch": 16, "scope": "host", "timed_wh": 4.0,
+        "mfu": None, "estimated": True, "system": CPU_SYSTEM,
+        "config": {"model": "resnet18", "precision": "fp32", "image_size": 64},
+        "provenance": {"cuda": None}}, changes)
+
+
+def failed(name: str = "H100", reason: str = "CUDA out of memory", **changes) -> dict:
+    return row(name, state="failed", reason=reason, **changes)
+
+
+def write_run(root: Path, name: str, rows: list[dict], run_id: int = 0,
+              power: dict[int, pd.DataFrame] | None = None) -> Path:
+    """Outpath root/name with run run_id holding one work package per row
+    (row.json in its work folder, work_package set to that folder); power
+    maps a row's index to jpwr samples written into its energy folder,
+    with the timed window at the middle half. Returns the outpath."""
+    run = root / name / f"{run_id:06d}"
+    run.mkdir(parents=True)
+    for marker in ("configuration.xml", "workpackages.xml"):
+        (run / marker).write_text("<jube/>\n")
+    for index, data in enumerate(rows):
+        work = run / f"{index:06d}_execute" / "work"
+        work.mkdir(parents=True)
+        data = _merge(data, {"work_package": str(work)})
+        (work / "row.json").write_text(json.dumps(data, indent=1))
+        if power and index in power:
+            write_power(work / "energy", power[index])
+    return root / name
+
+
+def samples(devices: int = 4, seconds: int = 40, watts: float = 300.0, start: float = 1.7e9) -> pd.DataFrame:
+    """jpwr power samples, one a second per device: idle, then a plateau."""
+    lines = [{"time": start + t, "method": "pynvml", "device": str(d), "source": "measured",
+              "power_w": watts * (0.3 if t < seconds // 4 else 1.0) + d} for t in range(seconds)
+             for d in range(devices)]
+    return pd.DataFrame(lines, columns=POWER_COLUMNS)
+
+
+def write_power(energy_dir: Path, power: pd.DataFrame) -> None:
+    energy_dir.mkdir(parents=True)
+    (energy_dir / "meta_rank0.json").write_text(json.dumps({"host": "node1", "rank": 0}))
+    power.to_csv(energy_dir / "power_rank0.csv", index=False)
+    start, end = power["time"].min(), power["time"].max()
+    span = end - start
+    window = {column: None for column in WINDOW_COLUMNS}
+    window.update(window="timed", host="node1", rank=0, method="pynvml", device="0", source="measured",
+                  t_start=start + span / 4, t_end=start + 3 * span / 4)
+    pd.DataFrame([window], columns=WINDOW_COLUMNS).to_csv(energy_dir / "windows_rank0.csv", index=False)
+
+
+def many_systems(root: Path, count: int, runs_per_system: int = 1, power: bool = False) -> list[str]:
+    """count systems named S01.. with A100-shaped rows at two batches per run;
+    the [SYSTEM=]PATH arguments for caraml-compare."""
+    args = []
+    for s in range(count):
+        name = f"S{s + 1:02d}"
+        for r in range(runs_per_system):
+            rows = [a100(per_s_per_device=15000.0 + 700 * s + 10 * r, global_batch=256),
+                    a100(per_s_per_device=16000.0 + 700 * s + 10 * r, global_batch=512)]
+            write_run(root / name, "llm_run", rows, run_id=r,
+                      power={1: samples(devices=4, seconds=30)} if power and r == 0 else None)
+        args.append(f"{name}={root / name / 'llm_run'}")
+    return args
+
+
+def demo(root: Path) -> list[str]:
+    """The GPU-shaped systems, the CPU rows (one image row stopped early) and
+    a failed system, with power samples for two; the arguments for
+    caraml-compare. `python -m tests.compare.rowfixtures DIR [--systems N]`
+    writes them (or N systems of many_systems) and prints the arguments,
+    for the screenshots in docs/compare.md."""
+    stopped = cpu_image(global_batch=8, per_s_per_device=40.1,
+                        status={"state": "ok-stopped-early",
+                                "reason": "walltime reached after 40 of 90 iterations"})
+    return [f"GH200={write_run(root, 'gh200', [gh200()], power={0: samples(watts=650.0)})}",
+            f"A100={write_run(root, 'a100', [a100(), a100(global_batch=256)], power={0: samples()})}",
+            f"MI250={write_run(root, 'mi250', [mi250()])}",
+            f"CPU={write_run(root, 'cpu', [cpu_matmul(), cpu_image(), stopped])}",
+            f"H100={write_run(root, 'h100', [failed()])}"]
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="write row.json test systems; print caraml-compare's arguments")
+    parser.add_argument("root", type=Path)
+    parser.add_argument("--systems", type=int, help="this many A100-shaped systems instead of the demo set")
+    args = parser.parse_args()
+    written = demo(args.root) if args.systems is None else many_systems(args.root, args.systems, power=True)
+    print("\n".join(written))
