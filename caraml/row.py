@@ -339,7 +339,7 @@ def print_lines(row: dict, file=None) -> None:
     report.write_line("CARAML row flags: " + (" ".join(row["flags"]) or "none"), file)
 
 
-def undecided(benchmark: str, work_package: Path, error: Exception) -> dict:
+def undecided(benchmark: str | None, work_package: Path, error: Exception) -> dict:
     """The row of a work package whose files the model cannot read (a
     broken JUBE record, a file it cannot parse): failed, with the cause, so
     no table waits for a decision that never comes."""
@@ -365,18 +365,40 @@ def _decide_or_fail(benchmark: str, work: Path, **kwargs) -> dict:
         return undecided(benchmark, work.resolve(), error)
 
 
-def rows_of_run(run_dir: Path, *, slurm_state=None) -> list[dict]:
-    """Every row of a JUBE run directory: the one the combine step decided
-    (row.json) or, where that step has not run, the one the model decides
-    now from what the execute work package holds."""
-    decided = {}
-    for path in sorted(run_dir.glob(f"*/work/{FILE_NAME}")):
+def read(path: Path) -> dict:
+    """A row.json checked against this model's schema; ValueError says what is wrong."""
+    try:
         row = json.loads(path.read_text())
-        decided[row["work_package"]] = row
-    rows = []
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read it ({err.strerror})") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+    if not isinstance(row, dict) or row.get("schema") != SCHEMA:
+        found = row.get("schema") if isinstance(row, dict) else type(row).__name__
+        raise ValueError(f"{path}: schema {found!r}, not {SCHEMA!r}; run `jube result -a` "
+                         "with this suite's version")
+    return row
+
+
+def rows_of_run(run_dir: Path, *, slurm_state=None) -> list[dict]:
+    """Every row of a JUBE run directory: each one the combine step decided
+    (row.json; one it cannot read is a failed row that names the file) and,
+    for each execute work package whose combine step has not run, the one
+    the model decides now from what that work package holds."""
+    rows, decided = [], set()
+    for path in sorted(run_dir.glob(f"*/work/{FILE_NAME}")):
+        try:
+            row = read(path)
+        except ValueError as error:
+            # the combine step's work folder links its execute work package
+            link = path.parent / "execute"
+            row = undecided(None, (link if link.is_dir() else path.parent).resolve(), error)
+            row["status"]["reason"] = str(error)
+        rows.append(row)
+        decided.add(row["work_package"])
     for work in sorted(run_dir.glob("*_execute/work")):
-        row = decided.get(str(work.resolve()))
-        rows.append(row or _decide_or_fail("image", work, slurm_state=slurm_state))
+        if str(work.resolve()) not in decided:
+            rows.append(_decide_or_fail("image", work, slurm_state=slurm_state))
     return rows
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from caraml.compare.jobs import Jobs
 from caraml.compare.rows import measured
+from caraml.row_status import MEASURED
 
 # Rows are like for like when these agree: same benchmark, model, precision
 # and sequence length or image size. Batch and node count may differ.
@@ -88,7 +89,7 @@ def add_ratios(rows: pd.DataFrame, reference_system: str) -> pd.DataFrame:
     extra = []
     for _, row in rows.iterrows():
         key = tuple(row[MATCH])
-        ref = ref_rows.loc[key] if row["status"] in ("ok", "ok-stopped-early") and key in ref_rows.index \
+        ref = ref_rows.loc[key] if row["status"] in MEASURED and key in ref_rows.index \
             else None
         values, reasons = ratios(row, ref, "")
         extra.append({**values, "ratio_note": "; ".join(reasons)})

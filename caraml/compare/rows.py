@@ -17,14 +17,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from caraml import row as row_model
 from caraml.compare import CompareError
+from caraml.row_status import MEASURED
 
-SCHEMA = "caraml-row/1"
-ROW_GLOB = "*/work/row.json"
 # Files JUBE keeps in every run directory (outpath/<id>)
 RUN_MARKERS = ("configuration.xml", "workpackages.xml")
-# States that are measurements; the second carries the reason it stopped early
-MEASURED = ("ok", "ok-stopped-early")
 UNITS = {"llm": "tokens", "image": "images", "operator": "operations"}
 
 
@@ -154,33 +152,16 @@ def _failed(run: RunDir, path: Path, reason: str) -> dict:
     return line
 
 
-def _read(path: Path) -> dict:
-    """A row.json checked against the contract's schema; ValueError says what is wrong."""
-    try:
-        row = json.loads(path.read_text())
-    except OSError as err:
-        raise ValueError(f"cannot read it ({err.strerror})") from None
-    except (ValueError, UnicodeDecodeError) as err:
-        raise ValueError(f"not JSON ({err})") from None
-    if not isinstance(row, dict) or row.get("schema") != SCHEMA:
-        found = row.get("schema") if isinstance(row, dict) else type(row).__name__
-        raise ValueError(f"schema {found!r}, not {SCHEMA!r}; rerun the last step with this suite's version")
-    return row
-
-
 def read_run(run: RunDir) -> list[dict]:
-    """The run's lines: one per row.json, a failed line where there is none or one is unreadable."""
-    paths = sorted(run.path.glob(ROW_GLOB))
-    if not paths:
-        return [_failed(run, run.path / ROW_GLOB, f"no row.json under {run.path}/*/work: the run has not "
-                        f"finished (jube continue {run.path.parent}) or was made before rows were written")]
-    lines = []
-    for path in paths:
-        try:
-            lines.append(flatten(_read(path), run, path))
-        except ValueError as err:
-            lines.append(_failed(run, path, f"{path}: {err}"))
-    return lines
+    """The run's lines, as the row model decides them: one per configuration
+    (its row.json, or the model's decision where the last step has not run),
+    a failed line where the run holds none."""
+    rows = row_model.rows_of_run(run.path)
+    if not rows:
+        return [_failed(run, run.path, f"{run.path} holds no work package: the run stopped before "
+                        f"its first job (jube status {run.path.parent})")]
+    return [flatten(row, run, Path(row.get("work_package") or run.path) / row_model.FILE_NAME)
+            for row in rows]
 
 
 def load(arguments: list[str], all_runs: bool = False) -> pd.DataFrame:

@@ -236,3 +236,21 @@ def test_every_field_of_the_row_line_is_read_by_a_pattern_of_platform_xml(tmp_pa
             for p in patterns if "row: " in p.text}
     fields = set(row_model.table_fields(decide(tmp_path, job_out=finished_job())))
     assert fields == read
+
+
+def test_a_runs_rows_are_the_decided_ones_then_those_the_model_decides_now(tmp_path):
+    # one work package decided by its combine step, one whose job has not
+    # started yet, and one row.json that cannot be read
+    run = run_dir(tmp_path)
+    decided = decide(tmp_path / "other", job_out=finished_job())
+    combine = run / "000002_combine_energy" / "work"
+    combine.mkdir(parents=True)
+    row_model.write({**decided, "work_package": "/elsewhere/000009_execute/work"}, combine)
+    broken = run / "000003_combine_energy" / "work"
+    broken.mkdir(parents=True)
+    (broken / "row.json").write_text('{"schema": "caraml-row/1", "benchm')
+    write(execute(run), stdout="Submitted batch job 7\n")
+    rows = row_model.rows_of_run(run, slurm_state=lambda job_id: None)
+    assert [state(r)[0] for r in rows] == ["ok", "failed", "queued"]
+    assert rows[1]["status"]["reason"].startswith(f"{broken / 'row.json'}: not JSON")
+    assert rows[2]["work_package"] == str(execute(run).resolve())

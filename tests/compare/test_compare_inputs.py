@@ -62,10 +62,10 @@ def test_a_run_without_row_json_and_an_unreadable_row_become_failed_lines(tmp_pa
                      "--no-references"]) == cli.SYSTEM_FAILED
     table = pd.read_csv(out / "comparison.csv", keep_default_na=False).set_index("system")
     assert table.loc["X", "status"] == "failed"
-    assert f"no row.json under {empty}/*/work: the run has not finished (jube continue {empty.parent})" \
-        in table.loc["X", "reason"]
+    assert table.loc["X", "reason"] == (f"{empty} holds no work package: the run stopped before its "
+                                        f"first job (jube status {empty.parent})")
     assert table.loc["OLD", "reason"] == (f"{row_file}: schema 'caraml-row/0', not 'caraml-row/1'; "
-                                          "rerun the last step with this suite's version")
+                                          "run `jube result -a` with this suite's version")
 
 
 def test_all_runs_keeps_an_old_failed_run_beside_the_good_one(tmp_path):
