@@ -1,0 +1,128 @@
+"""The main command follows its runs and always ends: a Slurm job that
+cannot start (the test cluster's only node set down) ends the wait with
+status 1, the job's Slurm state named and kept for its row; each job says
+when it starts and ends and how to follow it; a tag of one benchmark (a
+model size) does not make the other refuse its run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from caraml.login import follow
+from caraml.login.benchmark_tags import for_script
+from tests.jube_runs import ROOT
+from tests.reliability.test_main_command import AWKWARD, _copy_tree, _venv_view
+
+IMAGE = ROOT / "image_classification/image_classification_torch_benchmark.xml"
+LLM = ROOT / "llm_training/llm_benchmark_nvidia_amd.yaml"
+
+
+def test_a_model_size_goes_to_the_llm_benchmark_only():
+    assert for_script(IMAGE, [LLM], ["A100", "800M", "smoke"]) == ["A100", "smoke"]
+    assert for_script(LLM, [IMAGE], ["A100", "800M", "smoke"]) == ["A100", "800M", "smoke"]
+
+
+def test_a_tag_no_benchmark_knows_is_kept_for_the_preflight_to_name():
+    assert for_script(IMAGE, [LLM], ["CPU", "A200"]) == ["CPU", "A200"]
+
+
+@pytest.mark.parametrize("reason, others_running, stuck", [
+    ("ReqNodeNotAvail, UnavailableNodes:localhost", False, True),
+    ("Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions",
+     True, True),
+    ("PartitionDown", True, True),
+    ("DependencyNeverSatisfied", True, True),
+    ("AssocMaxWallDurationPerJobLimit", True, True),
+    ("AssocMaxJobsLimit", False, True),   # none of the run's jobs will free a slot
+    ("AssocMaxJobsLimit", True, False),   # one of them will
+    ("Resources", False, False),
+    ("Priority", False, False),
+])
+def test_pending_reasons_that_waiting_does_not_cure(reason, others_running, stuck):
+    assert follow.cannot_start(reason, others_running) is stuck
+
+
+def test_the_configuration_of_a_work_package_is_what_differs_from_its_siblings(tmp_path):
+    (tmp_path / "workpackages.xml").write_text("""<workpackages>
+  <workpackage id="0"><step>execute</step><parameterset>
+    <parameter name="system_name" mode="text"><value>CPU</value></parameter>
+    <parameter name="model" mode="text"><value>resnet50</value></parameter>
+    <parameter name="data_dir" mode="text"><value>/data/a</value></parameter>
+  </parameterset></workpackage>
+  <workpackage id="1"><step>execute</step><parameterset>
+    <parameter name="system_name" mode="text"><value>CPU</value></parameter>
+    <parameter name="model" mode="text"><value>resnet152</value></parameter>
+    <parameter name="data_dir" mode="text"><value>/data/b</value></parameter>
+  </parameterset></workpackage>
+</workpackages>""")
+    assert follow.varying_parameters(tmp_path) == {"000000_execute": "model=resnet50",
+                                                  "000001_execute": "model=resnet152"}
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    copy = _copy_tree(tmp_path_factory.mktemp("follow") / AWKWARD / "caraml")
+    _venv_view(copy / ".venv")
+    return copy
+
+
+def _main_command(checkout: Path, *tags: str, env: dict[str, str] | None = None):
+    return subprocess.run(["bash", str(checkout / "aux" / "run_benchmarks.sh"), *tags],
+                          cwd=checkout, env={**os.environ, **(env or {})}, text=True,
+                          capture_output=True, timeout=1200)
+
+
+@pytest.mark.jube
+def test_a_model_size_tag_does_not_fail_the_image_rows(checkout):
+    proc = _main_command(checkout, "CPU", "800M", "dryrun")
+    out = proc.stdout + proc.stderr
+    assert "unknown tag 800M" not in out, out[-4000:]
+    image = sorted((checkout / "image_classification/image_classification_benchmark_run")
+                   .glob("*/result/result_csv.dat"))[-1].read_text()
+    assert ",dry run," in image and "FAILED" not in image, image
+
+
+@pytest.mark.jube
+def test_each_job_says_when_it_starts_and_ends_and_how_to_follow_it(checkout):
+    proc = _main_command(checkout, "CPU", "smoke")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    started = [ln for ln in out.splitlines() if " started: follow it with tail -f " in ln]
+    ended = [ln for ln in out.splitlines() if " ended, " in ln]
+    assert len(started) == len(ended) >= 2, out[-4000:]
+    assert any("images_per_s" in ln for ln in ended) and any("tokens_per_s" in ln for ln in ended)
+    # the printed path is the job's output file, quoted for the shell
+    path = started[0].split("tail -f ", 1)[1]
+    assert Path(subprocess.run(["bash", "-c", f"printf %s {path}"], capture_output=True,
+                               text=True).stdout).is_file()
+
+
+@pytest.mark.jube
+@pytest.mark.slurm
+def test_a_job_whose_node_is_down_ends_the_command_with_its_reason(checkout, slurm):
+    node = ["scontrol", "update", "NodeName=localhost"]
+    subprocess.run([*node, "State=DOWN", "Reason=maintenance"], env=slurm.env, check=True)
+    try:
+        proc = _main_command(checkout, "CPU", "smoke", "slurm",
+                             env={**slurm.env, "CARAML_POLL_S": "2", "CARAML_PACE_S": "5"})
+        queued = subprocess.run(["squeue", "-h", "-o", "%i %T"], env=slurm.env, text=True,
+                                capture_output=True).stdout.split("\n")
+    finally:
+        ids = subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm.env, text=True,
+                             capture_output=True).stdout.split()
+        if ids:
+            subprocess.run(["scancel", *ids], env=slurm.env, check=False)
+        subprocess.run([*node, "State=RESUME"], env=slurm.env, check=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    said = [ln for ln in out.splitlines() if "cannot start as things stand" in ln]
+    # both benchmarks were submitted, and both jobs were left queued, as said
+    assert len(said) == 2 and all("It stays queued" in ln and "scancel" in ln for ln in said), out[-4000:]
+    assert sum(" PENDING" in q for q in queued) == 2, queued
+    states = [p.read_text() for p in checkout.glob("*/*_run/*/*/work/slurm_state")]
+    assert len(states) == 2 and all(s.startswith("state=PENDING reason=") and " " not in s.strip()
+                                    for s in states), states
