@@ -29,7 +29,9 @@ failed=0
 run_benchmark() {
     local script=$1 other=$2 handle=$3 run_dir own_tags
     shift 3
-    mapfile -t own_tags < <("$VENV/bin/python" -m caraml.login.benchmark_tags "$script" --others "$other" -- "$@")
+    own_tags=$("$VENV/bin/python" -m caraml.login.benchmark_tags "$script" --other "$other" "$@") \
+        || { failed=1; return 0; }
+    mapfile -t own_tags <<< "$own_tags"
     echo "== jube run $script --tag ${own_tags[*]}"
     local status=0
     python3 caraml/login/follow.py --pace "${CARAML_PACE_S:-60}" --poll "${CARAML_POLL_S:-30}" \

@@ -3,7 +3,7 @@ model size such as 800M means something to the LLM benchmark only and must
 not make the image benchmark refuse its run. A tag that no benchmark knows
 is kept, so that the pre-flight names it.
 
-    python -m caraml.login.benchmark_tags SCRIPT --others SCRIPT... -- TAG...
+    python -m caraml.login.benchmark_tags SCRIPT --other SCRIPT [--other ...] TAG...
 
 prints the tags for SCRIPT, one a line."""
 
@@ -27,10 +27,11 @@ def for_script(script: Path, others: list[Path], tags: list[str],
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("script", type=Path)
-    ap.add_argument("--others", type=Path, nargs="*", default=[])
+    ap.add_argument("--other", type=Path, action="append", default=[],
+                    help="another benchmark's script")
     ap.add_argument("tags", nargs="*")
-    args = ap.parse_args(argv)
-    for tag in for_script(args.script, args.others, args.tags):
+    args = ap.parse_intermixed_args(argv)  # the tags come after --other
+    for tag in for_script(args.script, args.other, args.tags):
         print(tag)
     return 0
 

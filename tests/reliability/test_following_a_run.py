@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from caraml.login import follow
-from caraml.login.benchmark_tags import for_script
+from caraml.login.benchmark_tags import for_script, main
 from tests.jube_runs import ROOT
 from tests.reliability.test_main_command import AWKWARD, _copy_tree, _venv_view
 
@@ -24,6 +24,11 @@ LLM = ROOT / "llm_training/llm_benchmark_nvidia_amd.yaml"
 def test_a_model_size_goes_to_the_llm_benchmark_only():
     assert for_script(IMAGE, [LLM], ["A100", "800M", "smoke"]) == ["A100", "smoke"]
     assert for_script(LLM, [IMAGE], ["A100", "800M", "smoke"]) == ["A100", "800M", "smoke"]
+
+
+def test_the_command_line_prints_the_tags_one_a_line(capsys):
+    assert main([str(IMAGE), "--other", str(LLM), "CPU", "800M", "smoke"]) == 0
+    assert capsys.readouterr().out == "CPU\nsmoke\n"
 
 
 def test_a_tag_no_benchmark_knows_is_kept_for_the_preflight_to_name():
@@ -124,5 +129,6 @@ def test_a_job_whose_node_is_down_ends_the_command_with_its_reason(checkout, slu
     assert len(said) == 2 and all("It stays queued" in ln and "scancel" in ln for ln in said), out[-4000:]
     assert sum(" PENDING" in q for q in queued) == 2, queued
     states = [p.read_text() for p in checkout.glob("*/*_run/*/*/work/slurm_state")]
-    assert len(states) == 2 and all(s.startswith("state=PENDING reason=") and " " not in s.strip()
+    assert len(states) == 2 and all(s.startswith("state=PENDING reason=ReqNodeNotAvail")
+                                    and " " not in s.split("reason=")[1].strip()
                                     for s in states), states
