@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         ap.error("give the jube run command after --")
-    return follow(args.handle, command, args.pace, args.poll)
+    return follow(args.handle.absolute(), command, args.pace, args.poll)
 
 
 if __name__ == "__main__":
