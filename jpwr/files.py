@@ -53,19 +53,31 @@ def check_filetype(filetype: str) -> None:
                              "(extra 'h5')") from None
 
 
+class OutputUnwritable(ValueError):
+    """The output directory cannot take the run's files (no permission, a
+    full disk, a quota): the measured command can still run without them."""
+
+
 class RunFiles:
     def __init__(self, out_dir: str | os.PathLike, suffix: str, filetype: str) -> None:
         self.dir = Path(out_dir)
         self.suffix = expand_suffix(suffix)
         self.filetype = filetype
+        power = self.path("power", "csv")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            self._power = open(self.path("power", "csv"), "w", newline="")
+            self._power = open(power, "w", newline="")
         except OSError as err:
-            raise ValueError(f"cannot write to {self.dir} ({one_line(err)})") from None
+            raise OutputUnwritable(f"cannot write to {self.dir} ({one_line(err)})") from None
         self._rows = csv.writer(self._power)
-        self._rows.writerow(POWER_COLUMNS)
-        self._power.flush()
+        try:
+            # a full disk takes the empty file and refuses its first line
+            self._rows.writerow(POWER_COLUMNS)
+            self._power.flush()
+        except OSError as err:
+            self._power = None
+            power.unlink(missing_ok=True)
+            raise OutputUnwritable(f"cannot write {power} ({one_line(err)})") from None
 
     def path(self, stem: str, ext: str | None = None) -> Path:
         return self.dir / f"{stem}{self.suffix}.{ext or self.filetype}"
@@ -94,5 +106,9 @@ class RunFiles:
         # middle leaves the previous complete version, never half a file.
         path = self.path("meta", "json")
         partial = path.with_name(path.name + ".partial")
-        partial.write_text(json.dumps(meta, indent=1) + "\n")
-        os.replace(partial, path)
+        try:
+            partial.write_text(json.dumps(meta, indent=1) + "\n")
+            os.replace(partial, path)
+        except OSError:
+            partial.unlink(missing_ok=True)
+            raise
