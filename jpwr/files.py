@@ -94,21 +94,30 @@ class RunFiles:
     def close_power(self) -> None:
         self._power.close()
 
-    def write_table(self, table: pd.DataFrame, stem: str) -> None:
-        path = self.path(stem)
-        if self.filetype == "h5":
-            table.to_hdf(path, key=stem, mode="w")
+    def write_table(self, table: pd.DataFrame, stem: str, filetype: str | None = None) -> None:
+        path = self.path(stem, filetype)
+        if path.suffix == ".h5":
+            _whole(path, lambda partial: table.to_hdf(partial, key=stem, mode="w"))
         else:
-            table.to_csv(path, index=False)
+            _whole(path, lambda partial: table.to_csv(partial, index=False))
 
     def write_meta(self, meta: dict) -> None:
-        # Written to a temporary name and renamed, so that a kill in the
-        # middle leaves the previous complete version, never half a file.
-        path = self.path("meta", "json")
-        partial = path.with_name(path.name + ".partial")
-        try:
-            partial.write_text(json.dumps(meta, indent=1) + "\n")
-            os.replace(partial, path)
-        except OSError:
-            partial.unlink(missing_ok=True)
-            raise
+        _whole(self.path("meta", "json"),
+               lambda partial: partial.write_text(json.dumps(meta, indent=1) + "\n"))
+
+
+def _whole(path: Path, write) -> None:
+    """Writes a file whole or not at all: `write` fills a temporary name,
+    which is synced and renamed over `path`, so that a full disk or a kill
+    in the middle leaves the previous complete version (or none), never half
+    a file that a later combine would trust. The temporary file goes on
+    failure."""
+    partial = path.with_name(path.name + ".partial")
+    try:
+        write(partial)
+        with open(partial, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise

@@ -5,7 +5,6 @@ command is the real `python -m jpwr`."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -22,26 +21,7 @@ from jpwr.aggregate import combine_windows
 from jpwr.ctxmgr import get_power
 from jpwr.method import Channel, Method
 from tests.jube_runs import ROOT
-
-
-@contextlib.contextmanager
-def small_disk(where: Path, size: str = "32k"):
-    where.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield where
-    finally:
-        subprocess.run(["umount", "-l", str(where)], check=True)
-
-
-def fill(disk: Path) -> None:
-    with contextlib.suppress(OSError), (disk / "filler").open("wb") as f:
-        while True:
-            f.write(b"x" * 4096)
-            f.flush()
+from tests.reliability.small_disk import fill, small_disk
 
 
 def jpwr(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
