@@ -181,3 +181,28 @@ def test_jpwr_names_a_mig_instance_that_is_nowhere(binding, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-1234")
     with pytest.raises(MethodUnavailable, match="MIG instance 'MIG-1234' is on none of the GPUs"):
         NvmlPower()
+
+
+@pytest.mark.jube
+def test_a_jube_run_on_local_exports_the_granted_gpu(tmp_path):
+    """The issue's case: two GPUs, CUDA_VISIBLE_DEVICES=1 and
+    CARAML_LOCAL_DEVICES=1 exported CUDA_VISIBLE_DEVICES=0 to the job."""
+    from tests.jube_runs import JubeRun
+
+    tool = tmp_path / "bin"
+    tool.mkdir()
+    (tool / "query").write_text("".join(
+        f"00000000:{i + 1:02X}:00.0, {UUIDS[i]}, NVIDIA A100-SXM4-40GB, 400.00\n" for i in range(2)))
+    (tool / "list").write_text("")
+    script = tool / "nvidia-smi"
+    script.write_text('#!/bin/sh\nd=$(dirname "$0")\n'
+                      'if [ "$1" = -L ]; then cat "$d/list"; else cat "$d/query"; fi\n')
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PATH": f"{tool}{os.pathsep}{os.environ['PATH']}",
+           "CUDA_VISIBLE_DEVICES": "1", local_host.SELECT: "1"}
+    run = JubeRun("image_classification/image_classification_torch_benchmark.xml", tmp_path / "run",
+                  env=env)
+    run.run("LOCAL", "dryrun")
+    scripts = [(work / "job.sh").read_text() for work in run.work_dirs("execute")]
+    assert scripts and all("\nexport CUDA_VISIBLE_DEVICES=1\n" in s for s in scripts), scripts[0]
+    assert all("granted by CUDA_VISIBLE_DEVICES=1" in s for s in scripts)
