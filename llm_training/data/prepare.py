@@ -157,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"tokens of a locally trained BPE (default {DEFAULT_VOCAB_SIZE})")
     p.add_argument("--driver-args-file", type=Path,
                    help="also write the driver's --data-path/--vocab-file/--merge-file here")
+    p.add_argument("--seq-length", type=int, default=TINY_CORPUS_TOKENS,
+                   help="the training run's sequence length: a corpus of fewer tokens is "
+                        f"warned about (default {TINY_CORPUS_TOKENS}, the longest model sizes')")
     return p
 
 
@@ -174,9 +177,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.driver_args_file is not None:
         write_driver_args(args.driver_args_file, prepared)
-    if prepared.tokens < TINY_CORPUS_TOKENS:
+    if prepared.tokens < args.seq_length:
         report.warning(f"corpus {prepared.name} has only {prepared.tokens} tokens: fewer than "
-                       f"one {TINY_CORPUS_TOKENS}-token sequence; training repeats it over and "
+                       f"one {args.seq_length}-token sequence; training repeats it over and "
                        "over, so throughput is measured but the loss means little")
     prepared.emit()
     return 0

@@ -125,3 +125,4 @@ def test_the_cache_folder_can_be_set_through_the_environment(data, tmp_path, mon
     monkeypatch.setenv(CACHE_VARIABLE, str(tmp_path / "elsewhere"))
     build(data)
     assert list((tmp_path / "elsewhere").glob("*-GPTDataset-train-sample_index.npy"))
+
