@@ -72,6 +72,10 @@ class Package:
     def name(self) -> str:
         return self.work.parent.name
 
+    @property
+    def label(self) -> str:
+        return f"{self.name} [{self.config}]" if self.config else self.name
+
     def text(self, file: str) -> str:
         try:
             return (self.work / file).read_text(errors="replace")
@@ -131,30 +135,28 @@ class Follower:
             if not new:
                 return
             self.run_dir = new[-1]
-        configs = None
+        configs = None  # read once a look, and only while a package lacks its own
         for script in sorted(self.run_dir.glob("*/work/job.sh")):
             name = script.parent.parent.name
-            if name not in self.packages:
+            wp = self.packages.setdefault(name, Package(script.parent))
+            if not wp.config:
                 configs = configs if configs is not None else varying_parameters(self.run_dir)
-                self.packages[name] = Package(script.parent, configs.get(name, ""))
-            self._look_at(self.packages[name])
+                wp.config = configs.get(name, "")
+            self._look_at(wp)
 
     def _look_at(self, wp: Package) -> None:
-        if not wp.config:
-            wp.config = varying_parameters(self.run_dir).get(wp.name, "")
         if not wp.job_id and (found := SUBMITTED.search(wp.text("stdout"))):
             wp.job_id = found.group(1)
-            self.say(f"{wp.name} [{wp.config}] submitted as Slurm job {wp.job_id}")
+            self.say(f"{wp.label} submitted as Slurm job {wp.job_id}")
         job_out = wp.text(JOB_OUT)
-        label = f"{wp.name} [{wp.config}]"
         if not wp.started and "CARAML job: start=" in job_out:
             wp.started = True
-            self.say(f"{label} started: follow it with tail -f {shlex.quote(str(wp.work / JOB_OUT))}")
+            self.say(f"{wp.label} started: follow it with tail -f {shlex.quote(str(wp.work / JOB_OUT))}")
         if not wp.ended and (wp.work / DONE).exists():
             wp.ended = True
             error = wp.text(ERROR).strip().splitlines()
             status = f"FAILED ({error[0]})" if error else "ended"
-            self.say(f"{label} {status}, {throughput(job_out)}")
+            self.say(f"{wp.label} {status}, {throughput(job_out)}")
         elif wp.started and not wp.ended:
             lines = PROGRESS.findall(job_out)
             if lines:
@@ -180,8 +182,12 @@ class Follower:
             return {wp.job_id: ("UNKNOWN", "squeue did not answer")
                     for wp in self.packages.values() if wp.job_id and not wp.ended}
         if proc.returncode != 0:
-            # squeue refuses ids that have all left the queue
-            return {}
+            if "Invalid job id" in proc.stderr:  # every one of them has left the queue
+                return {}
+            said = " ".join(proc.stderr.split())[:200] or f"exit status {proc.returncode}"
+            self.say(f"squeue failed ({said}); asking again in {self.pace_s:g} s")
+            return {wp.job_id: ("UNKNOWN", "squeue failed")
+                    for wp in self.packages.values() if wp.job_id and not wp.ended}
         found = {}
         for line in proc.stdout.splitlines():
             job, _, rest = line.partition("|")
@@ -242,7 +248,7 @@ def follow(handle: Path, command: list[str], pace_s: float, poll_s: float) -> in
                 state, reason = queued[wp.job_id]
                 (wp.work / STATE_FILE).write_text(f"state={state} reason={reason.replace(' ', '_')}\n")
                 follower.say(
-                    f"{wp.name} [{wp.config}] Slurm job {wp.job_id} cannot start as things stand: "
+                    f"{wp.label} Slurm job {wp.job_id} cannot start as things stand: "
                     f"{state} ({reason}). It stays queued; once it can start, follow it with "
                     f"jube continue {shlex.quote(str(handle))} -i {run_id} and "
                     f"jube result {shlex.quote(str(handle))} -i {run_id} -a, "

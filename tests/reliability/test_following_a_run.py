@@ -6,6 +6,7 @@ model size) does not make the other refuse its run."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 from pathlib import Path
@@ -132,3 +133,34 @@ def test_a_job_whose_node_is_down_ends_the_command_with_its_reason(checkout, slu
     assert len(states) == 2 and all(s.startswith("state=PENDING reason=ReqNodeNotAvail")
                                     and " " not in s.split("reason=")[1].strip()
                                     for s in states), states
+
+
+def test_a_running_job_is_followed_from_its_start_to_its_end(tmp_path):
+    handle = tmp_path / "run"
+    out = io.StringIO()
+    follower = follow.Follower(handle, pace_s=1e9, out=out)
+    work = handle / "000000" / "000003_execute" / "work"
+    work.mkdir(parents=True)
+    (work / "job.sh").write_text("")
+    follower.look()
+    job_out = work / "job.out"
+    job_out.write_text("CARAML job: start=2026-01-01T00:00:00 host=n1 job_id=none\n"
+                       "iteration 2/10: loss 7.1, 0.5 s per iteration, 64.0 images/s\n")
+    follower.look()
+    follower.look()  # nothing new: nothing said
+    with job_out.open("a") as f:
+        f.write("iteration 4/10: loss 6.9, 0.5 s per iteration, 64.2 images/s\n"
+                "CARAML global: images_per_s_mean=64.1 images_per_s_median=64.0\n")
+    follower.look()
+    (work / "error").write_text("job exited with status 143 (SIGTERM)\n")
+    (work / "ready").touch()
+    follower.look()
+    follower.look()
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        f"CARAML: 000003_execute started: follow it with tail -f {job_out}",
+        "CARAML: 000003_execute iteration 2/10: loss 7.1, 0.5 s per iteration, 64.0 images/s",
+        "CARAML: 000003_execute iteration 4/10: loss 6.9, 0.5 s per iteration, 64.2 images/s",
+        "CARAML: 000003_execute FAILED (job exited with status 143 (SIGTERM)), "
+        "images_per_s_mean=64.1",
+    ], lines
