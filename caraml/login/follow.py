@@ -76,9 +76,15 @@ class Package:
     def label(self) -> str:
         return f"{self.name} [{self.config}]" if self.config else self.name
 
-    def text(self, file: str) -> str:
+    def text(self, file: str, head: int = -1, tail: int = 0) -> str:
+        """The file's text ("" while there is none): its first `head` bytes,
+        or its last `tail` bytes; a long job's output is looked at every
+        second, never read whole."""
         try:
-            return (self.work / file).read_text(errors="replace")
+            with (self.work / file).open("rb") as f:
+                if tail:
+                    f.seek(max(0, f.seek(0, 2) - tail))
+                return f.read(head).decode(errors="replace")
         except OSError:
             return ""
 
@@ -148,8 +154,8 @@ class Follower:
         if not wp.job_id and (found := SUBMITTED.search(wp.text("stdout"))):
             wp.job_id = found.group(1)
             self.say(f"{wp.label} submitted as Slurm job {wp.job_id}")
-        job_out = wp.text(JOB_OUT)
-        if not wp.started and "CARAML job: start=" in job_out:
+        job_out = wp.text(JOB_OUT, tail=1 << 16)  # the progress and global lines are near its end
+        if not wp.started and "CARAML job: start=" in wp.text(JOB_OUT, head=4096):
             wp.started = True
             self.say(f"{wp.label} started: follow it with tail -f {shlex.quote(str(wp.work / JOB_OUT))}")
         if not wp.ended and (wp.work / DONE).exists():
