@@ -212,7 +212,8 @@ class Follower:
             if state == "PENDING" and reason and reason != "None" and cannot_start(reason, running):
                 stuck.append(wp)
             elif state != "RUNNING" or not wp.started:
-                self._pace(wp, f"{wp.name} Slurm job {wp.job_id}: {state} ({reason or 'no reason given'})")
+                why = f" ({reason})" if reason and reason != "None" else ""
+                self._pace(wp, f"{wp.name} Slurm job {wp.job_id}: {state}{why}")
         return stuck
 
 

@@ -164,3 +164,23 @@ def test_a_running_job_is_followed_from_its_start_to_its_end(tmp_path):
         "CARAML: 000003_execute FAILED (job exited with status 143 (SIGTERM)), "
         "images_per_s_mean=64.1",
     ], lines
+
+
+def test_queued_jobs_show_their_state_and_reason_while_the_command_waits(tmp_path):
+    out = io.StringIO()
+    follower = follow.Follower(tmp_path / "run", pace_s=1e9, out=out)
+    for n, job in ((0, "41"), (1, "42")):
+        wp = follow.Package(tmp_path / f"00000{n}_execute" / "work", config=f"batch={n}")
+        wp.job_id = job
+        follower.packages[wp.name] = wp
+    waiting = {"41": ("PENDING", "Priority"), "42": ("PENDING", "Resources")}
+    assert follower.blocked(waiting) == []
+    assert follower.blocked(waiting) == []  # unchanged: said once a pace
+    stuck = follower.blocked({"41": ("RUNNING", "None"),
+                              "42": ("PENDING", "PartitionTimeLimit")})
+    assert [wp.job_id for wp in stuck] == ["42"]
+    assert out.getvalue().splitlines() == [
+        "CARAML: 000000_execute Slurm job 41: PENDING (Priority)",
+        "CARAML: 000001_execute Slurm job 42: PENDING (Resources)",
+        "CARAML: 000000_execute Slurm job 41: RUNNING",
+    ]
