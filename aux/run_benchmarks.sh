@@ -27,15 +27,18 @@ fi
 # that belong to the other benchmark (a model size) are left out.
 failed=0
 run_benchmark() {
-    local script=$1 other=$2 handle=$3 run_dir own_tags
+    local script=$1 other=$2 handle=$3 run_dir listed tag own_tags=() tag_args=() status=0
     shift 3
-    own_tags=$("$VENV/bin/python" -m caraml.login.benchmark_tags "$script" --other "$other" "$@") \
+    listed=$("$VENV/bin/python" -m caraml.login.benchmark_tags "$script" --other "$other" "$@") \
         || { failed=1; return 0; }
-    mapfile -t own_tags <<< "$own_tags"
-    echo "== jube run $script --tag ${own_tags[*]}"
-    local status=0
+    while IFS= read -r tag; do
+        [ -z "$tag" ] || own_tags+=("$tag")
+    done <<< "$listed"
+    # no tag at all: the pre-flight names the missing system tag
+    [ ${#own_tags[@]} -eq 0 ] || tag_args=(--tag "${own_tags[@]}")
+    echo "== jube run $script ${tag_args[*]}"
     python3 caraml/login/follow.py --pace "${CARAML_PACE_S:-60}" --poll "${CARAML_POLL_S:-30}" \
-        "$handle" -- jube run "$script" --hide-animation --tag "${own_tags[@]}" || status=$?
+        "$handle" -- jube run "$script" --hide-animation "${tag_args[@]}" || status=$?
     [ "$status" -eq 0 ] || failed=1
     [ "$status" -ne 2 ] || return 0  # no run, no table
     run_dir=$(ls -d "$handle"/[0-9]*/ | tail -n 1)
