@@ -90,26 +90,36 @@ class Package:
 
 
 def varying_parameters(run_dir: Path) -> dict[str, str]:
-    """Work package directory name -> its parameters that differ between
-    the work packages of its step (paths and long values left out)."""
+    """Work package directory name -> its system and the swept parameters
+    it differs in from its siblings, e.g. `CPU global_batch_size=16`. A
+    swept parameter is one whose definition is a list (it holds its own
+    separator); what is computed from it is left out."""
     try:
         root = ET.parse(run_dir / "workpackages.xml").getroot()
     except (OSError, ET.ParseError):  # JUBE writes it as the run goes
         return {}
     found: dict[str, dict[str, str]] = {}
+    swept: set[str] = set()
     for wp in root.iter("workpackage"):
         step = wp.find("step")
         if step is None:
             continue
-        name = f"{int(wp.get('id', 0)):06d}_{step.text}"
-        found[name] = {p.get("name"): (p.findtext("value") or "").strip()
-                       for p in wp.iter("parameter") if p.get("mode") == "text"}
-    names = {n for values in found.values() for n in values}
-    differ = sorted(n for n in names
-                    if len({v.get(n) for v in found.values()}) > 1
-                    and all("/" not in (v.get(n) or "") and len(v.get(n) or "") <= 40
+        values = found.setdefault(f"{int(wp.get('id', 0)):06d}_{step.text}", {})
+        for p in wp.iter("parameter"):
+            definition = p.findtext("value") or ""
+            if p.get("separator", ",") in definition:
+                swept.add(p.get("name"))
+            # a computed parameter holds its value as the selection
+            chosen = p.find("selection")
+            values[p.get("name")] = (chosen.text if chosen is not None else definition) or ""
+    # a command line that happens to hold a comma is no list: values with
+    # spaces or of more than a word's length are left out
+    differ = sorted(n for n in swept if len({v.get(n) for v in found.values()}) > 1
+                    and all(len(v.get(n) or "") <= 40 and " " not in (v.get(n) or "")
                             for v in found.values()))
-    return {wp: " ".join(f"{n}={values.get(n, '')}" for n in differ) for wp, values in found.items()}
+    return {wp: " ".join(filter(None, [values.get("system_name", "")]
+                             + [f"{n}={values.get(n, '')}" for n in differ]))
+            for wp, values in found.items()}
 
 
 def throughput(job_out: str) -> str:

@@ -52,21 +52,25 @@ def test_pending_reasons_that_waiting_does_not_cure(reason, others_running, stuc
     assert follow.cannot_start(reason, others_running) is stuck
 
 
-def test_the_configuration_of_a_work_package_is_what_differs_from_its_siblings(tmp_path):
+def test_a_work_package_is_named_by_its_system_and_what_differs_from_its_siblings(tmp_path):
     (tmp_path / "workpackages.xml").write_text("""<workpackages>
   <workpackage id="0"><step>execute</step><parameterset>
     <parameter name="system_name" mode="text"><value>CPU</value></parameter>
-    <parameter name="model" mode="text"><value>resnet50</value></parameter>
-    <parameter name="data_dir" mode="text"><value>/data/a</value></parameter>
+    <parameter name="model" separator="," mode="text"><value>resnet50,resnet152</value>
+      <selection>resnet50</selection></parameter>
+    <parameter name="per_device" mode="python"><value>${model}_x</value>
+      <selection>resnet50_x</selection></parameter>
   </parameterset></workpackage>
   <workpackage id="1"><step>execute</step><parameterset>
     <parameter name="system_name" mode="text"><value>CPU</value></parameter>
-    <parameter name="model" mode="text"><value>resnet152</value></parameter>
-    <parameter name="data_dir" mode="text"><value>/data/b</value></parameter>
+    <parameter name="model" separator="," mode="text"><value>resnet50,resnet152</value>
+      <selection>resnet152</selection></parameter>
+    <parameter name="per_device" mode="python"><value>${model}_x</value>
+      <selection>resnet152_x</selection></parameter>
   </parameterset></workpackage>
 </workpackages>""")
-    assert follow.varying_parameters(tmp_path) == {"000000_execute": "model=resnet50",
-                                                  "000001_execute": "model=resnet152"}
+    assert follow.varying_parameters(tmp_path) == {"000000_execute": "CPU model=resnet50",
+                                                  "000001_execute": "CPU model=resnet152"}
 
 
 @pytest.fixture(scope="module")
