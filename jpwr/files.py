@@ -12,6 +12,7 @@ suffix (e.g. "_rank3"):
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -75,7 +76,8 @@ class RunFiles:
             self._rows.writerow(POWER_COLUMNS)
             self._power.flush()
         except OSError as err:
-            self._power = None
+            with contextlib.suppress(OSError):  # its flush fails the same way
+                self._power.close()
             power.unlink(missing_ok=True)
             raise OutputUnwritable(f"cannot write {power} ({one_line(err)})") from None
 
