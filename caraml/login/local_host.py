@@ -112,7 +112,11 @@ def _mig_parents() -> dict[str, str]:
     """MIG instance UUID to its GPU's UUID (both lower case, no prefix),
     from nvidia-smi -L, which lists each instance under its GPU."""
     parents, gpu = {}, ""
-    for line in _run(["nvidia-smi", "-L"]).stdout.splitlines():
+    try:
+        listing = _run(["nvidia-smi", "-L"]).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}  # the MIG entries are then refused by name
+    for line in listing.splitlines():
         found = re.search(r"\(UUID: (GPU|MIG)-([^)]+)\)", line)
         if found and found.group(1) == "GPU":
             gpu = found.group(2).lower()
