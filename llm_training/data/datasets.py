@@ -171,7 +171,12 @@ def _gpt_datasets(data_prefix: str, vocab_size: int, seq_length: int, split: str
             f"split {split!r} is not up to three comma-separated weights for train,valid,test "
             "with a positive sum, like 949,50,1")
     prefix = os.path.abspath(os.fspath(data_prefix).removesuffix(".bin").removesuffix(".idx"))
-    summary = indexed.check(prefix, vocab_size)
+    try:
+        summary = indexed.check(prefix, vocab_size)
+    except BenchmarkInputError as damaged:
+        raise BenchmarkInputError(
+            f"{damaged}; data the suite's data step made is checked and made again when the "
+            "benchmark runs again, other data must be made again by hand") from None
     cache = os.path.abspath(path_to_cache or os.environ.get(CACHE_VARIABLE)
                             or os.path.join(os.path.dirname(prefix), "cache"))
     if _builds_caches():

@@ -126,3 +126,13 @@ def test_the_cache_folder_can_be_set_through_the_environment(data, tmp_path, mon
     build(data)
     assert list((tmp_path / "elsewhere").glob("*-GPTDataset-train-sample_index.npy"))
 
+
+
+def test_a_damaged_dataset_found_in_the_job_says_how_it_is_made_again(data):
+    bin_path = Path(data + ".bin")
+    with bin_path.open("r+b") as f:
+        f.truncate(bin_path.stat().st_size - 2)
+    with pytest.raises(BenchmarkInputError, match=r"corpus_text_document\.bin has \d+ bytes .*; "
+                                                  r"data the suite's data step made is checked "
+                                                  r"and made again when the benchmark runs again"):
+        build(data)
