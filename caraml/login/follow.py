@@ -23,8 +23,10 @@ rows to show), 2 when `jube run` failed or made no run (it has none). Standard l
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -286,7 +288,15 @@ def main(argv: list[str] | None = None) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         ap.error("give the jube run command after --")
-    return follow(args.handle.absolute(), command, args.pace, args.poll)
+    try:
+        return follow(args.handle.absolute(), command, args.pace, args.poll)
+    except KeyboardInterrupt:
+        print(f"CARAML: interrupted; what ran is in {args.handle}: jube continue and jube result "
+              "take it from there", file=sys.stderr, flush=True)
+        # die of the signal, so that the calling shell stops too
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        return 130
 
 
 if __name__ == "__main__":

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import io
 import os
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -189,3 +192,19 @@ def test_queued_jobs_show_their_state_and_reason_while_the_command_waits(tmp_pat
         "CARAML: 000001_execute Slurm job 42: PENDING (Resources)",
         "CARAML: 000000_execute Slurm job 41: RUNNING",
     ]
+
+
+def test_ctrl_c_says_where_the_run_is_and_stops_the_calling_shell_too(tmp_path):
+    started = tmp_path / "started"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "caraml/login/follow.py"), str(tmp_path / "run"), "--",
+         "sh", "-c", 'touch "$0"; exec sleep 60', str(started)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, "the command never started"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGINT, err
+    assert "CARAML: interrupted; what ran is in" in err and "Traceback" not in err
