@@ -4,8 +4,9 @@
 #   bash aux/run_benchmarks.sh [SYSTEM_TAG [MORE_TAGS...]]
 # Default: LOCAL, this host with its own GPUs (the LLM as a smoke run there)
 # or its CPUs where it has none.
-# It always ends: once no job of a run is left in the Slurm queue it prints
-# the table, and its exit status is 1 when a row failed or never finished.
+# It always ends: once no job of a run is left in the Slurm queue, or one
+# cannot start as things stand, it prints the table, and its exit status is
+# 1 when a row failed or never finished.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$CARAML_ROOT"
@@ -19,34 +20,36 @@ if [ $# -eq 0 ]; then
     [ "$(python3 caraml/login/local_host.py kind)" = cpu ] || llm_tags+=(smoke)
 fi
 
-# Slurm jobs of this run still in the queue (sbatch's "Submitted batch job N")
-jobs_in_queue() {
-    local run_dir=$1 ids
-    command -v squeue >/dev/null || return 1
-    ids=$(cat "$run_dir"/*/work/stdout 2>/dev/null | sed -n 's/^Submitted batch job \([0-9]*\).*/\1/p' | paste -sd, -)
-    [ -n "$ids" ] && [ -n "$(squeue -h -o %i -j "$ids" 2>/dev/null)" ]
-}
-
+# JUBE's run, followed to its end by caraml/login/follow.py: one line per
+# job as it starts and ends, the running job's progress and each Slurm
+# job's state at a steady pace (CARAML_PACE_S, default 60 s), and an end
+# with status 1 where Slurm says a job cannot start as things stand. Tags
+# that belong to the other benchmark (a model size) are left out.
 failed=0
 run_benchmark() {
-    local script=$1 handle=$2 run_dir
-    shift 2
-    echo "== jube run $script --tag $*"
-    jube run "$script" --hide-animation --tag "$@" || { failed=1; return; }
+    local script=$1 other=$2 handle=$3 run_dir listed tag own_tags=() tag_args=() status=0
+    shift 3
+    listed=$("$VENV/bin/python" -m caraml.login.benchmark_tags "$script" --other "$other" "$@") \
+        || { failed=1; return 0; }
+    while IFS= read -r tag; do
+        [ -z "$tag" ] || own_tags+=("$tag")
+    done <<< "$listed"
+    # no tag at all: the pre-flight names the missing system tag
+    [ ${#own_tags[@]} -eq 0 ] || tag_args=(--tag "${own_tags[@]}")
+    echo "== jube run $script ${tag_args[*]}"
+    python3 caraml/login/follow.py --pace "${CARAML_PACE_S:-60}" --poll "${CARAML_POLL_S:-30}" \
+        "$handle" -- jube run "$script" --hide-animation "${tag_args[@]}" || status=$?
+    [ "$status" -eq 0 ] || failed=1
+    [ "$status" -ne 2 ] || return 0  # no run, no table
     run_dir=$(ls -d "$handle"/[0-9]*/ | tail -n 1)
-    # Local jobs are done already; Slurm jobs end in their own time. A job
-    # that left the queue without its end marker will not write one later.
-    jube continue "$handle" -i last --hide-animation >/dev/null || true
-    while [ "$(jube status "$handle" -i last)" = RUNNING ] && jobs_in_queue "$run_dir"; do
-        sleep 30
-        jube continue "$handle" -i last --hide-animation >/dev/null || true
-    done
     # every table and the SQLite database are written; the screen shows the two that fit
     jube result "$handle" -i last -a >/dev/null
     jube result "$handle" -i last -o result issues
     "$VENV/bin/python" -m caraml.login.rows "$run_dir" || failed=1
 }
 
-run_benchmark image_classification/image_classification_torch_benchmark.xml image_classification/image_classification_benchmark_run "${tags[@]}"
-run_benchmark llm_training/llm_benchmark_nvidia_amd.yaml llm_training/llm_benchmark_nvidia_amd_run "${llm_tags[@]}"
+image=image_classification/image_classification_torch_benchmark.xml
+llm=llm_training/llm_benchmark_nvidia_amd.yaml
+run_benchmark "$image" "$llm" image_classification/image_classification_benchmark_run "${tags[@]}"
+run_benchmark "$llm" "$image" llm_training/llm_benchmark_nvidia_amd_run "${llm_tags[@]}"
 exit "$failed"

@@ -29,6 +29,7 @@ from jpwr.energy import (
     energy_table,
 )
 from jpwr.method import ESTIMATED
+from jpwr.notice import one_line, say
 
 FROM_ENERGY = "energy file"
 FROM_SAMPLES = "flushed samples (run did not finish)"
@@ -39,12 +40,18 @@ TABLE_COLUMNS = ["host", "rank", *ENERGY_COLUMNS[:3], "counted", *ENERGY_COLUMNS
 # intervals with answers and can be far too low.
 MISSING_LIMIT = 0.05
 INCOMPLETE = "incomplete"
+# combine()'s table carries the files it could not read under this attribute
+UNREADABLE = "unreadable"
 _RUN_FILE = re.compile(r"(?:meta|power|energy|windows|additional_[a-z]+)(.*)\.(?:json|csv|h5)")
 _RANK_IN_SUFFIX = re.compile(r"rank(\d+)")
 
 
 class NoEnergyData(ValueError):
     pass
+
+
+class Unreadable(ValueError):
+    """A file of a run that cannot be read; the message names it and why."""
 
 
 @dataclass(frozen=True)
@@ -55,12 +62,22 @@ class Run:
     def path(self, stem: str, ext: str) -> Path:
         return self.directory / f"{stem}{self.suffix}.{ext}"
 
-    def meta(self) -> dict:
+    def meta(self, problems: list[str] | None = None) -> dict:
+        """The run's metadata; {} where there is none. A file that is there
+        and unreadable is added to `problems`: host and rank then come from
+        the energy file or the suffix."""
         path = self.path("meta", "json")
+        if not path.exists():
+            return {}
         try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
-            return {}  # host and rank then come from the energy file or the suffix
+            meta = json.loads(path.read_text())
+            if not isinstance(meta, dict):
+                raise ValueError(f"a JSON {type(meta).__name__}, not an object")
+            return meta
+        except (OSError, ValueError) as err:
+            if problems is not None:
+                problems.append(f"{path}: not a readable jpwr meta file ({one_line(err)})")
+            return {}
 
 
 def find_runs(paths: Iterable[str | Path]) -> list[Run]:
@@ -82,11 +99,24 @@ def find_runs(paths: Iterable[str | Path]) -> list[Run]:
 
 
 def read_power_csv(path: Path) -> pd.DataFrame:
-    """A power file as flushed so far; a line cut off by a kill is dropped."""
-    text = path.read_text()
+    """A power file as flushed so far; a line cut off by a kill is dropped,
+    a file cut off before its first line (a full disk) holds no samples.
+    Raises Unreadable, naming the file, for anything else."""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as err:
+        raise Unreadable(f"{path}: cannot be read ({one_line(err)})") from None
     text = text[:text.rfind("\n") + 1]
-    samples = pd.read_csv(io.StringIO(text), dtype={"method": str, "device": str, "source": str})
-    return samples[POWER_COLUMNS]
+    if not text:
+        return pd.DataFrame(columns=POWER_COLUMNS)
+    try:
+        samples = pd.read_csv(io.StringIO(text), dtype={"method": str, "device": str, "source": str})
+        samples = samples[POWER_COLUMNS]
+        samples["time"] = pd.to_numeric(samples["time"])
+        samples["power_w"] = pd.to_numeric(samples["power_w"])
+    except (ValueError, KeyError) as err:  # pandas' parser errors are ValueErrors
+        raise Unreadable(f"{path}: not a jpwr power file ({one_line(err)})") from None
+    return samples
 
 
 def _read_energy(path: Path) -> pd.DataFrame:
@@ -100,18 +130,32 @@ def _read_energy(path: Path) -> pd.DataFrame:
     return complete_energy_columns(table)
 
 
-def read_run(run: Run) -> pd.DataFrame | None:
+def read_run(run: Run, problems: list[str] | None = None) -> pd.DataFrame | None:
+    """The run's table: from its energy file, or else from the samples it
+    flushed. What cannot be read is named in `problems` and passed over."""
+    problems = [] if problems is None else problems
     energy_path = next((p for p in (run.path("energy", "csv"), run.path("energy", "h5"))
                         if p.is_file()), None)
     power_path = run.path("power", "csv")
     if energy_path is None and not power_path.is_file():
         return None  # e.g. someone else's metadata.json
-    meta = run.meta()
+    meta = run.meta(problems)
+    table = None
     if energy_path is not None:
-        table, origin, path = _read_energy(energy_path), FROM_ENERGY, energy_path
-    else:
-        samples = read_power_csv(power_path)
+        try:
+            table, origin, path = _read_energy(energy_path), FROM_ENERGY, energy_path
+        except Exception as err:  # noqa: BLE001 - pandas and h5 errors alike
+            problems.append(f"{energy_path}: not a readable jpwr energy file ({one_line(err)})")
+    if table is None:
+        if not power_path.is_file():
+            return None
+        try:
+            samples = read_power_csv(power_path)
+        except Unreadable as err:
+            problems.append(str(err))
+            return None
         if samples.empty:
+            problems.append(f"{power_path}: no samples (the run wrote none, or its disk was full)")
             return None
         table, origin, path = energy_table(samples), FROM_SAMPLES, power_path
         table.insert(0, "host", meta.get("host", "unknown"))
@@ -139,12 +183,16 @@ def combine(paths: Iterable[str | Path]) -> pd.DataFrame:
     """One row per (host, method, device) over all runs found under paths,
     with `counted` telling which rows make up the total."""
     paths = list(paths)
-    tables = [t for t in map(read_run, find_runs(paths)) if t is not None]
+    problems: list[str] = []
+    tables = [t for t in (read_run(run, problems) for run in find_runs(paths)) if t is not None]
     if not tables:
-        raise NoEnergyData(f"no jpwr energy or power data found in {', '.join(map(str, paths))}")
+        raise NoEnergyData(f"no jpwr energy or power data found in {', '.join(map(str, paths))}"
+                           + "".join(f"; {p}" for p in problems))
     table = _once_per_device(pd.concat(tables, ignore_index=True), ["host", "method", "device"])
     table["counted"] = counted(table)
-    return table[TABLE_COLUMNS]
+    table = table[TABLE_COLUMNS].copy()
+    table.attrs[UNREADABLE] = problems
+    return table
 
 
 def combine_windows(paths: Iterable[str | Path]) -> pd.DataFrame:
@@ -154,8 +202,11 @@ def combine_windows(paths: Iterable[str | Path]) -> pd.DataFrame:
     for run in find_runs(list(paths)):
         path = run.path("windows", "csv")
         if path.is_file():
-            tables.append(pd.read_csv(path, dtype={"host": str, "method": str, "device": str,
-                                                   "source": str, "window": str}))
+            try:
+                tables.append(pd.read_csv(path, dtype={"host": str, "method": str, "device": str,
+                                                       "source": str, "window": str}))
+            except (OSError, ValueError) as err:  # the whole run then has no window figure
+                say(f"warning: {path}: not a readable jpwr windows file ({one_line(err)})")
     if not tables:
         return pd.DataFrame()
     table = _once_per_device(pd.concat(tables, ignore_index=True),
@@ -183,9 +234,15 @@ def summarize(table: pd.DataFrame) -> dict:
     missing_share = float(known["missing"].sum() / taken.sum()) if taken.sum() else 0.0
     by_counter = known[known["basis"] == COUNTER]
     counter_total = float(by_counter["counter_wh"].sum())
+    # A run that never wrote its energy file covers only what it flushed:
+    # how much is missing after that is not known, so the figure is
+    # incomplete however few samples its channels missed.
+    partial = int(known.loc[known["origin"] == FROM_SAMPLES, "file"].nunique()) \
+        if "origin" in known else 0
+    unreadable = len(table.attrs.get(UNREADABLE, []))
     if (counting["source"] == ESTIMATED).any():
         source = ESTIMATED
-    elif (known["missing"] > MISSING_LIMIT * taken).any():
+    elif (known["missing"] > MISSING_LIMIT * taken).any() or partial or unreadable:
         source = INCOMPLETE
     else:
         source = "measured"
@@ -204,7 +261,8 @@ def summarize(table: pd.DataFrame) -> dict:
         "counter_vs_integrated_pct": (100 * (float(by_counter["integrated_wh"].sum())
                                              - counter_total) / counter_total
                                       if counter_total else np.nan),
-        "missing_pct": 100 * missing_share,
+        # unknown (nan) where a run's samples stop early or a file is lost
+        "missing_pct": np.nan if partial or unreadable else 100 * missing_share,
     }
 
 
@@ -236,15 +294,17 @@ def window_lines(windows: pd.DataFrame) -> list[str]:
     if windows.empty:
         return []
     lines = []
-    known = windows[windows["energy_wh"].notna()]
-    for (name, scope), rows in known.groupby(["window", "scope"], sort=False):
-        total = float(rows["energy_wh"].sum())
+    for (name, scope), rows in windows.groupby(["window", "scope"], sort=False):
+        # a device whose samples have a gap in the window leaves the
+        # window's total unknown, not smaller
+        gap = rows["energy_wh"].isna().any()
+        total = np.nan if gap else float(rows["energy_wh"].sum())
         counted_here = "yes" if rows["counted"].all() else "no"
         lines.append(f"jpwr-window: window={name} scope={scope} counted={counted_here} "
                      f"total_wh={_number(total)} devices={len(rows)} "
                      f"wh_per_device={_number(total / len(rows))} "
                      f"duration_s={_number(float(rows['duration_s'].max()))} "
-                     f"basis={_joined(rows['basis'])}")
+                     f"basis={INCOMPLETE if gap else _joined(rows['basis'])}")
     return lines
 
 
@@ -265,10 +325,12 @@ def summary_line(summary: dict) -> str:
 def notes(table: pd.DataFrame) -> list[str]:
     """What a reader of the figure must know: unfinished runs, gaps, and
     counted channels without data."""
-    lines = []
+    lines = [f"{problem}; it is left out, the figure is marked {INCOMPLETE}"
+             for problem in table.attrs.get(UNREADABLE, [])]
     for path, rows in table[table["origin"] == FROM_SAMPLES].groupby("file", sort=False):
-        lines.append(f"{path}: the run did not finish (no energy file); its figure comes from "
-                     f"the samples it flushed, {rows['duration_s'].max():.1f} s of them")
+        lines.append(f"{path}: the run did not finish or could not write its energy file; its "
+                     f"figure comes from the samples it flushed, {rows['duration_s'].max():.1f} s "
+                     f"of them, and is marked {INCOMPLETE}")
     for row in table[table["counted"]].itertuples():
         where = f"{row.host} {row.method} {row.device}"
         if np.isnan(row.energy_wh):

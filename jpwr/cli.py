@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
+import functools
 import os
 import shutil
 import signal
@@ -24,6 +25,7 @@ import sys
 
 from jpwr import aggregate
 from jpwr.ctxmgr import get_power
+from jpwr.files import OutputUnwritable
 from jpwr.method import MethodUnavailable
 from jpwr.methods import NAMES, check_names, from_names
 from jpwr.notice import one_line, say
@@ -170,9 +172,16 @@ def _prepare(argv: list[str]):
     if shutil.which(command[0]) is None:
         raise CommandNotFound(f"command not found: {command[0]}")
     methods = from_names(names)
+    measure = functools.partial(get_power, methods, args.interval, suffix=args.df_suffix,
+                                filetype=args.df_filetype, flush_s=args.flush_s)
     try:
-        scope = get_power(methods, args.interval, out_dir=args.df_out, suffix=args.df_suffix,
-                          filetype=args.df_filetype, flush_s=args.flush_s)
+        try:
+            scope = measure(out_dir=args.df_out)
+        except OutputUnwritable as err:
+            # the command is what the user came for; its energy is lost, and said so
+            say(f"warning: {err}; {command[0]} runs, its energy is measured without files "
+                f"(the summary below is all there is)")
+            scope = measure(out_dir=None)
     except ValueError:
         for method in methods:
             method.close()

@@ -353,7 +353,7 @@ class PowerScope:
             energy, additional = self.channel_energy()
             windows = self.windows()
             if not windows.empty:
-                windows.to_csv(files.path("windows", "csv"), index=False)
+                files.write_table(windows, "windows", "csv")
             files.write_table(energy, "energy")
             for name, table in additional.items():
                 files.write_table(table, f"additional_{name}")

@@ -6,8 +6,9 @@ nothing, and its samples show in `missing`. Where the hardware has an energy
 counter of the same scope as the power reading, the counter's difference is
 the figure (`basis` counter) and the integral its cross-check; elsewhere the
 integral is the figure (`basis` integrated). A window with fewer than two
-answered samples inside is bridged from the power curve around it (`basis`
-interpolated), never left empty."""
+samples inside is bridged from the power curve around it (`basis`
+interpolated); a window that holds a gap is left empty (NaN), never filled
+with a reading from before the gap."""
 
 from __future__ import annotations
 
@@ -37,9 +38,25 @@ def trapezoid(times: np.ndarray, watts: np.ndarray) -> tuple[float, float]:
 
 def window_joules(times: np.ndarray, watts: np.ndarray, begin: float, end: float) -> tuple[float, int]:
     """(energy in J between begin and end, answered samples inside). The
-    power at the window's edges is interpolated linearly from the answered
-    samples around them (held at the nearest one beyond the first or last),
-    so a window between two samples still gets its share."""
+    power at the window's edges is interpolated linearly from the samples
+    around them (held at the nearest one beyond the first or last), so a
+    window between two samples still gets its share. A window that holds a
+    gap (a sample inside it, or the nearest one on either side, unanswered)
+    gets NaN: the power before a gap says nothing about the power in it."""
+    answered = np.isfinite(watts)
+    inside = (times > begin) & (times < end)
+    around = inside.copy()
+    if (before := np.flatnonzero(times <= begin)).size:
+        around[before[-1]] = True
+    if (after := np.flatnonzero(times >= end)).size:
+        around[after[0]] = True
+    if not answered[around].all():
+        return np.nan, int((inside & answered).sum())
+    return _bridged(times, watts, begin, end)
+
+
+def _bridged(times: np.ndarray, watts: np.ndarray, begin: float, end: float) -> tuple[float, int]:
+    """window_joules over the answered samples only, gaps bridged."""
     answered = np.isfinite(watts)
     t, p = times[answered], watts[answered]
     if len(t) == 0 or not end >= begin:
@@ -57,7 +74,8 @@ def channel_energy(times: np.ndarray, watts: np.ndarray, span: tuple[float, floa
     answered = np.isfinite(watts)
     basis = INTEGRATED
     if covered <= 0 and answered.any() and span is not None and span[1] > span[0]:
-        joules, _ = window_joules(times, watts, *span)
+        # one answered sample: the run's only reading stands for all of it
+        joules, _ = _bridged(times, watts, *span)
         covered, basis = span[1] - span[0], INTERPOLATED
     energy_wh = joules / 3600 if covered > 0 else np.nan
     return {

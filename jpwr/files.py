@@ -12,6 +12,7 @@ suffix (e.g. "_rank3"):
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -53,19 +54,32 @@ def check_filetype(filetype: str) -> None:
                              "(extra 'h5')") from None
 
 
+class OutputUnwritable(ValueError):
+    """The output directory cannot take the run's files (no permission, a
+    full disk, a quota): the measured command can still run without them."""
+
+
 class RunFiles:
     def __init__(self, out_dir: str | os.PathLike, suffix: str, filetype: str) -> None:
         self.dir = Path(out_dir)
         self.suffix = expand_suffix(suffix)
         self.filetype = filetype
+        power = self.path("power", "csv")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            self._power = open(self.path("power", "csv"), "w", newline="")
+            self._power = open(power, "w", newline="")
         except OSError as err:
-            raise ValueError(f"cannot write to {self.dir} ({one_line(err)})") from None
+            raise OutputUnwritable(f"cannot write to {self.dir} ({one_line(err)})") from None
         self._rows = csv.writer(self._power)
-        self._rows.writerow(POWER_COLUMNS)
-        self._power.flush()
+        try:
+            # a full disk takes the empty file and refuses its first line
+            self._rows.writerow(POWER_COLUMNS)
+            self._power.flush()
+        except OSError as err:
+            with contextlib.suppress(OSError):  # its flush fails the same way
+                self._power.close()
+            power.unlink(missing_ok=True)
+            raise OutputUnwritable(f"cannot write {power} ({one_line(err)})") from None
 
     def path(self, stem: str, ext: str | None = None) -> Path:
         return self.dir / f"{stem}{self.suffix}.{ext or self.filetype}"
@@ -82,17 +96,30 @@ class RunFiles:
     def close_power(self) -> None:
         self._power.close()
 
-    def write_table(self, table: pd.DataFrame, stem: str) -> None:
-        path = self.path(stem)
-        if self.filetype == "h5":
-            table.to_hdf(path, key=stem, mode="w")
+    def write_table(self, table: pd.DataFrame, stem: str, filetype: str | None = None) -> None:
+        path = self.path(stem, filetype)
+        if path.suffix == ".h5":
+            _whole(path, lambda partial: table.to_hdf(partial, key=stem, mode="w"))
         else:
-            table.to_csv(path, index=False)
+            _whole(path, lambda partial: table.to_csv(partial, index=False))
 
     def write_meta(self, meta: dict) -> None:
-        # Written to a temporary name and renamed, so that a kill in the
-        # middle leaves the previous complete version, never half a file.
-        path = self.path("meta", "json")
-        partial = path.with_name(path.name + ".partial")
-        partial.write_text(json.dumps(meta, indent=1) + "\n")
+        _whole(self.path("meta", "json"),
+               lambda partial: partial.write_text(json.dumps(meta, indent=1) + "\n"))
+
+
+def _whole(path: Path, write) -> None:
+    """Writes a file whole or not at all: `write` fills a temporary name,
+    which is synced and renamed over `path`, so that a full disk or a kill
+    in the middle leaves the previous complete version (or none), never half
+    a file that a later combine would trust. The temporary file goes on
+    failure."""
+    partial = path.with_name(path.name + ".partial")
+    try:
+        write(partial)
+        with open(partial, "rb+") as f:
+            os.fsync(f.fileno())
         os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise

@@ -6,14 +6,16 @@ while the power reading covers the GPU, so there the counter is reported
 beside the GPU's figure, never as it.
 Channels are named gpu<N> with N the NVML index, which is the same on every
 rank of a node whatever CUDA_VISIBLE_DEVICES says, so ranks that measure
-the same GPU can be recognised and counted once."""
+the same GPU can be recognised and counted once. CUDA_VISIBLE_DEVICES's
+index entries count in CUDA's order (jpwr.gpu.visible.cuda_order), which
+need not be NVML's."""
 
 from __future__ import annotations
 
 import math
 import os
 
-from jpwr.gpu.visible import restrict
+from jpwr.gpu.visible import cuda_order, restrict
 from jpwr.method import Channel, Method, MethodUnavailable, import_binding
 from jpwr.notice import one_line
 
@@ -29,6 +31,28 @@ def _name(nvml, handle) -> str:
         return ""
 
 
+def _bus_id(nvml, handle) -> str:
+    return _text(nvml.nvmlDeviceGetPciInfo(handle).busId)
+
+
+def _mig_parent(nvml, handles, uuid: str) -> int | None:
+    """The index of the GPU that holds the MIG instance `uuid` (lower case,
+    without its MIG- prefix)."""
+    for index, handle in enumerate(handles):
+        try:
+            slots = nvml.nvmlDeviceGetMaxMigDeviceCount(handle)
+        except Exception:  # noqa: BLE001 - a GPU without MIG support
+            continue
+        for slot in range(slots):
+            try:
+                mig = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+            except Exception:  # noqa: BLE001 - an empty slot
+                continue
+            if _text(nvml.nvmlDeviceGetUUID(mig)).lower().removeprefix("mig-").startswith(uuid):
+                return index
+    return None
+
+
 class NvmlPower(Method):
     name = "pynvml"
 
@@ -42,7 +66,10 @@ class NvmlPower(Method):
         try:
             handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
             uuids = [_text(nvml.nvmlDeviceGetUUID(h)) for h in handles]
-            picked = restrict(list(range(len(handles))), uuids, "CUDA_VISIBLE_DEVICES", self.name)
+            order = cuda_order([_bus_id(nvml, h) for h in handles],
+                               [_name(nvml, h) for h in handles], self.name)
+            picked = restrict(order, uuids, "CUDA_VISIBLE_DEVICES", self.name,
+                              mig_parent=lambda uuid: _mig_parent(nvml, handles, uuid))
             if not picked:
                 raise MethodUnavailable(
                     f"pynvml: no NVIDIA GPU visible (NVML lists {len(handles)}, "

@@ -36,5 +36,9 @@ def write_record(path: Path, inputs: dict, outputs: dict) -> None:
     # Written last and atomically: its presence means the outputs are complete.
     tmp = path.with_name(path.name + ".tmp")
     record = {"inputs": inputs, "outputs": outputs}
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -13,8 +13,10 @@ the models build themselves):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,9 +38,10 @@ def build_datasets(*, data_prefix: str | None, synthetic: bool, vocab_size: int,
     documents in the proportions of `split` (train,valid,test; the test part
     is set aside and never read) and sampled by megatron-core's GPTDataset,
     which shuffles with `seed` and repeats epochs as needed. Its index caches
-    go to `path_to_cache` (default: a `cache` folder beside the data). Under
-    torch.distributed, rank 0 builds the caches while the other ranks wait,
-    then they load them: call this on every rank.
+    go to `path_to_cache` (default: $CARAML_LLM_CACHE, else a `cache` folder
+    beside the data); a cache that is not whole is removed and built again.
+    Under torch.distributed, rank 0 builds the caches while the other ranks
+    wait, then they load them: call this on every rank.
 
     Synthetic data draws token ids uniformly from [0, vocab_size), the same
     for a given seed on every rank and in every run.
@@ -104,6 +107,44 @@ class _TokenIds:
 
 
 _SPLIT = re.compile(r"\d+(\.\d*)?(,\d+(\.\d*)?){0,2}")
+# where the index caches go when the caller names no folder (a JUBE run
+# passes it through the job's environment)
+CACHE_VARIABLE = "CARAML_LLM_CACHE"
+# the files of one index cache: <hash>-GPTDataset-<split>-<part>
+_CACHE_PARTS = ("description.txt", "document_index.npy", "sample_index.npy", "shuffle_index.npy")
+
+
+def drop_damaged_caches(cache: str) -> list[str]:
+    """Removes every index cache in `cache` with a part that does not load
+    whole (a build cut short by a full disk or a kill: megatron-core writes
+    the parts in place and would trust them for ever); returns one line per
+    cache removed. megatron-core builds a cache again when a part is gone."""
+    groups: dict[str, list[str]] = {}
+    for name in sorted(os.listdir(cache)) if os.path.isdir(cache) else []:
+        for part in _CACHE_PARTS:
+            if name.endswith(f"-{part}"):
+                groups.setdefault(name.removesuffix(f"-{part}"), []).append(name)
+    removed = []
+    for base, names in groups.items():
+        why = ""
+        for name in names:
+            if name.endswith(".npy"):
+                try:
+                    np.load(os.path.join(cache, name), allow_pickle=False, mmap_mode="r")
+                except Exception as err:  # noqa: BLE001 - numpy's errors for a cut file vary
+                    why = f"{name}: {' '.join(str(err).split())}"
+                    break
+        if why:
+            for name in names:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(cache, name))
+            removed.append(f"{os.path.join(cache, base)}-*: {why}")
+    return removed
+
+
+def _builds_caches() -> bool:
+    """Whether this process builds the index caches (rank 0, or no torch.distributed)."""
+    return not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
 
 
 def _gpt_datasets(data_prefix: str, vocab_size: int, seq_length: int, split: str,
@@ -130,8 +171,17 @@ def _gpt_datasets(data_prefix: str, vocab_size: int, seq_length: int, split: str
             f"split {split!r} is not up to three comma-separated weights for train,valid,test "
             "with a positive sum, like 949,50,1")
     prefix = os.path.abspath(os.fspath(data_prefix).removesuffix(".bin").removesuffix(".idx"))
-    summary = indexed.check(prefix, vocab_size)
-    cache = os.path.abspath(path_to_cache or os.path.join(os.path.dirname(prefix), "cache"))
+    try:
+        summary = indexed.check(prefix, vocab_size)
+    except BenchmarkInputError as damaged:
+        raise BenchmarkInputError(
+            f"{damaged}; data the suite's data step made is checked and made again when the "
+            "benchmark runs again, other data must be made again by hand") from None
+    cache = os.path.abspath(path_to_cache or os.environ.get(CACHE_VARIABLE)
+                            or os.path.join(os.path.dirname(prefix), "cache"))
+    if _builds_caches():
+        for line in drop_damaged_caches(cache):
+            print(f"removed the damaged index cache {line}; it is built again", file=sys.stderr)
     config = GPTDatasetConfig(
         random_seed=seed, sequence_length=seq_length, blend=([prefix], None), split=split,
         path_to_cache=cache, tokenizer=_TokenIds(vocab_size), reset_position_ids=False,
@@ -158,9 +208,12 @@ def _gpt_datasets(data_prefix: str, vocab_size: int, seq_length: int, split: str
         cause = e if isinstance(e, OSError) else e.__cause__
         if not isinstance(cause, OSError):
             raise
+        if _builds_caches():
+            drop_damaged_caches(cache)
         raise BenchmarkInputError(
-            f"megatron-core could not build its index cache in {cache} ({cause}); "
-            "pass a writable path_to_cache") from None
+            f"megatron-core could not build its index cache in {cache} ({cause}); what it wrote "
+            f"there was removed; free space there, or set {CACHE_VARIABLE} to a folder with room, "
+            "and run again") from None
     return _first(train, num_train), _first(valid, num_valid)
 
 

@@ -128,9 +128,17 @@ def write(documents: Iterable[Sequence[int]], prefix: str | os.PathLike, vocab_s
     bin_path, idx_path = paths(prefix)
     # a name of this process's own: two writers of one prefix never share a file
     bin_tmp, idx_tmp = paths(f"{prefix}.tmp{os.getpid()}")
-    builder = IndexedDatasetBuilder(str(bin_tmp), dtype=DType.optimal_dtype(vocab_size))
-    for ids in documents:
-        builder.add_document(np.asarray(ids), [len(ids)])
-    builder.finalize(str(idx_tmp))
-    os.replace(bin_tmp, bin_path)
-    os.replace(idx_tmp, idx_path)
+    try:
+        builder = IndexedDatasetBuilder(str(bin_tmp), dtype=DType.optimal_dtype(vocab_size))
+        for ids in documents:
+            builder.add_document(np.asarray(ids), [len(ids)])
+        builder.finalize(str(idx_tmp))
+        for done in (bin_tmp, idx_tmp):  # on disk before the names say complete
+            with open(done, "rb+") as f:
+                os.fsync(f.fileno())
+        os.replace(bin_tmp, bin_path)
+        os.replace(idx_tmp, idx_path)
+    except BaseException:
+        for partial in (bin_tmp, idx_tmp):
+            partial.unlink(missing_ok=True)
+        raise

@@ -44,10 +44,16 @@ def build_local_corpus(out_dir: Path, stdlib: Path | None = None) -> Path:
             f"no Python sources with docstrings under {stdlib} to build the local corpus from; "
             "pass a corpus file with --corpus PATH")
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-        for record in records:
-            out.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as out:
+            for record in records:
+                out.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return path
 
 

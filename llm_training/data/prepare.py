@@ -41,6 +41,8 @@ from llm_training.data.preprocess import Prepared, preprocess
 from llm_training.data.tokenizer import Tokenizer, train_local_bpe
 
 DEFAULT_VOCAB_SIZE = 8192
+# how a JUBE run names the corpus (llm_benchmark_nvidia_amd.yaml)
+CORPUS_VARIABLE = "CARAML_LLM_CORPUS"
 # one sequence of the longest model sizes: a corpus shorter than this is
 # repeated many times over within every sample, and its loss means little
 TINY_CORPUS_TOKENS = 2048
@@ -88,8 +90,9 @@ def _prepare(corpus: str, out_dir: Path, vocab_file: Path | None, merge_file: Pa
     else:
         corpus_path = Path(corpus).absolute()
         if not corpus_path.is_file():
-            raise BenchmarkInputError(f"corpus file {corpus_path} does not exist "
-                                      "(--corpus takes oscar, local or a file)")
+            raise BenchmarkInputError(f"corpus file {corpus_path} does not exist (--corpus, "
+                                      f"or {CORPUS_VARIABLE} in a JUBE run, takes oscar, local "
+                                      "or a file)")
         name = _safe_name(corpus_path.name.removesuffix(".xz").rsplit(".", 1)[0])
 
     if vocab_file is None:
@@ -127,6 +130,13 @@ def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "corpus"
 
 
+def unwritable(err: OSError, out_dir: Path) -> str:
+    """The one line for a data step the disk stopped: the file and the fix."""
+    where = err.filename or out_dir
+    return (f"cannot write {where} ({err.strerror or err}); nothing half-written was kept; free "
+            f"space in {out_dir.absolute()} or give the data another folder, and run again")
+
+
 def write_driver_args(path: Path, prepared: Prepared) -> None:
     """The driver's data flags, one per line, for its `@file` argument."""
     path.write_text(f"--data-path={prepared.prefix}\n--vocab-file={prepared.vocab_file}\n"
@@ -147,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"tokens of a locally trained BPE (default {DEFAULT_VOCAB_SIZE})")
     p.add_argument("--driver-args-file", type=Path,
                    help="also write the driver's --data-path/--vocab-file/--merge-file here")
+    p.add_argument("--seq-length", type=int, default=TINY_CORPUS_TOKENS,
+                   help="the training run's sequence length: a corpus of fewer tokens is "
+                        f"warned about (default {TINY_CORPUS_TOKENS}, the longest model sizes')")
     return p
 
 
@@ -159,11 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     except BenchmarkInputError as e:
         report.error(str(e))
         return 1
+    except OSError as e:  # a full disk or a quota: nothing half-written is kept
+        report.error(unwritable(e, args.out_dir))
+        return 1
     if args.driver_args_file is not None:
         write_driver_args(args.driver_args_file, prepared)
-    if prepared.tokens < TINY_CORPUS_TOKENS:
+    if prepared.tokens < args.seq_length:
         report.warning(f"corpus {prepared.name} has only {prepared.tokens} tokens: fewer than "
-                       f"one {TINY_CORPUS_TOKENS}-token sequence; training repeats it over and "
+                       f"one {args.seq_length}-token sequence; training repeats it over and "
                        "over, so throughput is measured but the loss means little")
     prepared.emit()
     return 0

@@ -62,7 +62,11 @@ def preprocess(corpus: Path, prefix: Path, vocab_file: Path, merge_file: Path, *
     record_path = Path(f"{prefix}.json")
     done = read_record(record_path, inputs)
     if done is not None and all(p.is_file() for p in indexed.paths(prefix)):
-        return done["documents"], done["tokens"]
+        try:  # what a rerun would train on is checked before it is trusted
+            indexed.check(prefix, tokenizer.vocab_size)
+            return done["documents"], done["tokens"]
+        except BenchmarkInputError as damaged:
+            report.warning(f"{damaged}; it is made again")
 
     record_path.unlink(missing_ok=True)
     counts = {"documents": 0, "tokens": 0}

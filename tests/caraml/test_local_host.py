@@ -23,10 +23,13 @@ def fake_nvidia_smi(directory, output: str, status: int = 0):
 def no_amd(monkeypatch, tmp_path):
     monkeypatch.setattr(local_host, "KFD_NODES", tmp_path / "no-kfd")
     monkeypatch.delenv(local_host.SELECT, raising=False)
+    for variable in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(variable, raising=False)
 
 
 def test_nvidia_gpus_are_found_with_names_and_power_limits(tmp_path, monkeypatch, no_amd):
-    out = "NVIDIA H100 80GB HBM3, 700.00\nNVIDIA H100 80GB HBM3, 700.00\n"
+    out = ("00000000:01:00.0, GPU-aaaa, NVIDIA H100 80GB HBM3, 700.00\n"
+           "00000000:02:00.0, GPU-bbbb, NVIDIA H100 80GB HBM3, 700.00\n")
     monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path, out)}{os.pathsep}{os.environ['PATH']}")
     host = local_host.detect()
     assert (host.kind, host.found, host.requested) == ("cuda", 2, 2)

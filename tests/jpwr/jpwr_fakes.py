@@ -66,7 +66,9 @@ class FakeProcStat:
 
 class FakeNvml(types.ModuleType):
     """The parts of nvidia-ml-py that jpwr uses. gpus: dicts with uuid,
-    power_mw and energy_mj; a GPU with lost=True raises like a fallen-off GPU."""
+    power_mw and energy_mj, optionally bus (PCI bus id; default: in index
+    order), name and migs (UUIDs of its MIG instances); a GPU with lost=True
+    raises like a fallen-off GPU. MIG handles are (gpu index, slot) pairs."""
 
     class NVMLError(Exception):
         pass
@@ -89,7 +91,23 @@ class FakeNvml(types.ModuleType):
         return index
 
     def nvmlDeviceGetUUID(self, handle):
+        if isinstance(handle, tuple):
+            return self.gpus[handle[0]]["migs"][handle[1]].encode()
         return self.gpus[handle]["uuid"].encode()  # older bindings return bytes
+
+    def nvmlDeviceGetPciInfo(self, handle):
+        bus = self.gpus[handle].get("bus", f"00000000:{handle + 1:02X}:00.0")
+        return types.SimpleNamespace(busId=bus.encode())
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle):
+        if "migs" not in self.gpus[handle]:
+            raise self.NVMLError("Not Supported")
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle, slot):
+        if slot >= len(self.gpus[handle]["migs"]):
+            raise self.NVMLError("Not Found")
+        return (handle, slot)
 
     def _gpu(self, handle):
         if self.gpus[handle].get("lost"):

@@ -93,3 +93,16 @@ def test_a_tiny_corpus_says_so_in_its_row(tmp_path):
     row = run.table().iloc[0]
     assert row["Status"] == "ok", row.to_dict()
     assert row["Data"].startswith("three_words") and "tokens: repeated)" in row["Data"]
+
+
+def test_the_tiny_corpus_warning_names_the_runs_sequence_length(tmp_path, capsys):
+    from llm_training.data.prepare import main
+
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("a few words\n\nand a few more\n")
+    code = main(["--corpus", str(corpus), "--out-dir", str(tmp_path / "data"), "--vocab-size", "300",
+                 "--seq-length", "256"])
+    assert code == 0
+    warning = next(ln for ln in capsys.readouterr().out.splitlines()
+                   if ln.startswith("CARAML warning:"))
+    assert "fewer than one 256-token sequence" in warning and "2048" not in warning

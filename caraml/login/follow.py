@@ -1,0 +1,303 @@
+"""Runs `jube run` for the README's main command and follows the run to its
+end, saying what happens while it waits:
+
+- one line per work package as its job starts and as it ends (system,
+  configuration, status, throughput), and the running job's latest progress
+  line at a steady pace;
+- for Slurm jobs, `jube continue` until no job of the run is left in the
+  queue, with each job's Slurm state and reason whenever it changes and at
+  that same pace while it does not;
+- a job that Slurm says cannot start as things stand (its nodes down or
+  drained, a partition down, a limit the job itself exceeds, a dependency
+  that can never be met) ends the wait: the job stays queued, so nothing
+  is lost and Slurm starts it once the cause is gone; the line says how to
+  follow it then or how to cancel it, and the work package's `slurm_state`
+  file (`state=PENDING reason=<reason, spaces as _>`) gives the row its
+  reason.
+
+    python3 caraml/login/follow.py [--pace S] HANDLE -- jube run SCRIPT ...
+
+Exit status 0 when the run ended, 1 when a job cannot start (the run has
+rows to show), 2 when `jube run` failed or made no run (it has none). Standard library only: it runs with the login node's python3."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
+PROGRESS = re.compile(r"^\s*iteration\s+\d+.*$", re.MULTILINE)
+STATE_FILE = "slurm_state"
+NO_RUN = 2  # the exit status where there is no run to show
+# platform.xml's done_file, error_file and out_file
+DONE, ERROR, JOB_OUT = "ready", "error", "job.out"
+
+# Pending reasons that waiting does not cure: the job stays pending until
+# someone changes the nodes, the partition, the limits or the job.
+NEVER_BY_WAITING = ("ReqNodeNotAvail", "Nodes required for job are DOWN", "PartitionDown",
+                    "PartitionInactive", "PartitionNodeLimit", "PartitionTimeLimit",
+                    "DependencyNeverSatisfied", "InvalidAccount", "InvalidQOS", "JobHeldAdmin",
+                    "JobHeldUser", "BadConstraints", "AccountNotAllowed", "QOSNotAllowed")
+# Limits on how many jobs may run at once clear as this run's own jobs end;
+# with none of them running, they do not.
+WHILE_OTHERS_RUN = ("AssocMaxJobsLimit", "AssocGrpJobsLimit", "QOSMaxJobsPerUserLimit")
+
+
+def cannot_start(reason: str, others_running: bool) -> bool:
+    if reason.startswith(NEVER_BY_WAITING) or reason.endswith("PerJobLimit") \
+            or "MinutesLimit" in reason:  # a used-up budget
+        return True
+    return reason.startswith(WHILE_OTHERS_RUN) and not others_running
+
+
+@dataclass
+class Package:
+    """One work package of the run that has a job script."""
+    work: Path
+    config: str = ""  # the parameters that tell it from its siblings
+    job_id: str = ""
+    said: str = ""  # the last state line printed for it
+    said_at: float = 0.0
+    started: bool = False
+    ended: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.work.parent.name
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} [{self.config}]" if self.config else self.name
+
+    def text(self, file: str, head: int = -1, tail: int = 0) -> str:
+        """The file's text ("" while there is none): its first `head` bytes,
+        or its last `tail` bytes; a long job's output is looked at every
+        second, never read whole."""
+        try:
+            with (self.work / file).open("rb") as f:
+                if tail:
+                    f.seek(max(0, f.seek(0, 2) - tail))
+                return f.read(head).decode(errors="replace")
+        except OSError:
+            return ""
+
+
+def varying_parameters(run_dir: Path) -> dict[str, str]:
+    """Work package directory name -> its system and the swept parameters
+    it differs in from its siblings, e.g. `CPU global_batch_size=16`. A
+    swept parameter is one whose definition is a list (it holds its own
+    separator); what is computed from it is left out."""
+    try:
+        root = ET.parse(run_dir / "workpackages.xml").getroot()
+    except (OSError, ET.ParseError):  # JUBE writes it as the run goes
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    swept: set[str] = set()
+    for wp in root.iter("workpackage"):
+        step = wp.find("step")
+        if step is None:
+            continue
+        values = found.setdefault(f"{int(wp.get('id', 0)):06d}_{step.text}", {})
+        for p in wp.iter("parameter"):
+            definition = p.findtext("value") or ""
+            if p.get("separator", ",") in definition:
+                swept.add(p.get("name"))
+            # a computed parameter holds its value as the selection
+            chosen = p.find("selection")
+            values[p.get("name")] = (chosen.text if chosen is not None else definition) or ""
+    # a command line that happens to hold a comma is no list: values with
+    # spaces or of more than a word's length are left out
+    differ = sorted(n for n in swept if len({v.get(n) for v in found.values()}) > 1
+                    and all(len(v.get(n) or "") <= 40 and " " not in (v.get(n) or "")
+                            for v in found.values()))
+    return {wp: " ".join(filter(None, [values.get("system_name", "")]
+                             + [f"{n}={values.get(n, '')}" for n in differ]))
+            for wp, values in found.items()}
+
+
+def throughput(job_out: str) -> str:
+    """The first rate of the job's global line, e.g. `images_per_s_mean=812.3`."""
+    line = next((ln for ln in job_out.splitlines() if ln.startswith("CARAML global:")), "")
+    rate = re.search(r"(\w+_per_s(?:_mean)?)=(\S+)", line)
+    return f"{rate.group(1)}={rate.group(2)}" if rate else "no throughput"
+
+
+class Follower:
+    def __init__(self, handle: Path, pace_s: float, out=sys.stdout) -> None:
+        self.handle = handle
+        self.pace_s = pace_s
+        self.out = out
+        self.known = set(self._runs())
+        self.run_dir: Path | None = None
+        self.packages: dict[str, Package] = {}
+
+    def say(self, line: str) -> None:
+        print(f"CARAML: {line}", file=self.out, flush=True)
+
+    def _runs(self) -> list[Path]:
+        return sorted(p for p in self.handle.glob("[0-9]*") if p.is_dir())
+
+    def look(self) -> None:
+        """One look at the run: new, started, progressing and ended jobs."""
+        if self.run_dir is None:
+            new = [p for p in self._runs() if p not in self.known]
+            if not new:
+                return
+            self.run_dir = new[-1]
+        configs = None  # read once a look, and only while a package lacks its own
+        for script in sorted(self.run_dir.glob("*/work/job.sh")):
+            name = script.parent.parent.name
+            wp = self.packages.setdefault(name, Package(script.parent))
+            if not wp.config:
+                configs = configs if configs is not None else varying_parameters(self.run_dir)
+                wp.config = configs.get(name, "")
+            self._look_at(wp)
+
+    def _look_at(self, wp: Package) -> None:
+        if not wp.job_id and (found := SUBMITTED.search(wp.text("stdout"))):
+            wp.job_id = found.group(1)
+            self.say(f"{wp.label} submitted as Slurm job {wp.job_id}")
+        job_out = wp.text(JOB_OUT, tail=1 << 16)  # the progress and global lines are near its end
+        if not wp.started and "CARAML job: start=" in wp.text(JOB_OUT, head=4096):
+            wp.started = True
+            self.say(f"{wp.label} started: follow it with tail -f {shlex.quote(str(wp.work / JOB_OUT))}")
+        if not wp.ended and (wp.work / DONE).exists():
+            wp.ended = True
+            error = wp.text(ERROR).strip().splitlines()
+            status = f"FAILED ({error[0]})" if error else "ended"
+            self.say(f"{wp.label} {status}, {throughput(job_out)}")
+        elif wp.started and not wp.ended:
+            lines = PROGRESS.findall(job_out)
+            if lines:
+                self._pace(wp, f"{wp.name} {lines[-1].strip()}")
+
+    def _pace(self, wp: Package, line: str) -> None:
+        """Prints a changed state at once, an unchanged one at the pace."""
+        now = time.monotonic()
+        if line != wp.said or now - wp.said_at >= self.pace_s:
+            self.say(line)
+            wp.said, wp.said_at = line, now
+
+    def queue(self) -> dict[str, tuple[str, str]]:
+        """Slurm job id -> (state, reason) of this run's jobs in the queue."""
+        ids = [wp.job_id for wp in self.packages.values() if wp.job_id]
+        if not ids:
+            return {}
+        try:
+            proc = subprocess.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r"],
+                                  capture_output=True, text=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            self.say(f"squeue did not answer ({err}); asking again in {self.pace_s:g} s")
+            return {wp.job_id: ("UNKNOWN", "squeue did not answer")
+                    for wp in self.packages.values() if wp.job_id and not wp.ended}
+        if proc.returncode != 0:
+            if "Invalid job id" in proc.stderr:  # every one of them has left the queue
+                return {}
+            said = " ".join(proc.stderr.split())[:200] or f"exit status {proc.returncode}"
+            self.say(f"squeue failed ({said}); asking again in {self.pace_s:g} s")
+            return {wp.job_id: ("UNKNOWN", "squeue failed")
+                    for wp in self.packages.values() if wp.job_id and not wp.ended}
+        found = {}
+        for line in proc.stdout.splitlines():
+            job, _, rest = line.partition("|")
+            state, _, reason = rest.partition("|")
+            found[job.strip()] = (state.strip(), reason.strip())
+        return found
+
+    def blocked(self, queued: dict[str, tuple[str, str]]) -> list[Package]:
+        """Reports the queue; returns the work packages whose job cannot start."""
+        running = any(state == "RUNNING" for state, _ in queued.values())
+        stuck = []
+        for wp in self.packages.values():
+            if wp.job_id not in queued:
+                continue
+            state, reason = queued[wp.job_id]
+            if state == "PENDING" and reason and reason != "None" and cannot_start(reason, running):
+                stuck.append(wp)
+            elif state != "RUNNING" or not wp.started:
+                why = f" ({reason})" if reason and reason != "None" else ""
+                self._pace(wp, f"{wp.name} Slurm job {wp.job_id}: {state}{why}")
+        return stuck
+
+
+def jube(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["jube", *args], capture_output=True, text=True)
+
+
+def follow(handle: Path, command: list[str], pace_s: float, poll_s: float) -> int:
+    """Runs `command` (jube run) and follows its run to the end."""
+    follower = Follower(handle, pace_s)
+    run = subprocess.Popen(command)
+    while run.poll() is None:
+        follower.look()
+        time.sleep(min(poll_s, 1.0))
+    follower.look()
+    if run.returncode != 0:
+        follower.say(f"{' '.join(command[:3])} failed with status {run.returncode}")
+        return NO_RUN
+    if follower.run_dir is None:
+        follower.say(f"{' '.join(command[:3])} made no run under {handle}")
+        return NO_RUN
+    run_id = str(int(follower.run_dir.name))
+    while True:
+        # a job that ended is only seen by JUBE after `jube continue`
+        jube("continue", str(handle), "-i", run_id, "--hide-animation")
+        follower.look()
+        if jube("status", str(handle), "-i", run_id).stdout.strip() != "RUNNING":
+            return 0
+        queued = follower.queue()
+        if not queued:
+            # left the queue without its end marker: it will not write one
+            # later; one more continue takes what it left
+            jube("continue", str(handle), "-i", run_id, "--hide-animation")
+            follower.look()
+            return 0
+        stuck = follower.blocked(queued)
+        if stuck:
+            for wp in stuck:
+                state, reason = queued[wp.job_id]
+                (wp.work / STATE_FILE).write_text(f"state={state} reason={reason.replace(' ', '_')}\n")
+                follower.say(
+                    f"{wp.label} Slurm job {wp.job_id} cannot start as things stand: "
+                    f"{state} ({reason}). It stays queued; once it can start, follow it with "
+                    f"jube continue {shlex.quote(str(handle))} -i {run_id} and "
+                    f"jube result {shlex.quote(str(handle))} -i {run_id} -a, "
+                    f"or cancel it with scancel {wp.job_id}")
+            return 1
+        time.sleep(poll_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pace", type=float, default=60.0, metavar="S",
+                    help="seconds between repeated progress and queue lines (default 60)")
+    ap.add_argument("--poll", type=float, default=30.0, metavar="S",
+                    help="seconds between looks at the Slurm queue (default 30)")
+    ap.add_argument("handle", type=Path, help="the benchmark's JUBE output directory")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="-- jube run SCRIPT ...")
+    args = ap.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        ap.error("give the jube run command after --")
+    try:
+        return follow(args.handle.absolute(), command, args.pace, args.poll)
+    except KeyboardInterrupt:
+        print(f"CARAML: interrupted; what ran is in {args.handle}: jube continue and jube result "
+              "take it from there", file=sys.stderr, flush=True)
+        # die of the signal, so that the calling shell stops too
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""An energy figure is never quietly partial: a disk that is full before or
+fills during a run, a sensor that stops answering inside the timed window,
+a damaged meta.json. The disks are small tmpfs mounts (root needed); the
+command is the real `python -m jpwr`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jpwr.aggregate import INCOMPLETE, NoEnergyData, combine, notes, summarize, window_lines
+from jpwr.aggregate import combine_windows
+from jpwr.ctxmgr import get_power
+from jpwr.method import Channel, Method
+from tests.jube_runs import ROOT
+from tests.reliability.small_disk import fill, small_disk
+
+
+def jpwr(*args: str, timeout: float = 120, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jpwr", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+def power_meter(root: Path) -> dict[str, str]:
+    """The environment of a host with one measured hwmon power meter (a fake sysfs)."""
+    meter = root / "class" / "hwmon" / "hwmon0"
+    meter.mkdir(parents=True)
+    (meter / "name").write_text("psu\n")
+    (meter / "power1_input").write_text("100000000\n")  # 100 W in µW
+    return {**os.environ, "JPWR_SYSFS_ROOT": str(root)}
+
+
+def test_on_a_full_disk_the_command_still_runs_and_jpwr_says_why_once(tmp_path):
+    marker = tmp_path / "ran"
+    with small_disk(tmp_path / "disk") as disk:
+        fill(disk)
+        proc = jpwr("--methods", "estimate", "--df-out", str(disk / "energy"), "--",
+                    "touch", str(marker))
+        assert not list((disk / "energy").glob("*.partial"))
+    assert proc.returncode == 0 and marker.exists(), proc.stderr
+    assert "Traceback" not in proc.stderr
+    warnings = [ln for ln in proc.stderr.splitlines() if "cannot write" in ln]
+    assert len(warnings) == 1 and "No space left on device" in warnings[0], proc.stderr
+
+
+def test_a_disk_that_fills_during_the_run_gives_an_incomplete_figure_that_says_so(tmp_path):
+    with small_disk(tmp_path / "disk") as disk:
+        # 32 KiB take the header and a few hundred samples of the 3 s run
+        proc = jpwr("--methods", "hwmon", "--interval", "2", "--flush-s", "0.05",
+                    "--df-out", str(disk), "--df-suffix", "_rank0", "--", "sleep", "3",
+                    env=power_meter(tmp_path / "sys"))
+        assert proc.returncode == 0, proc.stderr
+        assert "cannot append samples" in proc.stderr, proc.stderr
+        assert not (disk / "energy_rank0.csv").exists()
+        combined = jpwr("combine", str(disk))
+    assert combined.returncode == 0, combined.stderr
+    summary = next(ln for ln in combined.stdout.splitlines() if ln.startswith("jpwr-summary:"))
+    assert f"source={INCOMPLETE}" in summary and "missing_pct=nan" in summary, summary
+    assert f"{disk}/power_rank0.csv: the run did not finish or could not write" in combined.stderr
+
+
+def test_a_power_file_cut_before_its_first_line_is_named(tmp_path):
+    (tmp_path / "meta_rank0.json").write_text(json.dumps({"host": "n1", "rank": 0}))
+    (tmp_path / "power_rank0.csv").write_text("")
+    with pytest.raises(NoEnergyData, match=f"{tmp_path}/power_rank0.csv: no samples"):
+        combine([tmp_path])
+
+
+def test_a_damaged_meta_file_is_named_and_flags_the_figure(tmp_path):
+    for rank in (0, 1):
+        (tmp_path / f"power_rank{rank}.csv").write_text(
+            "time,method,device,source,power_w\n0,hwmon,s0,measured,50\n3.6,hwmon,s0,measured,50\n")
+    (tmp_path / "meta_rank0.json").write_text(json.dumps({"host": "n1", "rank": 0}))
+    (tmp_path / "meta_rank1.json").write_text("{")
+    proc = jpwr("combine", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert f"{tmp_path}/meta_rank1.json: not a readable jpwr meta file" in proc.stderr
+    assert f"source={INCOMPLETE}" in proc.stdout
+
+
+def test_a_garbled_power_file_is_named_and_the_others_still_count(tmp_path):
+    (tmp_path / "meta_rank0.json").write_text(json.dumps({"host": "n1", "rank": 0}))
+    (tmp_path / "power_rank0.csv").write_text(
+        "time,method,device,source,power_w\n0,hwmon,s0,measured,50\n3.6,hwmon,s0,measured,50\n")
+    (tmp_path / "meta_rank1.json").write_text(json.dumps({"host": "n2", "rank": 1}))
+    (tmp_path / "power_rank1.csv").write_bytes(b"\x00\x00\x00\x00\n\x00\x00\n")
+    table = combine([tmp_path])
+    assert list(table["host"]) == ["n1"]
+    assert any(f"{tmp_path}/power_rank1.csv: not a jpwr power file" in ln for ln in notes(table))
+    assert summarize(table)["source"] == INCOMPLETE
+
+
+class RemovedSensor(Method):
+    """Answers 100 W until `removed_at`, then raises like a sensor that is gone."""
+
+    name = "hwmon"
+
+    def __init__(self, removed_at: float) -> None:
+        super().__init__()
+        self.removed_at = removed_at
+        self.channels = [Channel("sensor")]
+
+    def read(self) -> list[float]:
+        if time.time() >= self.removed_at:
+            raise OSError("No such device")
+        return [100.0]
+
+
+def test_a_window_with_a_sensor_gap_is_left_empty_not_filled_with_the_last_reading(tmp_path):
+    with get_power([RemovedSensor(time.time() + 0.3)], 20, out_dir=tmp_path,
+                   suffix="_rank0") as scope:
+        time.sleep(0.1)
+        scope.begin_window("timed")
+        time.sleep(0.5)  # the sensor goes at 0.3 s
+        scope.end_window("timed")
+    window = scope.windows().iloc[0]
+    assert math.isnan(window["energy_wh"]), window.to_dict()
+    line = window_lines(combine_windows([tmp_path]))[0]
+    assert "total_wh=nan" in line and f"basis={INCOMPLETE}" in line, line
+    # the whole run drops the gap and says so
+    table = combine([tmp_path])
+    assert summarize(table)["source"] == INCOMPLETE
+    assert np.isfinite(table.iloc[0]["energy_wh"])

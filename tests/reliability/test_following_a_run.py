@@ -1,0 +1,210 @@
+"""The main command follows its runs and always ends: a Slurm job that
+cannot start (the test cluster's only node set down) ends the wait with
+status 1, the job's Slurm state named and kept for its row; each job says
+when it starts and ends and how to follow it; a tag of one benchmark (a
+model size) does not make the other refuse its run."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from caraml.login import follow
+from caraml.login.benchmark_tags import for_script, main
+from tests.jube_runs import ROOT
+from tests.reliability.test_main_command import AWKWARD, _copy_tree, _venv_view
+
+IMAGE = ROOT / "image_classification/image_classification_torch_benchmark.xml"
+LLM = ROOT / "llm_training/llm_benchmark_nvidia_amd.yaml"
+
+
+def test_a_model_size_goes_to_the_llm_benchmark_only():
+    assert for_script(IMAGE, [LLM], ["A100", "800M", "smoke"]) == ["A100", "smoke"]
+    assert for_script(LLM, [IMAGE], ["A100", "800M", "smoke"]) == ["A100", "800M", "smoke"]
+
+
+def test_the_command_line_prints_the_tags_one_a_line(capsys):
+    assert main([str(IMAGE), "--other", str(LLM), "CPU", "800M", "smoke"]) == 0
+    assert capsys.readouterr().out == "CPU\nsmoke\n"
+
+
+def test_a_tag_no_benchmark_knows_is_kept_for_the_preflight_to_name():
+    assert for_script(IMAGE, [LLM], ["CPU", "A200"]) == ["CPU", "A200"]
+
+
+@pytest.mark.parametrize("reason, others_running, stuck", [
+    ("ReqNodeNotAvail, UnavailableNodes:localhost", False, True),
+    ("Nodes required for job are DOWN, DRAINED or reserved for jobs in higher priority partitions",
+     True, True),
+    ("PartitionDown", True, True),
+    ("DependencyNeverSatisfied", True, True),
+    ("AssocMaxWallDurationPerJobLimit", True, True),
+    ("AssocMaxJobsLimit", False, True),   # none of the run's jobs will free a slot
+    ("AssocMaxJobsLimit", True, False),   # one of them will
+    ("Resources", False, False),
+    ("Priority", False, False),
+])
+def test_pending_reasons_that_waiting_does_not_cure(reason, others_running, stuck):
+    assert follow.cannot_start(reason, others_running) is stuck
+
+
+def test_a_work_package_is_named_by_its_system_and_what_differs_from_its_siblings(tmp_path):
+    (tmp_path / "workpackages.xml").write_text("""<workpackages>
+  <workpackage id="0"><step>execute</step><parameterset>
+    <parameter name="system_name" mode="text"><value>CPU</value></parameter>
+    <parameter name="model" separator="," mode="text"><value>resnet50,resnet152</value>
+      <selection>resnet50</selection></parameter>
+    <parameter name="per_device" mode="python"><value>${model}_x</value>
+      <selection>resnet50_x</selection></parameter>
+  </parameterset></workpackage>
+  <workpackage id="1"><step>execute</step><parameterset>
+    <parameter name="system_name" mode="text"><value>CPU</value></parameter>
+    <parameter name="model" separator="," mode="text"><value>resnet50,resnet152</value>
+      <selection>resnet152</selection></parameter>
+    <parameter name="per_device" mode="python"><value>${model}_x</value>
+      <selection>resnet152_x</selection></parameter>
+  </parameterset></workpackage>
+</workpackages>""")
+    assert follow.varying_parameters(tmp_path) == {"000000_execute": "CPU model=resnet50",
+                                                  "000001_execute": "CPU model=resnet152"}
+
+
+@pytest.fixture(scope="module")
+def checkout(tmp_path_factory) -> Path:
+    copy = _copy_tree(tmp_path_factory.mktemp("follow") / AWKWARD / "caraml")
+    _venv_view(copy / ".venv")
+    return copy
+
+
+def _main_command(checkout: Path, *tags: str, env: dict[str, str] | None = None):
+    return subprocess.run(["bash", str(checkout / "aux" / "run_benchmarks.sh"), *tags],
+                          cwd=checkout, env={**os.environ, **(env or {})}, text=True,
+                          capture_output=True, timeout=1200)
+
+
+@pytest.mark.jube
+def test_a_model_size_tag_does_not_fail_the_image_rows(checkout):
+    proc = _main_command(checkout, "CPU", "800M", "dryrun")
+    out = proc.stdout + proc.stderr
+    assert "unknown tag 800M" not in out, out[-4000:]
+    image = sorted((checkout / "image_classification/image_classification_benchmark_run")
+                   .glob("*/result/result_csv.dat"))[-1].read_text()
+    assert ",dry run," in image and "FAILED" not in image, image
+
+
+@pytest.mark.jube
+def test_each_job_says_when_it_starts_and_ends_and_how_to_follow_it(checkout):
+    proc = _main_command(checkout, "CPU", "smoke")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    started = [ln for ln in out.splitlines() if " started: follow it with tail -f " in ln]
+    ended = [ln for ln in out.splitlines() if " ended, " in ln]
+    assert len(started) == len(ended) >= 2, out[-4000:]
+    assert any("images_per_s" in ln for ln in ended) and any("tokens_per_s" in ln for ln in ended)
+    # the printed path is the job's output file, quoted for the shell
+    path = started[0].split("tail -f ", 1)[1]
+    assert Path(subprocess.run(["bash", "-c", f"printf %s {path}"], capture_output=True,
+                               text=True).stdout).is_file()
+
+
+@pytest.mark.jube
+@pytest.mark.slurm
+def test_a_job_whose_node_is_down_ends_the_command_with_its_reason(checkout, slurm):
+    node = ["scontrol", "update", "NodeName=localhost"]
+    subprocess.run([*node, "State=DOWN", "Reason=maintenance"], env=slurm.env, check=True)
+    try:
+        proc = _main_command(checkout, "CPU", "smoke", "slurm",
+                             env={**slurm.env, "CARAML_POLL_S": "2", "CARAML_PACE_S": "5"})
+        queued = subprocess.run(["squeue", "-h", "-o", "%i %T"], env=slurm.env, text=True,
+                                capture_output=True).stdout.split("\n")
+    finally:
+        ids = subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm.env, text=True,
+                             capture_output=True).stdout.split()
+        if ids:
+            subprocess.run(["scancel", *ids], env=slurm.env, check=False)
+        subprocess.run([*node, "State=RESUME"], env=slurm.env, check=True)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-4000:]
+    said = [ln for ln in out.splitlines() if "cannot start as things stand" in ln]
+    # both benchmarks were submitted, and both jobs were left queued, as said
+    assert len(said) == 2 and all("It stays queued" in ln and "scancel" in ln for ln in said), out[-4000:]
+    assert sum(" PENDING" in q for q in queued) == 2, queued
+    states = [p.read_text() for p in checkout.glob("*/*_run/*/*/work/slurm_state")]
+    # Slurm words a down node either way, depending on when it looked
+    down = ("state=PENDING reason=ReqNodeNotAvail", "state=PENDING reason=Nodes_required_for_job_are_DOWN")
+    assert len(states) == 2 and all(s.startswith(down) and " " not in s.split("reason=")[1].strip()
+                                    for s in states), states
+
+
+def test_a_running_job_is_followed_from_its_start_to_its_end(tmp_path):
+    handle = tmp_path / "run"
+    out = io.StringIO()
+    follower = follow.Follower(handle, pace_s=1e9, out=out)
+    work = handle / "000000" / "000003_execute" / "work"
+    work.mkdir(parents=True)
+    (work / "job.sh").write_text("")
+    follower.look()
+    job_out = work / "job.out"
+    job_out.write_text("CARAML job: start=2026-01-01T00:00:00 host=n1 job_id=none\n"
+                       "iteration 2/10: loss 7.1, 0.5 s per iteration, 64.0 images/s\n")
+    follower.look()
+    follower.look()  # nothing new: nothing said
+    with job_out.open("a") as f:
+        f.write("iteration 4/10: loss 6.9, 0.5 s per iteration, 64.2 images/s\n"
+                "CARAML global: images_per_s_mean=64.1 images_per_s_median=64.0\n")
+    follower.look()
+    (work / "error").write_text("job exited with status 143 (SIGTERM)\n")
+    (work / "ready").touch()
+    follower.look()
+    follower.look()
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        f"CARAML: 000003_execute started: follow it with tail -f {job_out}",
+        "CARAML: 000003_execute iteration 2/10: loss 7.1, 0.5 s per iteration, 64.0 images/s",
+        "CARAML: 000003_execute iteration 4/10: loss 6.9, 0.5 s per iteration, 64.2 images/s",
+        "CARAML: 000003_execute FAILED (job exited with status 143 (SIGTERM)), "
+        "images_per_s_mean=64.1",
+    ], lines
+
+
+def test_queued_jobs_show_their_state_and_reason_while_the_command_waits(tmp_path):
+    out = io.StringIO()
+    follower = follow.Follower(tmp_path / "run", pace_s=1e9, out=out)
+    for n, job in ((0, "41"), (1, "42")):
+        wp = follow.Package(tmp_path / f"00000{n}_execute" / "work", config=f"batch={n}")
+        wp.job_id = job
+        follower.packages[wp.name] = wp
+    waiting = {"41": ("PENDING", "Priority"), "42": ("PENDING", "Resources")}
+    assert follower.blocked(waiting) == []
+    assert follower.blocked(waiting) == []  # unchanged: said once a pace
+    stuck = follower.blocked({"41": ("RUNNING", "None"),
+                              "42": ("PENDING", "PartitionTimeLimit")})
+    assert [wp.job_id for wp in stuck] == ["42"]
+    assert out.getvalue().splitlines() == [
+        "CARAML: 000000_execute Slurm job 41: PENDING (Priority)",
+        "CARAML: 000001_execute Slurm job 42: PENDING (Resources)",
+        "CARAML: 000000_execute Slurm job 41: RUNNING",
+    ]
+
+
+def test_ctrl_c_says_where_the_run_is_and_stops_the_calling_shell_too(tmp_path):
+    started = tmp_path / "started"
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "caraml/login/follow.py"), str(tmp_path / "run"), "--",
+         "sh", "-c", 'touch "$0"; exec sleep 60', str(started)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not started.exists():
+        assert time.monotonic() < deadline and proc.poll() is None, "the command never started"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGINT, err
+    assert "CARAML: interrupted; what ran is in" in err and "Traceback" not in err
