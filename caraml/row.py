@@ -218,7 +218,9 @@ def flags(ev: Evidence, status: Status, energy_row: dict | None) -> list[str]:
     if energy_row is not None:
         missing = energy_row["windows"]["run"]["missing_pct"]
         if energy_row.get("incomplete"):
-            out.append(f"energy-incomplete({missing or 0:.0f}%-of-samples-missing)")
+            # jpwr gives no percentage where a file was lost or samples stopped early
+            out.append(f"energy-incomplete({missing:.0f}%-of-samples-missing)" if missing is not None
+                       else "energy-incomplete(samples-or-files-lost)")
         if "+" in (energy_row.get("scope") or ""):
             out.append("energy-scopes-differ-between-hosts")
     start = last_kv(ev.text("job.out"), "provenance")

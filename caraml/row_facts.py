@@ -76,7 +76,7 @@ def _window(wh: float | None, devices: int | None, seconds: float | None, work: 
             "work_per_wh": work / wh if work is not None and wh else None,
             "mean_power_w_per_device": per_device * 3600 / seconds
             if per_device is not None and seconds else None,
-            "seconds": seconds, "complete": complete, "missing_pct": missing}
+            "seconds": seconds, "complete": complete and wh is not None, "missing_pct": missing}
 
 
 def energy(jpwr_text: str, facts: Facts) -> dict | None:

@@ -157,6 +157,19 @@ def test_an_estimate_is_labelled_and_an_incomplete_figure_flagged(tmp_path):
     assert decide(tmp_path / "b", job_out=finished_job(), jpwr=estimated)["energy"]["estimated"]
 
 
+def test_energy_lost_without_a_percentage_and_a_timed_window_with_a_gap(tmp_path):
+    # jpwr combine says nan where a file could not be read, and leaves a
+    # window whose samples have a gap without a figure
+    jpwr = (JPWR.replace("source=measured", "source=incomplete")
+            .replace("missing_pct=0.0", "missing_pct=nan")
+            .replace("counted=yes total_wh=36.0", "counted=yes total_wh=nan"))
+    row = decide(tmp_path, job_out=finished_job(), jpwr=jpwr)
+    assert "energy-incomplete(samples-or-files-lost)" in row["flags"]
+    assert not any("0%" in flag for flag in row["flags"])
+    timed = row["energy"]["windows"]["timed"]
+    assert timed["wh"] is None and timed["work_per_wh"] is None and timed["complete"] is False
+
+
 def test_competition_from_outside_the_job_is_flagged_and_its_own_load_is_not(tmp_path):
     busy = ("CARAML host at end: load=3.9 cpus=2 other_benchmarks=1 foreign_cpu_pct=47.0")
     row = decide(tmp_path / "a", job_out=finished_job(at_end=busy))
