@@ -10,6 +10,8 @@ set -euo pipefail
 
 CARAML_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CARAML_ROOT
+source "$CARAML_ROOT/aux/checkout_path.sh"
+caraml_check_checkout_path "$CARAML_ROOT" || { return 1 2>/dev/null || exit 1; }
 VENV="${CARAML_VENV:-$CARAML_ROOT/.venv}"
 STAMP="$VENV/.caraml-setup-stamp"
 

@@ -44,7 +44,8 @@ def check_resources(pkg, system: str, nodes: int) -> None:
 def check_environment(pkg, system: str) -> None:
     e = SYSTEMS[system]
     job = pkg.job
-    assert f'head -n 1){e.master_suffix}"\n' in job
+    assert 'head -n 1)$MASTER_ADDR_SUFFIX"\n' in job
+    assert f"\nMASTER_ADDR_SUFFIX={e.master_suffix or chr(39) * 2}\n" in job
     assert 'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"' in job
     assert ("NCCL_SOCKET_IFNAME=ib0 GLOO_SOCKET_IFNAME=ib0" in job) == e.infiniband_env
     assert ("MIOPEN_USER_DB_PATH=/tmp/caraml-miopen-${SLURM_JOB_ID:-0}" in job) == (e.kind == "rocm")
