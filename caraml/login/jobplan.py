@@ -252,8 +252,11 @@ def run_tool(argv: list[str]) -> int:
     if not python.exists():
         if need_venv:
             raise PlanError(f"the suite's environment is missing ({python} not found): run bash "
-                            "aux/setup.sh, or set CARAML_VENV to the environment it made")
+                            "aux/setup.sh or set CARAML_VENV to the environment it made")
         python = Path(sys.executable)
+    # this checkout's code, whichever environment (CARAML_VENV) runs it
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + path if path else "")
     os.execv(str(python), [str(python), *argv])
     return 1  # not reached: execv replaces this process
 

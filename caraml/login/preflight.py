@@ -88,7 +88,7 @@ def check_one_of(selected: list[str], groups: list[str]) -> None:
 def check_python(python: Path) -> None:
     if not python.exists():
         raise PreflightError(f"the suite's environment is missing ({python} not found): "
-                             "run bash aux/setup.sh, or set CARAML_VENV to the environment it made")
+                             "run bash aux/setup.sh or set CARAML_VENV to the environment it made")
 
 
 def selected_tags(run_config: Path) -> list[str]:
