@@ -145,7 +145,7 @@ def launcher_words(f: dict[str, str], python: str) -> list[str]:
     # workers to be killed, so it ignores USR1 and only the workers stop.
     ignore = ["env", "--ignore-signal=USR1"] if f["submit_mode"] == "slurm" else []
     py = shlex.quote(python)
-    procs = ["--nnodes=" + f["nodes"], "--nproc-per-node=" + f["procs_per_task"]]
+    procs = [f"--nnodes={int(f['nodes'])}", f"--nproc-per-node={int(f['procs_per_task'])}"]
     # torchrun-jsc adds each node's own part of the rendezvous from its
     # SLURM_NODEID, so nothing node-specific is written here
     rendezvous = ["--rdzv-backend=c10d", "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT",
@@ -177,7 +177,7 @@ def container_words(f: dict[str, str], root: Path) -> list[str]:
     for path in binds:
         words += ["--bind", shlex.quote(path)]
     words += ["--env", shlex.quote(f"PYTHONPATH={root}"),
-              "--env", f"OMP_NUM_THREADS={f['threads_per_proc']}",
+              "--env", f"OMP_NUM_THREADS={int(f['threads_per_proc'])}",
               shlex.quote(str(container_image(root, f["container"])))]
     return words
 
