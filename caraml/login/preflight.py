@@ -85,8 +85,8 @@ def check_one_of(selected: list[str], groups: list[str]) -> None:
             raise PreflightError(f"tags {' and '.join(chosen)} exclude each other; give one of: {group}")
 
 
-def check_python(python: Path) -> None:
-    if not python.exists():
+def check_python(python: str | Path) -> None:
+    if not Path(python).exists():
         raise PreflightError(f"the suite's environment is missing ({python} not found): "
                              "run bash aux/setup.sh or set CARAML_VENV to the environment it made")
 
