@@ -8,6 +8,8 @@
 # cannot start as things stand, it prints the table, and its exit status is
 # 1 when a row failed or never finished.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/checkout_path.sh"
+caraml_check_checkout_path "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)" || exit 1
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$CARAML_ROOT"
 tags=("$@")

@@ -207,8 +207,11 @@ export CARAML_ROOT
 # set inside the subshell.
 case $- in *e*) _caraml_setup_errexit=1 ;; *) _caraml_setup_errexit= ;; esac
 set +e
-_caraml_setup
+# a checkout JUBE cannot run safely is refused before anything is installed
+source "$CARAML_ROOT/aux/checkout_path.sh"
+caraml_check_checkout_path "$CARAML_ROOT" && _caraml_setup
 _caraml_setup_status=$?
+unset -f caraml_check_checkout_path
 [ -n "$_caraml_setup_errexit" ] && set -e
 if [ "$_caraml_setup_status" = 0 ]; then
     # VENV for the scripts that source this file, VIRTUAL_ENV for tools

@@ -6,7 +6,8 @@ so the work package fails and the result table shows a failed row that says
 why. A benchmark's own checks (the LLM's layout: llm_training/layout_check.py)
 run after these, from the benchmark_checks parameter of platform.xml.
 
-Standard library only: JUBE runs this with the login node's python3."""
+Standard library only: it runs where the suite's environment may be missing
+(caraml/login/jobplan.py, run)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from caraml import report  # noqa: E402
-from caraml.login import local_host, systems  # noqa: E402
+from caraml.login import jobplan, local_host, systems  # noqa: E402
 
 # the names in a tag expression: "A100|H100", "!container+800M"
 TAG_WORD = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -84,10 +85,10 @@ def check_one_of(selected: list[str], groups: list[str]) -> None:
             raise PreflightError(f"tags {' and '.join(chosen)} exclude each other; give one of: {group}")
 
 
-def check_python(python: str) -> None:
-    if python and not Path(python).exists():
+def check_python(python: str | Path) -> None:
+    if not Path(python).exists():
         raise PreflightError(f"the suite's environment is missing ({python} not found): "
-                             "run bash aux/setup.sh")
+                             "run bash aux/setup.sh or set CARAML_VENV to the environment it made")
 
 
 def selected_tags(run_config: Path) -> list[str]:
@@ -110,12 +111,14 @@ def check_tags(selected: list[str], known: set[str], system_tags: list[str]) -> 
         raise PreflightError(f"several system tags given ({', '.join(chosen)}); give exactly one")
 
 
-def check_container(image: str, definition: str, script: Path, system: str) -> None:
-    if image and not Path(image).is_file():
+def check_container(container: str, script: Path, system: str) -> None:
+    image = jobplan.container_image(jobplan.ROOT, container)
+    if not image.is_file():
+        definition = jobplan.container_definition(jobplan.ROOT, container)
         raise PreflightError(
             f"container image {image} not found; build it with: "
             f"jube run {script.parent.name}/{script.name} --tag container {system}"
-            + (f" (definition {definition})" if definition else ""))
+            f" (definition {definition.relative_to(jobplan.ROOT)})")
 
 
 def check_kind(kind: str, system: str, kinds: list[str], other_script: str,
@@ -165,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--system", required=True, help="system_name as JUBE resolved it")
     ap.add_argument("--nodes", type=int, default=1, help="nodes the job asks for")
     ap.add_argument("--devices-per-node", type=int, default=1)
-    ap.add_argument("--container", default="", help="image the job runs in, if any")
-    ap.add_argument("--container-def", default="")
+    ap.add_argument("--container-name", default="",
+                    help="the system's container (containers/<name>.def); empty: the job "
+                         "runs in the suite's environment (CARAML_VENV, else .venv)")
     ap.add_argument("--dry-run", action="store_true",
                     help="the job script is only written: the image need not exist")
     ap.add_argument("--build-container", action="store_true",
@@ -178,8 +182,6 @@ def main(argv: list[str] | None = None) -> int:
                     help="what chose the node count, for the message (e.g. 'the 13B layout')")
     ap.add_argument("--one-of", action="append", default=[], metavar="TAGS",
                     help="space-separated tags of which at most one may be given")
-    ap.add_argument("--python", default="",
-                    help="the suite's Python the job and the data step run with (empty: a container's)")
     ap.add_argument("--device-kind", default="",
                     help="the device kind as JUBE resolved it (LOCAL finds it at run time)")
     ap.add_argument("--check-local-host", action="store_true",
@@ -202,12 +204,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.build_container:
             check_buildable(system)
             return 0
-        check_python(args.python)
+        if not args.container_name:
+            check_python(jobplan.suite_python())
         check_devices(system, args.devices_needed, args.nodes, args.devices_per_node)
         check_batch_split(args.split_batch, args.nodes * args.devices_per_node)
         check_nodes(system, args.nodes, args.nodes_set_by)
-        if not args.dry_run:
-            check_container(args.container, args.container_def, args.script, args.system)
+        if args.container_name and not args.dry_run:
+            check_container(args.container_name, args.script, args.system)
     except (PreflightError, OSError, ET.ParseError, ValueError) as exc:
         report.error(str(exc))
         return 2

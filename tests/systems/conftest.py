@@ -106,6 +106,11 @@ class Package:
         return (self.work / "job.sh").read_text()
 
     @property
+    def facts(self) -> str:
+        """What JUBE handed the planner (job.facts), written whether or not the checks pass."""
+        return (self.work / "job.facts").read_text()
+
+    @property
     def stdout(self) -> str:
         return (self.work / "stdout").read_text()
 

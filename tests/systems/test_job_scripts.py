@@ -41,7 +41,8 @@ def check_resources(pkg, system: str, nodes: int) -> None:
 def check_environment(pkg, system: str) -> None:
     e = SYSTEMS[system]
     job = pkg.job
-    assert f'head -n 1){e.master_suffix}"\n' in job
+    assert 'head -n 1)$MASTER_ADDR_SUFFIX"\n' in job
+    assert f"\nMASTER_ADDR_SUFFIX={e.master_suffix or chr(39) * 2}\n" in job
     assert 'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"' in job
     assert ("NCCL_SOCKET_IFNAME=ib0 GLOO_SOCKET_IFNAME=ib0" in job) == e.infiniband_env
     assert ("MIOPEN_USER_DB_PATH=/tmp/caraml-miopen-${SLURM_JOB_ID:-0}" in job) == (e.kind == "rocm")
@@ -140,14 +141,15 @@ def test_llm_job_scripts(dryruns, root, size, system):
     [pkg] = dryruns[(LLM_SCRIPT, (size, system))]
     nodes, tp, pp = SIZES[size]
     outcome = llm_outcome(system, size)
-    check_resources(pkg, system, nodes=nodes)
     if outcome != "ok":
         reason = {"kind": "use llm_training/llm_benchmark_ipu.yaml",
                   "layout": f"{tp} x {pp} = {tp * pp} does not divide",
                   "nodes": f"{system} has {SYSTEMS[system].nodes_available} node"}[outcome]
         assert reason in pkg.stderr, pkg.stderr
-        assert "CARAML dryrun:" not in pkg.stderr
+        # the planner writes no job script for a job that must not be submitted
+        assert "CARAML dryrun:" not in pkg.stderr and not (pkg.work / "job.sh").exists()
         return
+    check_resources(pkg, system, nodes=nodes)
     assert "CARAML dryrun:" in pkg.stderr and "CARAML ERROR" not in pkg.stderr
     check_environment(pkg, system)
     driver = check_launch(pkg, system, nodes, root, rundir_of(pkg))
@@ -198,7 +200,7 @@ def test_sweep_sweeps_any_size(dryruns):
     assert all("--model-size 117M " in " ".join(pkg.launch()) for pkg in packages
                if "CARAML layout:" in pkg.stdout)
     # 117M's micro-batch of 8 on 4 devices takes 32 samples at least
-    smallest = [pkg for pkg in packages if "--global-batch-size 16 " in pkg.job]
+    smallest = [pkg for pkg in packages if "--global-batch-size 16 " in pkg.facts]
     assert len(smallest) == 1 and "not divisible by micro-batch size 8" in smallest[0].stderr
 
 
@@ -252,6 +254,15 @@ def test_ipu_llm_job_scripts(dryruns, root, tags, data):
 def test_job_scripts_are_unique_per_work_package(dryruns):
     """Each sweep point gets its own command (no two work packages alike)."""
     for key, packages in dryruns.items():
-        launches = [" ".join(pkg.launch()) for pkg in packages]
+        launches = [" ".join(pkg.launch()) for pkg in packages if (pkg.work / "job.sh").exists()]
         assert len(set(launches)) == len(launches), key
 
+
+def test_a_dry_run_ends_finished(tmp_path):
+    """The execute step waits for the job's done file; a dry run submits no
+    job, so the planner ends the step itself and the run is not left RUNNING."""
+    run = JubeRun(IC_SCRIPT, tmp_path / "run")
+    run.run("CPU", "smoke", "dryrun")
+    assert run.status() == "FINISHED"
+    [work] = run.work_dirs("execute")
+    assert (work / "job.sh").exists() and not (work / "job.out").exists()

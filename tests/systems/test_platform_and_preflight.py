@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from caraml import device_peaks
-from caraml.login import preflight, systems
+from caraml.login import jobplan, preflight, systems
 from llm_training import layout_check
 from tests.systems.conftest import MULTINODE_TEST_SYSTEMS, SYSTEMS
 
@@ -124,10 +124,12 @@ def test_unknown_system_names_the_system_tags(capsys, run_config, script):
     assert err.startswith("CARAML ERROR: unknown tag B200; systems: CPU; LOCAL; A100; H100")
 
 
-def test_missing_image_names_the_tag_that_builds_it(capsys, run_config, script, tmp_path):
-    image = tmp_path / "caraml_nvidia_x86.sif"
-    args = ["--system", "A100", "--devices-per-node", "4", "--container", str(image),
-            "--container-def", "containers/nvidia_x86.def"]
+def test_missing_image_names_the_tag_that_builds_it(capsys, run_config, script, tmp_path,
+                                                     monkeypatch):
+    monkeypatch.setattr(jobplan, "ROOT", tmp_path)
+    image = tmp_path / "containers" / "caraml_nvidia_x86.sif"
+    image.parent.mkdir()
+    args = ["--system", "A100", "--devices-per-node", "4", "--container-name", "nvidia_x86"]
     code, _, err = run(capsys, run_config, script, ["A100"], *args)
     assert code == 2
     assert ("jube run llm_training/bench.yaml --tag container A100 "
@@ -178,7 +180,7 @@ def test_device_kinds_and_container_builds(capsys, run_config, script):
     assert code == 2 and "CPU has no container" in err
     # building checks no layout and no image
     assert run(capsys, run_config, script, ["H100", "container"], "--system", "H100",
-               "--nodes", "44", "--container", "/nowhere.sif", "--build-container")[0] == 0
+               "--nodes", "44", "--container-name", "nvidia_x86", "--build-container")[0] == 0
 
 
 def test_pipelined_models_need_their_devices(capsys, run_config, script):

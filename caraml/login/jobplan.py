@@ -1,0 +1,283 @@
+"""The job planner: makes a work package's job script from its system's facts
+and starts it (bash on this node, sbatch, or not at all for a dry run).
+
+JUBE writes the facts into `job.facts` (one `name=value` a line, see
+platform.xml, parameter job_facts); nothing JUBE knows is pasted into Python
+or shell source. Every path and user-given value reaches `job.sh` through
+shlex.quote, so a checkout under a name with quotes, spaces, `;` or
+parentheses is run as it is. What stays raw is shell that platform.xml or a
+benchmark script writes as shell on purpose: env_setup, srun_flags,
+srun_env, container_flags and the benchmark's job_command.
+
+It also picks the Python the suite's tools run with on the node that runs
+JUBE (`run`): CARAML_VENV's, else the checkout's .venv.
+
+    python3 caraml/login/jobplan.py submit job.facts
+    python3 caraml/login/jobplan.py run [--need-venv] (TOOL.py | -m MODULE) ARGS...
+
+Standard library only: the login node's python3 runs it before any
+environment is known to work."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from caraml import report  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "aux" / "job.sh.in"
+
+# the facts a job script needs; job.facts must name each once
+FACTS = (
+    "job_name", "nodes", "tasks_per_node", "cpus_per_task", "job_timelimit", "signal_lead_s",
+    "partition", "account", "gres", "gpus_per_task", "additional_sbatch",
+    "system_name", "system_description", "submit_mode", "dry_run", "building_container",
+    "caraml_root", "rundir", "out_file", "err_file", "done_file", "error_file",
+    "samples_per_device", "threads_per_proc", "procs_per_task", "device_kind",
+    "devices_per_node", "visible_devices", "master_addr_suffix", "env_setup", "launcher",
+    "container", "container_flags", "container_python", "jpwr_python", "energy_methods",
+    "energy_dir", "srun_flags", "srun_env", "data", "job_command",
+)
+
+# which devices a process sees, unless Slurm binds them per task
+VISIBLE_DEVICES = {"cuda": "CUDA_VISIBLE_DEVICES", "rocm": "HIP_VISIBLE_DEVICES"}
+
+
+class PlanError(Exception):
+    pass
+
+
+def read_facts(path: Path) -> dict[str, str]:
+    """name=value lines; a value that spans lines (a line break in a path or
+    a parameter) cannot be told from the next fact, so it is refused."""
+    facts: dict[str, str] = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        if not sep or name not in FACTS:
+            raise PlanError(f"{path.name} line {number} is not one of the job's facts "
+                            f"(name=value): {line[:60]!r}; a value of platform.xml or of the "
+                            "environment holds a line break, which a job cannot take")
+        if name in facts:
+            raise PlanError(f"{path.name} names {name} twice")
+        facts[name] = value
+    missing = [name for name in FACTS if name not in facts]
+    if missing:
+        raise PlanError(f"{path.name} lacks {', '.join(missing)} (platform.xml, parameter job_facts)")
+    return facts
+
+
+def suite_python(root: Path = ROOT, environ: os._Environ | dict[str, str] = os.environ) -> Path:
+    """The suite's virtual environment's Python: CARAML_VENV's, else <checkout>/.venv's."""
+    venv = environ.get("CARAML_VENV") or str(root / ".venv")
+    return Path(venv) / "bin" / "python"
+
+
+def container_image(root: Path, container: str) -> Path:
+    return root / "containers" / f"caraml_{container}.sif"
+
+
+def container_definition(root: Path, container: str) -> Path:
+    return root / "containers" / f"{container}.def"
+
+
+def sbatch_lines(f: dict[str, str]) -> list[str]:
+    options = [("job-name", "job_name"), ("nodes", "nodes"), ("ntasks-per-node", "tasks_per_node"),
+               ("cpus-per-task", "cpus_per_task"), ("time", "job_timelimit"),
+               ("output", "out_file"), ("error", "err_file")]
+    # the options that only exist where the system has a value
+    options += [(option, name) for option, name in [
+        ("partition", "partition"), ("account", "account"), ("gres", "gres"),
+        ("gpus-per-task", "gpus_per_task")] if f[name].strip()]
+    for option, name in options:
+        if not f[name] or len(f[name].split()) != 1:
+            raise PlanError(f"#SBATCH --{option} needs one word, not {f[name]!r}: fix {name} "
+                            "in platform.xml (the account: CARAML_ACCOUNT)")
+    lines = [f"#SBATCH --{option}={f[name]}" for option, name in options]
+    lines.insert(7, f"#SBATCH --signal=B:USR1@{int(f['signal_lead_s'])}")
+    if f["additional_sbatch"].strip():
+        lines.append(f["additional_sbatch"])
+    return lines
+
+
+def variables(f: dict[str, str], root: Path) -> list[str]:
+    """What job.sh.in reads as shell variables, each value quoted."""
+    rundir = Path(f["rundir"])
+    values = {
+        "CARAML_ROOT": str(root),
+        "CARAML_RUNDIR": str(rundir),
+        "CARAML_DATA": f["data"],
+        "OUT_FILE": f["out_file"],
+        "ERR_FILE": f["err_file"],
+        "ERROR_FILE": f["error_file"],
+        "DONE_FILE": f["done_file"],
+        # JUBE keeps the first analysis of a run: a job that ended makes it stale
+        "ANALYSIS_CACHE": str(rundir / "analyse.xml"),
+        "SAMPLES_PER_DEVICE": f["samples_per_device"],
+        "SUBMIT_MODE": f["submit_mode"],
+        "MASTER_ADDR_SUFFIX": f["master_addr_suffix"],
+    }
+    return [f"{name}={shlex.quote(value)}" for name, value in values.items()]
+
+
+def device_env(f: dict[str, str]) -> str:
+    """The devices the job's processes see: those the host granted (LOCAL's
+    visible_devices: indices, UUIDs or MIG ids), else the node's first
+    devices_per_node."""
+    name = VISIBLE_DEVICES.get(f["device_kind"])
+    if not name or f["gpus_per_task"].strip():
+        return ""
+    granted = f["visible_devices"].strip()
+    return f"export {name}=" + shlex.quote(
+        granted or ",".join(str(i) for i in range(int(f["devices_per_node"]))))
+
+
+def python_for_job(f: dict[str, str], root: Path) -> str:
+    return f["container_python"] if f["container"] else str(suite_python(root))
+
+
+def launcher_words(f: dict[str, str], python: str) -> list[str]:
+    """The launcher and its Python, quoted; $-references are the job's own variables."""
+    # Under srun Slurm's warning ahead of the time limit (USR1) reaches every
+    # process of the step (job.sh.in); torchrun would die of it and leave its
+    # workers to be killed, so it ignores USR1 and only the workers stop.
+    ignore = ["env", "--ignore-signal=USR1"] if f["submit_mode"] == "slurm" else []
+    py = shlex.quote(python)
+    procs = [f"--nnodes={int(f['nodes'])}", f"--nproc-per-node={int(f['procs_per_task'])}"]
+    # torchrun-jsc adds each node's own part of the rendezvous from its
+    # SLURM_NODEID, so nothing node-specific is written here
+    rendezvous = ["--rdzv-backend=c10d", "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT",
+                  "--rdzv-id=$SLURM_JOB_ID"]
+    launcher = f["launcher"]
+    if launcher == "torchrun":
+        return ignore + [py, "-m", "torch.distributed.run"] + procs + (
+            ["--standalone"] if f["submit_mode"] == "local" else rendezvous)
+    if launcher == "torchrun-jsc":
+        return ignore + [py, "-m", "torchrun_jsc"] + procs + rendezvous
+    if launcher == "srun":
+        return [py]
+    if launcher == "jpwr":
+        energy = shlex.quote(f["jpwr_python"] or python)
+        return [energy, "-m", "jpwr", "--methods", *map(shlex.quote, f["energy_methods"].split()),
+                "--df-out", shlex.quote(f["energy_dir"]), "--df-suffix", "_rank%q{SLURM_PROCID}",
+                "--", py]
+    raise PlanError(f"unknown launcher {launcher!r} for {f['system_name']}; "
+                    "platform.xml knows torchrun, torchrun-jsc, srun and jpwr")
+
+
+def container_words(f: dict[str, str], root: Path) -> list[str]:
+    """apptainer exec with everything the container sees: the checkout, this
+    run's folder and what CARAML_CONTAINER_BINDS adds (space-separated)."""
+    if not f["container"]:
+        return []
+    binds = [str(root), f["rundir"], *os.environ.get("CARAML_CONTAINER_BINDS", "").split()]
+    words = ["apptainer", "exec", f["container_flags"]]
+    for path in binds:
+        words += ["--bind", shlex.quote(path)]
+    words += ["--env", shlex.quote(f"PYTHONPATH={root}"),
+              "--env", f"OMP_NUM_THREADS={int(f['threads_per_proc'])}",
+              shlex.quote(str(container_image(root, f["container"])))]
+    return words
+
+
+def launch_line(f: dict[str, str], root: Path) -> str:
+    python = python_for_job(f, root)
+    srun = (["srun", "--kill-on-bad-exit=1", f["srun_flags"], f["srun_env"]]
+            if f["submit_mode"] == "slurm" else [])
+    if f["building_container"] == "yes":
+        # the container tag's job builds the image and checks it on a node of the system
+        energy = f["jpwr_python"] or python
+        work = ["bash", shlex.quote(str(root / "containers" / "build.sh")),
+                shlex.quote(str(container_definition(root, f["container"]))),
+                shlex.quote(str(container_image(root, f["container"]))),
+                shlex.quote(f["device_kind"]), shlex.quote(python), shlex.quote(energy),
+                f["container_flags"]]
+    else:
+        work = container_words(f, root) + launcher_words(f, python) + [f["job_command"]]
+    return " ".join(word for word in srun + work if word.strip())
+
+
+def job_script(f: dict[str, str], template: Path = TEMPLATE) -> str:
+    root = Path(f["caraml_root"]).resolve()
+    description = " ".join(f"{f['system_name']}: {f['system_description']}".split())
+    parts = {
+        "#SBATCH_LINES#": "\n".join(sbatch_lines(f)),
+        "#DESCRIPTION#": description,
+        "#VARIABLES#": "\n".join(variables(f, root)),
+        "#THREADS_PER_PROC#": str(int(f["threads_per_proc"])),
+        "#DEVICE_ENV#": device_env(f),
+        "#ENV_SETUP#": f["env_setup"],
+        "#LAUNCH#": launch_line(f, root),
+    }
+    # one pass: a value that holds a placeholder's name stays as it is
+    return re.sub("|".join(map(re.escape, parts)), lambda m: parts[m.group(0)],
+                  template.read_text())
+
+
+def submit(facts_path: Path) -> int:
+    """Writes job.sh beside the facts and starts it the system's way."""
+    facts = read_facts(facts_path)
+    work = facts_path.resolve().parent
+    job = work / "job.sh"
+    job.write_text(job_script(facts))
+    job.chmod(0o755)
+    if facts["dry_run"] == "yes":
+        print(f"CARAML dryrun: {job} written and not submitted", file=sys.stderr)
+        # the step's done file: a dry run is finished once its script is written
+        (work / facts["done_file"]).touch()
+        return 0
+    if facts["submit_mode"] == "local":
+        # the job's own failure is in its error file (job.sh.in, finish)
+        with open(work / facts["out_file"], "wb") as out, open(work / facts["err_file"], "wb") as err:
+            subprocess.run(["bash", str(job)], cwd=work, stdout=out, stderr=err, check=False)
+        return 0
+    if facts["submit_mode"] == "slurm":
+        os.chdir(work)
+        os.execvp("sbatch", ["sbatch", "job.sh"])
+    raise PlanError(f"submit_mode {facts['submit_mode']!r} of {facts['system_name']} is "
+                    "neither local nor slurm (platform.xml)")
+
+
+def run_tool(argv: list[str]) -> int:
+    """Runs a login-node tool with the suite's Python; without the suite's
+    environment python3 runs it, unless it needs the environment's packages."""
+    need_venv = bool(argv) and argv[0] == "--need-venv"
+    if need_venv:
+        argv = argv[1:]
+    if not argv:
+        raise PlanError("run: name a tool (a .py file or -m MODULE)")
+    python = suite_python()
+    if not python.exists():
+        if need_venv:
+            raise PlanError(f"the suite's environment is missing ({python} not found): run bash "
+                            "aux/setup.sh or set CARAML_VENV to the environment it made")
+        python = Path(sys.executable)
+    # this checkout's code, whichever environment (CARAML_VENV) runs it
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + path if path else "")
+    os.execv(str(python), [str(python), *argv])
+    return 1  # not reached: execv replaces this process
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        if args[:1] == ["submit"] and len(args) == 2:
+            return submit(Path(args[1]))
+        if args[:1] == ["run"]:
+            return run_tool(args[1:])
+        raise PlanError("usage: jobplan.py submit FACTS | jobplan.py run [--need-venv] TOOL ARGS...")
+    except (PlanError, OSError, ValueError) as exc:
+        report.error(str(exc))
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

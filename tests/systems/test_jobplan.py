@@ -1,0 +1,179 @@
+"""The job planner (caraml/login/jobplan.py) without JUBE: the job script it
+writes from a work package's facts, with checkouts and data under names that
+would run commands if pasted into shell source, the suite's Python it picks,
+and the one-line errors for facts it cannot use."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from caraml.login import jobplan
+
+# a name that runs commands wherever it reaches shell or Python source unquoted
+HOSTILE = "it's ;touch PWNED1;(x) $(touch PWNED2) `touch PWNED3` \"q\" '+str(__import__('os').system('touch PWNED4'))+'"
+
+FACTS = {
+    "job_name": "caraml_t_0", "nodes": "1", "tasks_per_node": "1", "cpus_per_task": "8",
+    "job_timelimit": "00:20:00", "signal_lead_s": "120", "partition": "", "account": "",
+    "gres": "", "gpus_per_task": "", "additional_sbatch": "", "system_name": "CPU",
+    "system_description": "this host", "submit_mode": "local", "dry_run": "no",
+    "building_container": "no", "out_file": "job.out", "err_file": "job.err",
+    "done_file": "ready", "error_file": "error", "samples_per_device": "4",
+    "threads_per_proc": "8", "procs_per_task": "1", "device_kind": "cpu",
+    "devices_per_node": "1", "visible_devices": "", "master_addr_suffix": "", "env_setup": "", "launcher": "torchrun",
+    "container": "", "container_flags": "", "container_python": "python3", "jpwr_python": "",
+    "energy_methods": "auto", "energy_dir": "energy", "srun_flags": "", "srun_env": "",
+    "data": "synthetic", "job_command": '-m some.driver --data "$CARAML_DATA"',
+}
+
+
+def write_facts(path: Path, **changes: str) -> Path:
+    facts = {**FACTS, "caraml_root": str(path.parent), "rundir": str(path.parent), **changes}
+    path.write_text("".join(f"{k}={v}\n" for k, v in facts.items()))
+    return path
+
+
+def launch(job: str) -> list[str]:
+    [line] = [ln for ln in job.splitlines() if ln.endswith(" &") and not ln.startswith(" ")]
+    return shlex.split(line[:-1])
+
+
+def shell_values(job_sh: Path, *names: str) -> list[str]:
+    """What bash makes of the job script's variable block."""
+    text = job_sh.read_text()
+    block = text[text.index("\nCARAML_ROOT="):text.index("\nexport PYTHONPATH")]
+    out = subprocess.run(["bash", "-c", block + "\nprintf '%s\\0' " +
+                          " ".join(f'"${n}"' for n in names)],
+                         cwd=job_sh.parent, capture_output=True, text=True, check=True).stdout
+    return out.split("\0")[:-1]
+
+
+@pytest.mark.parametrize("container", ["", "nvidia_x86"])
+def test_hostile_paths_are_taken_as_they_are(tmp_path, container, monkeypatch):
+    root = tmp_path / HOSTILE / "checkout"
+    rundir = tmp_path / HOSTILE / "run"
+    for folder in (root, rundir):
+        folder.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CARAML_VENV", raising=False)
+    monkeypatch.setenv("CARAML_CONTAINER_BINDS", "/data/x")
+    facts = write_facts(rundir / "job.facts", caraml_root=str(root), rundir=str(rundir),
+                        data=HOSTILE, container=container, submit_mode="slurm",
+                        container_flags="--nv" if container else "")
+    job = jobplan.job_script(jobplan.read_facts(facts))
+    (rundir / "job.sh").write_text(job)
+    subprocess.run(["bash", "-n", str(rundir / "job.sh")], check=True)
+    assert shell_values(rundir / "job.sh", "CARAML_ROOT", "CARAML_RUNDIR", "CARAML_DATA") == \
+        [str(root), str(rundir), HOSTILE]
+    argv = launch(job)
+    if container:
+        binds = [argv[i + 1] for i, word in enumerate(argv) if word == "--bind"]
+        assert binds == [str(root), str(rundir), "/data/x"]
+        assert str(root / "containers" / "caraml_nvidia_x86.sif") in argv
+        assert argv[argv.index("--ignore-signal=USR1") + 1] == "python3"
+    else:
+        assert str(root / ".venv" / "bin" / "python") in argv
+    assert argv[-2:] == ["--data", "$CARAML_DATA"]
+    assert not list(tmp_path.rglob("PWNED*"))
+
+
+def test_the_job_script_says_what_the_system_asks_for(tmp_path):
+    facts = write_facts(tmp_path / "job.facts", submit_mode="slurm", partition="dc-gpu",
+                        account="proj", gres="gpu:4", device_kind="cuda", devices_per_node="4",
+                        procs_per_task="4", launcher="torchrun-jsc", master_addr_suffix="i",
+                        additional_sbatch="#SBATCH --constraint=x",
+                        env_setup="export NCCL_SOCKET_IFNAME=ib0",
+                        srun_flags="--mpi=pspmix", srun_env="env PMIX_SECURITY_MODE=native")
+    job = jobplan.job_script(jobplan.read_facts(facts))
+    assert "\n#SBATCH --signal=B:USR1@120\n#SBATCH --partition=dc-gpu\n#SBATCH --account=proj\n" \
+           "#SBATCH --gres=gpu:4\n#SBATCH --constraint=x\n" in job
+    assert "\nexport CUDA_VISIBLE_DEVICES=0,1,2,3\n" in job
+    assert "\nexport NCCL_SOCKET_IFNAME=ib0\n" in job
+    assert "\nMASTER_ADDR_SUFFIX=i\n" in job
+    assert " ".join(launch(job)).startswith(
+        "srun --kill-on-bad-exit=1 --mpi=pspmix env PMIX_SECURITY_MODE=native env "
+        f"--ignore-signal=USR1 {tmp_path}/.venv/bin/python -m torchrun_jsc --nnodes=1 "
+        "--nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT ")
+    # a task per GPU (gpus_per_task): Slurm binds the devices, none are named
+    facts = write_facts(tmp_path / "job.facts", device_kind="cuda", gpus_per_task="1")
+    assert "VISIBLE_DEVICES" not in jobplan.job_script(jobplan.read_facts(facts))
+
+
+@pytest.mark.parametrize("granted, exported", [
+    ("1", "1"), ("GPU-cccc,GPU-aaaa", "GPU-cccc,GPU-aaaa"),
+    ("MIG-GPU-aaaa/1/0", "MIG-GPU-aaaa/1/0"), ("", "0,1")])
+def test_a_host_that_granted_some_gpus_exports_those_and_no_others(tmp_path, granted, exported):
+    facts = write_facts(tmp_path / "job.facts", device_kind="cuda", devices_per_node="2",
+                        visible_devices=granted)
+    job = jobplan.job_script(jobplan.read_facts(facts))
+    [line] = [ln for ln in job.splitlines() if "CUDA_VISIBLE_DEVICES=" in ln]
+    assert shlex.split(line) == ["export", f"CUDA_VISIBLE_DEVICES={exported}"]
+
+
+def test_a_value_with_a_line_break_is_refused_with_one_line(tmp_path, capsys):
+    facts = write_facts(tmp_path / "job.facts", env_setup="export A=1\nexport B=2")
+    assert jobplan.main(["submit", str(facts)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("CARAML ERROR: job.facts line ")
+    assert "line break" in err and not (tmp_path / "job.sh").exists()
+
+
+def test_an_sbatch_option_with_a_space_is_refused(tmp_path, capsys):
+    facts = write_facts(tmp_path / "job.facts", account="my project")
+    assert jobplan.main(["submit", str(facts)]) == 2
+    assert "#SBATCH --account needs one word" in capsys.readouterr().err
+
+
+def test_a_dry_run_writes_the_script_and_ends_the_step(tmp_path, capsys):
+    """The step's done file: JUBE sees the dry run finished, not running for ever."""
+    facts = write_facts(tmp_path / "job.facts", dry_run="yes")
+    assert jobplan.main(["submit", str(facts)]) == 0
+    assert (tmp_path / "ready").exists() and (tmp_path / "job.sh").exists()
+    assert capsys.readouterr().err == \
+        f"CARAML dryrun: {tmp_path}/job.sh written and not submitted\n"
+
+
+def test_the_suite_python_honours_caraml_venv(tmp_path):
+    assert jobplan.suite_python(tmp_path, {}) == tmp_path / ".venv" / "bin" / "python"
+    assert jobplan.suite_python(tmp_path, {"CARAML_VENV": "/opt/env"}) == \
+        Path("/opt/env/bin/python")
+
+
+def _fake_venv(tmp_path: Path) -> Path:
+    """A virtual environment whose Python says it was the one that ran."""
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    python = bin_dir / "python"
+    python.write_text(f'#!/bin/sh\necho "ran by the venv" >&2\nexec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    return tmp_path / "venv"
+
+
+def _run_tool(tmp_path: Path, venv: Path, *args: str) -> subprocess.CompletedProcess:
+    tool = tmp_path / "tool.py"
+    tool.write_text("import sys; print(sys.argv[1:])\n")
+    env = {**os.environ, "CARAML_VENV": str(venv)}
+    return subprocess.run([sys.executable, str(Path(jobplan.__file__)), "run", *args,
+                           str(tool), "a b"], env=env, capture_output=True, text=True)
+
+
+def test_login_tools_run_with_the_suites_python(tmp_path):
+    proc = _run_tool(tmp_path, _fake_venv(tmp_path))
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "['a b']\n", "ran by the venv\n")
+
+
+def test_without_the_environment_a_tool_that_needs_it_fails_with_one_line(tmp_path):
+    proc = _run_tool(tmp_path, tmp_path / "missing", "--need-venv")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == (f"CARAML ERROR: the suite's environment is missing "
+                           f"({tmp_path}/missing/bin/python not found): run bash aux/setup.sh "
+                           "or set CARAML_VENV to the environment it made\n")
+    # the checks themselves run without it, and say what is missing
+    proc = _run_tool(tmp_path, tmp_path / "missing")
+    assert (proc.returncode, proc.stdout) == (0, "['a b']\n")
