@@ -10,6 +10,7 @@ import subprocess
 import pytest
 
 from llm_training.arguments import parse, resolve_layout
+from tests.jube_runs import JubeRun
 from tests.systems.conftest import (
     ACCOUNT,
     EXTRA_BIND,
