@@ -298,6 +298,9 @@ def line_fields(record: dict) -> dict[str, str]:
         "load": record["load_1min"],
         "cpus": record["cpus"],
         "other_benchmarks": record["other_benchmark_processes"],
+        # what a system card names: the GPU driver and the image (its digest)
+        "driver": record.get("gpu_driver"),
+        "container": ((record.get("container") or {}).get("sha256") or "")[:12] or None,
     }
     return {k: report.word(v) for k, v in values.items()}
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 # The provenance line's keys (caraml/provenance.py writes them, in this order)
 PROVENANCE_KEYS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
-                   "cpus", "other_benchmarks")
+                   "cpus", "other_benchmarks", "driver", "container")
 
 
 def kv(text: str) -> dict[str, str]:
@@ -48,7 +48,8 @@ def provenance(job_out: str) -> dict:
             else commit[:12] + ("" if clean is not False else "+changes"),
             "torch": _value(line.get("torch")), "cuda": _value(line.get("cuda")),
             "rocm": _value(line.get("rocm")), "date": _value(job.get("start")),
-            "host": _value(job.get("host")), "device_name": _value(line.get("device_name"))}
+            "host": _value(job.get("host")), "device_name": _value(line.get("device_name")),
+            "driver": _value(line.get("driver")), "container": _value(line.get("container"))}
 
 
 @dataclass(frozen=True)

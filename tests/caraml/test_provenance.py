@@ -7,7 +7,7 @@ import subprocess
 import pytest
 import torch
 
-from caraml import provenance
+from caraml import provenance, row_facts
 from llm_training.pretrain_gpt import main as pretrain_main
 from tests.driver_runs import parse_caraml
 
@@ -99,3 +99,16 @@ def test_a_gpu_run_names_its_cuda():
              "load_1min": 0.2, "cpus": 288, "other_benchmark_processes": 0}
     fields = provenance.line_fields(facts)
     assert (fields["cuda"], fields["rocm"], fields["device_name"]) == ("12.4", "-", "NVIDIA_H100_80GB_HBM3")
+
+
+def test_the_line_names_the_gpu_driver_and_the_images_digest_for_the_system_card():
+    facts = {"commit": None, "clean": None, "torch": "2.6.0", "cuda": "12.4", "rocm": None,
+             "device_type": "cuda", "device_names": ["NVIDIA A100-SXM4-40GB"], "devices": 4,
+             "load_1min": 0.2, "cpus": 128, "other_benchmark_processes": 0,
+             "gpu_driver": "nvidia 550.54.15",
+             "container": {"image": "/c/caraml_nvidia_x86.sif", "sha256": "ab" * 32}}
+    fields = provenance.line_fields(facts)
+    assert (fields["driver"], fields["container"]) == ("nvidia_550.54.15", "ab" * 6)
+    job_out = f"CARAML provenance: {' '.join(f'{k}={v}' for k, v in fields.items())}\n"
+    assert (row_facts.provenance(job_out)["driver"], row_facts.provenance(job_out)["container"]) == \
+        ("nvidia_550.54.15", "ab" * 6)

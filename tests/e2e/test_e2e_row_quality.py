@@ -33,7 +33,7 @@ def test_doubtful_runs_are_flagged_in_the_row(tmp_path):
     combine = run.work_dirs("combine_energy")[0]
     _replace(combine / "jpwr.out", r"source=\S+", "source=incomplete")
     _replace(combine / "jpwr.out", r"missing_pct=\S+", "missing_pct=88.76")
-    _replace(execute / "job.out", r"other_benchmarks=\S+$", "other_benchmarks=3")
+    _replace(execute / "job.out", r"^(CARAML provenance: .*)other_benchmarks=\S+", r"\1other_benchmarks=3")
     _replace(execute / "job.out", r"^CARAML host at end: .*$",
              "CARAML host at end: load=1.8 cpus=2 other_benchmarks=1 foreign_cpu_pct=47.0")
     _replace(execute / "job.out", r"iterations_total=\d+", "iterations_total=2")
