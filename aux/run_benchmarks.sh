@@ -39,7 +39,7 @@ run_benchmark() {
     # no tag at all: the pre-flight names the missing system tag
     [ ${#own_tags[@]} -eq 0 ] || tag_args=(--tag "${own_tags[@]}")
     echo "== jube run $script ${tag_args[*]}"
-    python3 caraml/login/follow.py --pace "${CARAML_PACE_S:-60}" --poll "${CARAML_POLL_S:-30}" \
+    "$VENV/bin/python" -m caraml.login.follow --pace "${CARAML_PACE_S:-60}" --poll "${CARAML_POLL_S:-30}" \
         "$handle" -- jube run "$script" --hide-animation "${tag_args[@]}" || status=$?
     [ "$status" -eq 0 ] || failed=1
     [ "$status" -ne 2 ] || return 0  # no run, no table

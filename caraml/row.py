@@ -358,6 +358,12 @@ def undecided(benchmark: str | None, work_package: Path, error: Exception) -> di
             "flags": [], "provenance": {}}
 
 
+def decide_now(work: Path) -> dict:
+    """The row of an execute work package as the model decides it from what
+    the work package holds now (its combine step has not run: no energy)."""
+    return _decide_or_fail("image", work)
+
+
 def _decide_or_fail(benchmark: str, work: Path, **kwargs) -> dict:
     try:
         ev = gather(work, **{k: v for k, v in kwargs.items() if k != "slurm_state"})

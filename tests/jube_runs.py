@@ -3,7 +3,9 @@ temporary output folder, and reading its CSV result table."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,3 +59,22 @@ class JubeRun:
 
     def work_dirs(self, step: str) -> list[Path]:
         return sorted(self.run_dir.glob(f"*_{step}/work"))
+
+    def combine_again(self, execute_work: Path) -> None:
+        """Runs the combine step of one execute work package again with the
+        command JUBE recorded for it, its exported variables and its output
+        file: what JUBE runs, after the test changed what the job left."""
+        root = ET.parse(self.run_dir / "workpackages.xml").getroot()
+        for combine in self.work_dirs("combine_energy"):
+            if (combine / "execute").resolve() == execute_work.resolve():
+                break
+        else:
+            raise AssertionError(f"no combine step follows {execute_work}")
+        wp_id = str(int(combine.parent.name.split("_")[0]))
+        [params] = [{p.get("name"): p.findtext("selection") for p in wp.iter("parameter")}
+                    for wp in root.iter("workpackage") if wp.get("id") == wp_id]
+        # what JUBE exports to the step (platform.xml's export="true" parameters)
+        exported = {name: params[name] for name in ("CARAML_ROOT", "CARAML_RUNDIR", "CARAML_BENCHMARK_HOME")}
+        with open(combine / "stdout", "w") as out:
+            subprocess.run(["bash", "-c", params["combine_cmd"]], cwd=combine, check=True, timeout=300,
+                           stdout=out, env={**(self.env or os.environ), **exported})

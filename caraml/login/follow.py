@@ -15,10 +15,11 @@ end, saying what happens while it waits:
   file (`state=PENDING reason=<reason, spaces as _>`) gives the row its
   reason.
 
-    python3 caraml/login/follow.py [--pace S] HANDLE -- jube run SCRIPT ...
+    python -m caraml.login.follow [--pace S] HANDLE -- jube run SCRIPT ...
 
 Exit status 0 when the run ended, 1 when a job cannot start (the run has
-rows to show), 2 when `jube run` failed or made no run (it has none). Standard library only: it runs with the login node's python3."""
+rows to show), 2 when `jube run` failed or made no run (it has none).
+Standard library only; a job's end is said as the row model decides it."""
 
 from __future__ import annotations
 
@@ -34,12 +35,14 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from caraml import row as row_model
+
 SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
 PROGRESS = re.compile(r"^\s*iteration\s+\d+.*$", re.MULTILINE)
 STATE_FILE = "slurm_state"
 NO_RUN = 2  # the exit status where there is no run to show
 # platform.xml's done_file, error_file and out_file
-DONE, ERROR, JOB_OUT = "ready", "error", "job.out"
+DONE, JOB_OUT = "ready", "job.out"
 
 # Pending reasons that waiting does not cure: the job stays pending until
 # someone changes the nodes, the partition, the limits or the job.
@@ -124,11 +127,15 @@ def varying_parameters(run_dir: Path) -> dict[str, str]:
             for wp, values in found.items()}
 
 
-def throughput(job_out: str) -> str:
-    """The first rate of the job's global line, e.g. `images_per_s_mean=812.3`."""
-    line = next((ln for ln in job_out.splitlines() if ln.startswith("CARAML global:")), "")
-    rate = re.search(r"(\w+_per_s(?:_mean)?)=(\S+)", line)
-    return f"{rate.group(1)}={rate.group(2)}" if rate else "no throughput"
+def ended(work: Path) -> str:
+    """How a job ended, as the row model decides it (before its energy is
+    combined): the state, its reason, and the throughput."""
+    row = row_model.decide_now(work)
+    state, reason = row["status"]["state"], row["status"]["reason"]
+    rate = (row.get("throughput") or {}).get("per_s")
+    unit = (row.get("throughput") or {}).get("unit") or "work"
+    return (f"{state}{f' ({reason})' if reason else ''}, "
+            + (f"{rate:.4g} {unit}/s" if rate is not None else "no throughput"))
 
 
 class Follower:
@@ -172,9 +179,7 @@ class Follower:
             self.say(f"{wp.label} started: follow it with tail -f {shlex.quote(str(wp.work / JOB_OUT))}")
         if not wp.ended and (wp.work / DONE).exists():
             wp.ended = True
-            error = wp.text(ERROR).strip().splitlines()
-            status = f"FAILED ({error[0]})" if error else "ended"
-            self.say(f"{wp.label} {status}, {throughput(job_out)}")
+            self.say(f"{wp.label} {ended(wp.work)}")
         elif wp.started and not wp.ended:
             lines = PROGRESS.findall(job_out)
             if lines:

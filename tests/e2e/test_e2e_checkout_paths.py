@@ -73,7 +73,8 @@ def check_ran_from_the_copy(run_dir: Path, checkout: Path) -> None:
     assert f"CARAML_ROOT={checkout}" not in (work / "job.sh").read_text()  # quoted, not raw
     assert "CARAML job: end=" in (work / "job.out").read_text()
     [combine] = run_dir.glob("*_combine_energy/work")
-    assert "jpwr-summary:" in (combine / "stdout").read_text()
+    assert "jpwr-summary:" in (combine / "jpwr.out").read_text()
+    assert "CARAML row: state=ok " in (combine / "stdout").read_text()
 
 
 def test_image_classification_runs_from_a_hostile_checkout(hostile_checkout):

@@ -11,7 +11,6 @@ import os
 import sqlite3
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -37,18 +36,6 @@ def main_command(run) -> subprocess.CompletedProcess:
 def row_json(run) -> dict:
     [path] = run.run_dir.glob("*_combine_energy/work/row.json")
     return json.loads(path.read_text())
-
-
-def combine_again(run) -> None:
-    """Runs the combine step's own command again, as JUBE recorded it for the
-    work package (the command drops JUBE's stale analysis itself)."""
-    root = ET.parse(run.run_dir / "workpackages.xml").getroot()
-    command = next(p.findtext("selection") for wp in root.iter("workpackage")
-                   if wp.findtext("step") == "combine_energy"
-                   for p in wp.iter("parameter") if p.get("name") == "combine_cmd")
-    [work] = run.run_dir.glob("*_combine_energy/work")
-    with open(work / "stdout", "w") as out:  # where JUBE writes the step's output
-        subprocess.run(["bash", "-c", command], cwd=work, check=True, timeout=300, stdout=out)
 
 
 def test_the_default_table_fits_160_columns_and_says_what_decides(run):
@@ -79,7 +66,7 @@ def test_a_run_stopped_early_is_a_measurement_everywhere(run):
     job_out = execute / "job.out"
     job_out.write_text(job_out.read_text().replace("CARAML stop: iteration count 4 reached",
                                                    "CARAML stop: signal SIGUSR1"))
-    combine_again(run)
+    run.combine_again(execute)
     row = run.table().iloc[0]
     stored = row_json(run)
     assert (row["Status"], row["Error"]) == ("ok-stopped-early", "signal SIGUSR1")
@@ -91,13 +78,15 @@ def test_a_run_stopped_early_is_a_measurement_everywhere(run):
 
 def test_a_combine_step_that_fails_after_the_job_gives_a_failed_row_everywhere(run):
     [execute] = run.work_dirs("execute")
-    (execute / "energy" / "energy_rank0.csv").write_text("not an energy file\n")
-    combine_again(run)
+    # every energy file damaged: jpwr combine has nothing it can read
+    for path in (execute / "energy").iterdir():
+        path.write_text("not a jpwr file\n")
+    run.combine_again(execute)
     row = run.table().iloc[0]
     stored = row_json(run)
     assert row["Status"] == stored["status"]["state"] == "failed"
     assert "jpwr combine exited with status 1" in row["Error"]
-    assert "is not a jpwr energy file" in stored["status"]["reason"]
+    assert "no jpwr energy or power data found" in stored["status"]["reason"]
     assert stored["energy"] is None and stored["throughput"] is None
     done = main_command(run)
     assert done.returncode == 1

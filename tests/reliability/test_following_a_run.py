@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 
 from caraml.login import follow
 from caraml.login.benchmark_tags import for_script, main
+from tests.caraml import row_packages
 from tests.jube_runs import ROOT
 from tests.reliability.test_main_command import AWKWARD, _copy_tree, _venv_view
 
@@ -96,7 +98,7 @@ def test_a_model_size_tag_does_not_fail_the_image_rows(checkout):
     assert "unknown tag 800M" not in out, out[-4000:]
     image = sorted((checkout / "image_classification/image_classification_benchmark_run")
                    .glob("*/result/result_csv.dat"))[-1].read_text()
-    assert ",dry run," in image and "FAILED" not in image, image
+    assert ",dry-run," in image and ",failed," not in image, image
 
 
 @pytest.mark.jube
@@ -105,9 +107,10 @@ def test_each_job_says_when_it_starts_and_ends_and_how_to_follow_it(checkout):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     started = [ln for ln in out.splitlines() if " started: follow it with tail -f " in ln]
-    ended = [ln for ln in out.splitlines() if " ended, " in ln]
+    # a job's end as the row model decides it, with its throughput
+    ended = [ln for ln in out.splitlines() if re.search(r"_execute \[.*\] ok, [0-9.]+ \w+/s$", ln)]
     assert len(started) == len(ended) >= 2, out[-4000:]
-    assert any("images_per_s" in ln for ln in ended) and any("tokens_per_s" in ln for ln in ended)
+    assert any("images/s" in ln for ln in ended) and any("tokens/s" in ln for ln in ended)
     # the printed path is the job's output file, quoted for the shell
     path = started[0].split("tail -f ", 1)[1]
     assert Path(subprocess.run(["bash", "-c", f"printf %s {path}"], capture_output=True,
@@ -147,8 +150,7 @@ def test_a_running_job_is_followed_from_its_start_to_its_end(tmp_path):
     handle = tmp_path / "run"
     out = io.StringIO()
     follower = follow.Follower(handle, pace_s=1e9, out=out)
-    work = handle / "000000" / "000003_execute" / "work"
-    work.mkdir(parents=True)
+    work = row_packages.execute(row_packages.run_dir(handle, {"row_benchmark": "image"}))
     (work / "job.sh").write_text("")
     follower.look()
     job_out = work / "job.out"
@@ -166,11 +168,10 @@ def test_a_running_job_is_followed_from_its_start_to_its_end(tmp_path):
     follower.look()
     lines = out.getvalue().splitlines()
     assert lines == [
-        f"CARAML: 000003_execute started: follow it with tail -f {job_out}",
-        "CARAML: 000003_execute iteration 2/10: loss 7.1, 0.5 s per iteration, 64.0 images/s",
-        "CARAML: 000003_execute iteration 4/10: loss 6.9, 0.5 s per iteration, 64.2 images/s",
-        "CARAML: 000003_execute FAILED (job exited with status 143 (SIGTERM)), "
-        "images_per_s_mean=64.1",
+        f"CARAML: 000001_execute [A100] started: follow it with tail -f {job_out}",
+        "CARAML: 000001_execute iteration 2/10: loss 7.1, 0.5 s per iteration, 64.0 images/s",
+        "CARAML: 000001_execute iteration 4/10: loss 6.9, 0.5 s per iteration, 64.2 images/s",
+        "CARAML: 000001_execute [A100] failed (job exited with status 143 (SIGTERM)), no throughput",
     ], lines
 
 
@@ -197,7 +198,7 @@ def test_queued_jobs_show_their_state_and_reason_while_the_command_waits(tmp_pat
 def test_ctrl_c_says_where_the_run_is_and_stops_the_calling_shell_too(tmp_path):
     started = tmp_path / "started"
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "caraml/login/follow.py"), str(tmp_path / "run"), "--",
+        [sys.executable, "-m", "caraml.login.follow", str(tmp_path / "run"), "--",
          "sh", "-c", 'touch "$0"; exec sleep 60', str(started)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 60

@@ -112,13 +112,20 @@ def _env(module_site: Path) -> dict:
     index or find-links of this machine's pip configuration)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "VIRTUAL_ENV"}
     env["PIP_CONFIG_FILE"] = os.devnull
-    env["PYTHONPATH"] = os.pathsep.join([str(module_site), *_pip_home()])
+    env["PYTHONPATH"] = os.pathsep.join([str(module_site), str(_pip_alone(module_site.parent))])
     return env
 
 
-def _pip_home() -> list[str]:
-    """The folder the test's Python imports pip from (the venv gets no pip of
-    its own: creating one costs seconds and is not what is tested)."""
+def _pip_alone(folder: Path) -> Path:
+    """A folder holding only the test's own pip (a link to it): the venv
+    gets no pip of its own (creating one costs seconds and is not what is
+    tested), and the folder pip comes from must not show pip the packages
+    installed beside it, megatron-core among them."""
     import pip
 
-    return [str(Path(pip.__file__).resolve().parents[1])]
+    alone = folder / "pip-alone"
+    alone.mkdir(exist_ok=True)
+    link = alone / "pip"
+    if not link.exists():
+        link.symlink_to(Path(pip.__file__).resolve().parent)
+    return alone

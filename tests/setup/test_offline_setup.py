@@ -57,8 +57,8 @@ def build_editable(wheel_directory, config_settings=None, metadata_directory=Non
 def _checkout(tmp_path: Path) -> Path:
     checkout = tmp_path / "checkout"
     (checkout / "aux").mkdir(parents=True)
-    shutil.copy2(ROOT / "aux" / "setup.sh", checkout / "aux" / "setup.sh")
-    shutil.copy2(ROOT / "aux" / "constraints.txt", checkout / "aux" / "constraints.txt")
+    for name in ("setup.sh", "checkout_path.sh", "constraints.txt"):
+        shutil.copy2(ROOT / "aux" / name, checkout / "aux" / name)
     (checkout / "pyproject.toml").write_text(PYPROJECT)
     (checkout / "backend.py").write_text(BACKEND)
     return checkout
