@@ -40,6 +40,10 @@ from jpwr.energy import (
     energy_table,
     window_joules,
 )
+from jpwr.files import RunFiles, check_filetype
+from jpwr.method import ESTIMATED, Method
+from jpwr.notice import one_line, say
+from jpwr.sampler import Sampler
 from jpwr.upstream import (
     UpstreamMethod,
     UpstreamOptions,
@@ -48,10 +52,6 @@ from jpwr.upstream import (
     is_upstream_method,
     wide_frame,
 )
-from jpwr.files import RunFiles, check_filetype
-from jpwr.method import ESTIMATED, Method
-from jpwr.notice import one_line, say
-from jpwr.sampler import Sampler
 
 # The environment that tells which rank of which job this is; kept in the
 # meta file, and RANK (torchrun) or SLURM_PROCID (srun) become the rank.

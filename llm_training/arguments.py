@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from caraml import device_peaks
 from caraml.options import (
     POSITIVE,
     EnergyOptions,
@@ -19,7 +20,6 @@ from caraml.options import (
     derived,
     option,
 )
-from caraml import device_peaks
 from caraml.options import parse as parse_options
 from caraml.report import BenchmarkInputError
 from llm_training.model_sizes import (

@@ -10,7 +10,6 @@ the comparison."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path

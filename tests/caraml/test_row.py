@@ -11,8 +11,16 @@ import pytest
 
 from caraml import row as row_model
 from caraml.row_status import STATES
-from tests.caraml.row_packages import (IMAGE_GLOBAL, JPWR, LLM_GLOBAL, START, execute,
-                                       finished_job, run_dir, write)
+from tests.caraml.row_packages import (
+    IMAGE_GLOBAL,
+    JPWR,
+    LLM_GLOBAL,
+    START,
+    execute,
+    finished_job,
+    run_dir,
+    write,
+)
 
 
 def decide(tmp_path, benchmark="llm", params=None, jpwr=JPWR, jpwr_status=0, jpwr_err="",

@@ -18,7 +18,6 @@ from torch.overrides import TorchFunctionMode
 
 pytest.importorskip("megatron.core")
 from megatron.core import parallel_state  # noqa: E402
-
 from megatron.core.optimizer import OptimizerConfig, _get_param_groups  # noqa: E402
 
 from llm_training import arguments, megatron_backend, pretrain_gpt  # noqa: E402

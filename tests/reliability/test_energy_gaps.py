@@ -16,8 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from jpwr.aggregate import INCOMPLETE, NoEnergyData, combine, notes, summarize, window_lines
-from jpwr.aggregate import combine_windows
+from jpwr.aggregate import INCOMPLETE, NoEnergyData, combine, combine_windows, notes, summarize, window_lines
 from jpwr.ctxmgr import get_power
 from jpwr.method import Channel, Method
 from tests.jube_runs import ROOT
