@@ -1,6 +1,6 @@
 """The JUBE files only read what the row model decided: no pattern is a
 program (at most three lines of a python-mode expression), and the full
-table's columns are the ones of caraml_columns.xml in every benchmark
+table's columns are the ones of aux/caraml_columns.xml in every benchmark
 script. JUBE 2.5.1 reads no XML include inside a YAML table, so the LLM
 scripts' table file writes the same sets out; this keeps the two equal."""
 
@@ -42,7 +42,7 @@ def test_no_pattern_is_a_program():
 
 
 def _xml_columns(sets: list[str]) -> list[tuple[str, str, str | None]]:
-    root = ET.parse(ROOT / "caraml_columns.xml").getroot()
+    root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
     return [(c.get("title"), c.text, c.get("format"))
             for s in sets for c in root.findall(f"column[@set='{s}']")]
 
@@ -52,7 +52,7 @@ def test_the_llm_tables_have_the_shared_columns_and_keys():
     [csv] = [t for t in result["table"] if t["name"] == "result_csv"]
     assert [(c["title"], c["_"], c.get("format")) for c in csv["column"]] == \
         _xml_columns(["head", "llm", "tail"])
-    root = ET.parse(ROOT / "caraml_columns.xml").getroot()
+    root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
     [database] = result["database"]
     assert database["key"] == [k.text for s in ("all", "llm") for k in root.findall(f"key[@set='{s}']")]
 
@@ -67,7 +67,7 @@ def test_the_image_table_includes_the_shared_columns():
 
 
 def test_every_table_reads_a_pattern_or_parameter_that_exists():
-    root = ET.parse(ROOT / "caraml_columns.xml").getroot()
+    root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
     rows = {p.get("name") for p in ET.parse(ROOT / "platform.xml").getroot().iter("pattern")}
     row_columns = {c.text for c in root.iter("column")} | {k.text for k in root.iter("key")}
     # what the row model prints is a pattern of platform.xml

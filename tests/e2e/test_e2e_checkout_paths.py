@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.checkouts import copy_tree
 from tests.jube_runs import ROOT
 
 pytestmark = pytest.mark.jube
@@ -27,20 +28,9 @@ REFUSED = {'"': 'a"; touch PWNED4; "b', "$": "a$(touch PWNED5)b", "`": "a`touch 
            "\\": "a\\b"}
 
 
-def copy_checkout(dest: Path) -> Path:
-    """The checkout's files (tracked and new, not ignored ones such as .venv)."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
-    for name in filter(None, files):
-        if (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
-    return dest
-
-
 @pytest.fixture
 def hostile_checkout(tmp_path):
-    checkout = copy_checkout(tmp_path / RUNNABLE / "caraml")
+    checkout = copy_tree(tmp_path / RUNNABLE / "caraml")
     # the environment lives elsewhere: CARAML_VENV names it
     env = {**os.environ, "CARAML_VENV": str(ROOT / ".venv")}
     env.pop("CARAML_ROOT", None)

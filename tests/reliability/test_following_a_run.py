@@ -20,8 +20,9 @@ import pytest
 from caraml.login import follow
 from caraml.login.benchmark_tags import for_script, main
 from tests.caraml import row_packages
+from tests.checkouts import checkout_with_venv, main_command
 from tests.jube_runs import ROOT
-from tests.reliability.test_main_command import AWKWARD, _copy_tree, _venv_view
+from tests.reliability.test_main_command import AWKWARD
 
 IMAGE = ROOT / "image_classification/image_classification_torch_benchmark.xml"
 LLM = ROOT / "llm_training/llm_benchmark_nvidia_amd.yaml"
@@ -80,20 +81,12 @@ def test_a_work_package_is_named_by_its_system_and_what_differs_from_its_sibling
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
-    copy = _copy_tree(tmp_path_factory.mktemp("follow") / AWKWARD / "caraml")
-    _venv_view(copy / ".venv")
-    return copy
-
-
-def _main_command(checkout: Path, *tags: str, env: dict[str, str] | None = None):
-    return subprocess.run(["bash", str(checkout / "aux" / "run_benchmarks.sh"), *tags],
-                          cwd=checkout, env={**os.environ, **(env or {})}, text=True,
-                          capture_output=True, timeout=1200)
+    return checkout_with_venv(tmp_path_factory.mktemp("follow") / AWKWARD / "caraml")
 
 
 @pytest.mark.jube
 def test_a_model_size_tag_does_not_fail_the_image_rows(checkout):
-    proc = _main_command(checkout, "CPU", "800M", "dryrun")
+    proc = main_command(checkout, "CPU", "800M", "dryrun")
     out = proc.stdout + proc.stderr
     assert "unknown tag 800M" not in out, out[-4000:]
     image = sorted((checkout / "image_classification/image_classification_benchmark_run")
@@ -103,7 +96,7 @@ def test_a_model_size_tag_does_not_fail_the_image_rows(checkout):
 
 @pytest.mark.jube
 def test_each_job_says_when_it_starts_and_ends_and_how_to_follow_it(checkout):
-    proc = _main_command(checkout, "CPU", "smoke")
+    proc = main_command(checkout, "CPU", "smoke")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     started = [ln for ln in out.splitlines() if " started: follow it with tail -f " in ln]
@@ -123,7 +116,7 @@ def test_a_job_whose_node_is_down_ends_the_command_with_its_reason(checkout, slu
     node = ["scontrol", "update", "NodeName=localhost"]
     subprocess.run([*node, "State=DOWN", "Reason=maintenance"], env=slurm.env, check=True)
     try:
-        proc = _main_command(checkout, "CPU", "smoke", "slurm",
+        proc = main_command(checkout, "CPU", "smoke", "slurm",
                              env={**slurm.env, "CARAML_POLL_S": "2", "CARAML_PACE_S": "5"})
         queued = subprocess.run(["squeue", "-h", "-o", "%i %T"], env=slurm.env, text=True,
                                 capture_output=True).stdout.split("\n")

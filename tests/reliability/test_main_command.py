@@ -6,14 +6,13 @@ part of the path ever runs as a command."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.jube_runs import ROOT
+from tests.checkouts import checkout_with_venv, copy_tree, main_command
 
 pytestmark = pytest.mark.jube
 
@@ -21,46 +20,10 @@ pytestmark = pytest.mark.jube
 AWKWARD = "x y;touch INJECTED;z"
 
 
-def _venv_view(target: Path) -> None:
-    """A virtual environment of its own that sees the suite's .venv (a .pth
-    line adds its site-packages) and carries its set-up stamp and make-up. Should
-    setup.sh still decide to install, it installs into this one: the shared
-    environment is never written to."""
-    real = ROOT / ".venv"
-    base = subprocess.run([str(real / "bin" / "python"), "-c", "import sys; print(sys._base_executable)"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    subprocess.run([base, "-m", "venv", "--without-pip", str(target)], check=True)
-    shared = next((real / "lib").glob("python3*/site-packages"))
-    own = next((target / "lib").glob("python3*/site-packages"))
-    (own / "_caraml_shared_venv.pth").write_text(f"import site; site.addsitedir({str(shared)!r})\n")
-    for record in (".caraml-setup-stamp", ".caraml-extras"):
-        shutil.copy(real / record, target / record)
-
-
-def _copy_tree(copy: Path) -> Path:
-    """The working tree's files (tracked and new, not ignored) at `copy`."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        source = ROOT / name
-        if source.is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, copy / name)
-    return copy
-
-
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
     """A copy of this checkout under AWKWARD, with an environment."""
-    copy = _copy_tree(tmp_path_factory.mktemp("checkout") / AWKWARD / "caraml")
-    _venv_view(copy / ".venv")
-    return copy
-
-
-def _main_command(checkout: Path, *tags: str, env: dict[str, str] | None = None):
-    return subprocess.run(["bash", str(checkout / "aux" / "run_benchmarks.sh"), *tags],
-                          cwd=checkout, env={**os.environ, **(env or {})}, text=True,
-                          capture_output=True, timeout=1200)
+    return checkout_with_venv(tmp_path_factory.mktemp("checkout") / AWKWARD / "caraml")
 
 
 def _injected(checkout: Path) -> list[Path]:
@@ -68,7 +31,7 @@ def _injected(checkout: Path) -> list[Path]:
 
 
 def test_a_failed_row_ends_the_command_with_status_1_and_the_next_benchmark_still_runs(checkout):
-    proc = _main_command(checkout, "CPU", "smoke",
+    proc = main_command(checkout, "CPU", "smoke",
                          env={"CARAML_IMAGE_DATA": str(checkout / "no such images")})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
@@ -80,7 +43,7 @@ def test_a_failed_row_ends_the_command_with_status_1_and_the_next_benchmark_stil
 
 
 def test_a_dry_run_ends_with_status_0(checkout):
-    proc = _main_command(checkout, "CPU", "dryrun")
+    proc = main_command(checkout, "CPU", "dryrun")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert out.count("dry-run") >= 2
@@ -88,7 +51,7 @@ def test_a_dry_run_ends_with_status_0(checkout):
 
 
 def test_a_refused_run_ends_with_status_1(checkout):
-    proc = _main_command(checkout, "CPU", "smoke", "A200")
+    proc = main_command(checkout, "CPU", "smoke", "A200")
     assert proc.returncode == 1
     assert "unknown tag A200" in proc.stdout + proc.stderr
 
@@ -113,7 +76,7 @@ def test_a_table_looked_at_during_a_slurm_run_is_fresh_without_dash_a(tmp_path, 
 
 @pytest.mark.slurm
 def test_through_slurm_the_command_waits_for_the_jobs_and_ends(checkout, slurm):
-    proc = _main_command(checkout, "CPU", "smoke", "slurm", env=slurm.env)
+    proc = main_command(checkout, "CPU", "smoke", "slurm", env=slurm.env)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     tables = [sorted((checkout / handle).glob("*/result/result_csv.dat"))[-1].read_text()
@@ -152,7 +115,7 @@ def test_a_slurm_job_that_leaves_the_queue_unrun_ends_the_command(checkout, slur
                                     "llm_training/llm_benchmark_nvidia_amd.yaml"])
 def test_a_checkout_without_its_environment_says_to_run_setup(tmp_path, script):
     """A fresh clone where aux/setup.sh never ran: the row says what to do."""
-    bare = _copy_tree(tmp_path / "clone")
+    bare = copy_tree(tmp_path / "clone")
     out = tmp_path / "run"
     subprocess.run(["jube", "run", script, "--hide-animation", "-o", str(out), "--tag", "CPU", "smoke"],
                    cwd=bare, check=True, capture_output=True, timeout=600)

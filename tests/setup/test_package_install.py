@@ -11,7 +11,7 @@ import sys
 import venv
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.checkouts import copy_tree
 
 
 def _git(folder: Path, *args: str) -> str:
@@ -22,10 +22,7 @@ def _git(folder: Path, *args: str) -> str:
 def _copy_checkout(dest: Path) -> str:
     """The checkout's files (tracked and new, not ignored) as a repository
     of one commit; returns that commit."""
-    for name in _git(ROOT, "ls-files", "-co", "--exclude-standard", "-z").split("\0"):
-        if name and (ROOT / name).is_file():
-            (dest / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dest / name)
+    copy_tree(dest)
     _git(dest, "init", "-q")
     _git(dest, "add", "-A")
     _git(dest, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "copy")

@@ -1,0 +1,56 @@
+"""Copies of this checkout for tests that run the suite from another path
+(a name a shell would split, or one that hides a command), with an
+environment that sees the suite's own .venv without ever writing to it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from tests.jube_runs import ROOT
+
+
+def copy_tree(dest: Path) -> Path:
+    """The working tree's files (tracked and new, not ignored ones such as
+    .venv) at dest."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
+def venv_view(target: Path) -> None:
+    """A virtual environment of its own that sees the suite's .venv (a .pth
+    line adds its site-packages) and carries its set-up stamp and make-up.
+    Should setup.sh still decide to install, it installs into this one: the
+    shared environment is never written to."""
+    real = ROOT / ".venv"
+    base = subprocess.run([str(real / "bin" / "python"), "-c", "import sys; print(sys._base_executable)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    subprocess.run([base, "-m", "venv", "--without-pip", str(target)], check=True)
+    shared = next((real / "lib").glob("python3*/site-packages"))
+    own = next((target / "lib").glob("python3*/site-packages"))
+    (own / "_caraml_shared_venv.pth").write_text(f"import site; site.addsitedir({str(shared)!r})\n")
+    for record in (".caraml-setup-stamp", ".caraml-extras"):
+        shutil.copy(real / record, target / record)
+
+
+def checkout_with_venv(dest: Path) -> Path:
+    """A copy of the checkout at dest with an environment of its own (venv_view)."""
+    copy_tree(dest)
+    venv_view(dest / ".venv")
+    return dest
+
+
+def main_command(checkout: Path, *tags: str, env: dict[str, str] | None = None,
+                 timeout: float = 1200) -> subprocess.CompletedProcess:
+    """The README's main command, run in that checkout."""
+    return subprocess.run(["bash", str(checkout / "aux" / "run_benchmarks.sh"), *tags],
+                          cwd=checkout, env={**os.environ, **(env or {})}, text=True,
+                          capture_output=True, timeout=timeout)
