@@ -70,6 +70,8 @@ class Package:
     job_id: str = ""
     said: str = ""  # the last state line printed for it
     said_at: float = 0.0
+    progress: str = ""  # the last progress line printed for it
+    progress_at: float = 0.0
     started: bool = False
     ended: bool = False
 
@@ -119,11 +121,12 @@ def varying_parameters(run_dir: Path) -> dict[str, str]:
             values[p.get("name")] = (chosen.text if chosen is not None else definition) or ""
     # a command line that happens to hold a comma is no list: values with
     # spaces or of more than a word's length are left out
-    differ = sorted(n for n in swept if len({v.get(n) for v in found.values()}) > 1
-                    and all(len(v.get(n) or "") <= 40 and " " not in (v.get(n) or "")
-                            for v in found.values()))
+    # compared among the jobs alone: the other steps' packages lack some parameters
+    jobs = [v for name, v in found.items() if name.endswith("_execute")]
+    differ = sorted(n for n in swept if len({v.get(n) for v in jobs}) > 1
+                    and all(len(v.get(n) or "") <= 40 and " " not in (v.get(n) or "") for v in jobs))
     return {wp: " ".join(filter(None, [values.get("system_name", "")]
-                             + [f"{n}={values.get(n, '')}" for n in differ]))
+                             + [f"{n}={values[n]}" for n in differ if n in values]))
             for wp, values in found.items()}
 
 
@@ -139,10 +142,11 @@ def ended(work: Path) -> str:
 
 
 class Follower:
-    def __init__(self, handle: Path, pace_s: float, out=sys.stdout) -> None:
+    def __init__(self, handle: Path, pace_s: float, out=sys.stdout, clock=time.monotonic) -> None:
         self.handle = handle
         self.pace_s = pace_s
         self.out = out
+        self.clock = clock
         self.known = set(self._runs())
         self.run_dir: Path | None = None
         self.packages: dict[str, Package] = {}
@@ -183,11 +187,19 @@ class Follower:
         elif wp.started and not wp.ended:
             lines = PROGRESS.findall(job_out)
             if lines:
-                self._pace(wp, f"{wp.name} {lines[-1].strip()}")
+                self._progress(wp, f"{wp.name} {lines[-1].strip()}")
+
+    def _progress(self, wp: Package, line: str) -> None:
+        """A job's first progress line at once, then its latest at the pace:
+        a long run says it is alive without flooding the screen."""
+        now = self.clock()
+        if line != wp.progress and (not wp.progress or now - wp.progress_at >= self.pace_s):
+            self.say(line)
+            wp.progress, wp.progress_at = line, now
 
     def _pace(self, wp: Package, line: str) -> None:
         """Prints a changed state at once, an unchanged one at the pace."""
-        now = time.monotonic()
+        now = self.clock()
         if line != wp.said or now - wp.said_at >= self.pace_s:
             self.say(line)
             wp.said, wp.said_at = line, now

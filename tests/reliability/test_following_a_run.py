@@ -74,9 +74,14 @@ def test_a_work_package_is_named_by_its_system_and_what_differs_from_its_sibling
     <parameter name="per_device" mode="python"><value>${model}_x</value>
       <selection>resnet152_x</selection></parameter>
   </parameterset></workpackage>
+  <workpackage id="2"><step>combine_energy</step><parameterset>
+    <parameter name="system_name" mode="text"><value>CPU</value></parameter>
+  </parameterset></workpackage>
 </workpackages>""")
+    # the combine step's package, which lacks the model, tells no job from another
     assert follow.varying_parameters(tmp_path) == {"000000_execute": "CPU model=resnet50",
-                                                  "000001_execute": "CPU model=resnet152"}
+                                                  "000001_execute": "CPU model=resnet152",
+                                                  "000002_combine_energy": "CPU"}
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +147,8 @@ def test_a_job_whose_node_is_down_ends_the_command_with_its_reason(checkout, slu
 def test_a_running_job_is_followed_from_its_start_to_its_end(tmp_path):
     handle = tmp_path / "run"
     out = io.StringIO()
-    follower = follow.Follower(handle, pace_s=1e9, out=out)
+    now = [0.0]
+    follower = follow.Follower(handle, pace_s=60, out=out, clock=lambda: now[0])
     work = row_packages.execute(row_packages.run_dir(handle, {"row_benchmark": "image"}))
     (work / "job.sh").write_text("")
     follower.look()
@@ -152,8 +158,13 @@ def test_a_running_job_is_followed_from_its_start_to_its_end(tmp_path):
     follower.look()
     follower.look()  # nothing new: nothing said
     with job_out.open("a") as f:
+        f.write("iteration 3/10: loss 7.0, 0.5 s per iteration, 64.1 images/s\n")
+    now[0] = 30.0
+    follower.look()  # new progress within the pace: not said yet
+    with job_out.open("a") as f:
         f.write("iteration 4/10: loss 6.9, 0.5 s per iteration, 64.2 images/s\n"
                 "CARAML global: images_per_s_mean=64.1 images_per_s_median=64.0\n")
+    now[0] = 61.0
     follower.look()
     (work / "error").write_text("job exited with status 143 (SIGTERM)\n")
     (work / "ready").touch()
