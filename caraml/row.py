@@ -321,7 +321,11 @@ def table_fields(row: dict) -> dict[str, object]:
         "date": row["provenance"].get("date"),
     }
     values["mfu"] = None if values["mfu"] is None else round(values["mfu"], 3)
-    return {k: _short(v) if isinstance(v, float) else report.word(v) for k, v in values.items()}
+    power = values.pop("power_w_per_device")
+    # watts to one decimal in every row, so a column of them lines up
+    fields = {k: _short(v) if isinstance(v, float) else report.word(v) for k, v in values.items()}
+    fields["power_w_per_device"] = "-" if power is None else f"{power:.1f}"
+    return fields
 
 
 def _short(value: float) -> str:

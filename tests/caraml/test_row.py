@@ -227,6 +227,7 @@ def test_the_lines_for_the_tables_keep_jubes_value_rules(tmp_path, capsys):
     assert fields["state"] == "ok-stopped-early" and fields["notable"] == "yes"
     assert fields["energy_scope"] == "gpu" and fields["energy_kind"] == "measured"
     assert fields["mfu"] == "0.41" and fields["layout"] == "1x4"
+    assert fields["power_w_per_device"] == "324.0"  # watts to one decimal, whole or not
     assert out[1] == "CARAML row reason: signal SIGUSR1; then more"
     assert out[2] == "CARAML row flags: none"
     assert not any("," in line for line in out)
