@@ -27,7 +27,7 @@ from pathlib import Path
 
 from caraml import device_peaks, report
 from caraml.row_facts import Facts, energy, last_kv, provenance
-from caraml.row_status import MEASURED, Status, decide, slurm_state
+from caraml.row_status import MEASURED, SIGNAL_FILE, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
 FILE_NAME = "row.json"
@@ -93,7 +93,7 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     params = workpackage_params(run_dir)
     wp_id = _wp_id(execute_work)
     texts = {name: _read(execute_work / name)
-             for name in ("job.out", "job.err", "stderr", "stdout", "error")}
+             for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
     parent = workpackage_parent(run_dir, wp_id)
     if parent is not None:  # the LLM's data step: its failure is the row's
         for data_dir in run_dir.glob(f"{parent:06d}_*/work"):
