@@ -7,6 +7,7 @@ way the `local` submit mode starts them."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from caraml import jobwatch
+from caraml import row as row_model
 from tests.jube_runs import JubeRun
 
 pytestmark = pytest.mark.jube
@@ -96,3 +98,44 @@ def test_a_stopped_job_names_the_signal_and_its_energy_is_combined(dry_run):
     table = dry_run.table()
     row = table[table["GlobalBatchSize"] == 16].iloc[0]
     assert row["Energy(Wh)"] > 0, row.to_dict()
+
+
+def _decided(work: Path) -> tuple[str, str]:
+    """The row the model decides for a job that was submitted: the dry run's
+    `CARAML dryrun:` line (this job was started by hand) left out."""
+    evidence = row_model.gather(work)
+    evidence.texts["stderr"] = ""
+    status = row_model.decide_row("image", evidence, slurm_state=None)["status"]
+    return status["state"], status["reason"]
+
+
+def test_a_ctrl_c_to_a_local_job_stops_it_early_and_its_row_names_sigint(dry_run):
+    """Ctrl-C in the terminal of a local `jube run` sends SIGINT to its whole
+    foreground process group: the submit step's jobplan.py, the job script,
+    and the launcher, which (started in the background) ignores it."""
+    work = dry_run.work_dirs("execute")[0]
+    facts = (work / "job.facts").read_text()
+    (work / "job.facts").write_text(facts.replace("\ndry_run=yes\n", "\ndry_run=no\n"))
+    submit = subprocess.Popen([sys.executable, str(Path("caraml/login/jobplan.py").resolve()),
+                               "submit", "job.facts"], cwd=work, start_new_session=True,
+                              stderr=subprocess.PIPE, text=True)
+    processes = _training(submit)
+    # once an iteration past the warm-up is done, so that a figure can be had
+    timed = re.compile(r"^iteration \d+/\d+: ", re.MULTILINE)
+    _wait_for(lambda: timed.search((work / "job.out").read_text()), "a timed iteration")
+    os.killpg(submit.pid, signal.SIGINT)
+    _, err = submit.communicate(timeout=300)
+    assert submit.returncode == 0, err
+    # the job's watcher (jobwatch.py) sees the job script gone within its interval
+    _wait_for(lambda: not [p for p in processes if jobwatch.alive(p)],
+              "the stopped job's processes to end", timeout_s=30)
+    assert (work / "signal").read_text() == "SIGINT\n"
+    assert _decided(work) == ("ok-stopped-early", "signal SIGINT")
+
+
+def test_a_job_script_killed_after_a_signal_names_that_signal(tmp_path):
+    (tmp_path / "signal").write_text("SIGINT\n")
+    assert jobwatch.ending(tmp_path / "signal", 3).startswith(
+        "stopped by SIGINT: the job script was killed before it ended")
+    assert jobwatch.ending(tmp_path / "none", 3).startswith(
+        "job exited with status 137 (SIGKILL): the job script was killed")
