@@ -23,6 +23,8 @@ from tests.jube_runs import JubeRun
 pytestmark = pytest.mark.jube
 SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
 WORKER = "-m image_classification.image_classification_torch"
+# an iteration past the warm-up: a job stopped after it has a figure
+TIMED = re.compile(r"^iteration \d+/\d+: ", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -84,20 +86,29 @@ def test_a_stopped_job_names_the_signal_and_its_energy_is_combined(dry_run):
     # stop once jpwr has flushed power samples to disk
     power = work / "energy" / "power_rank0.csv"
     _wait_for(lambda: power.exists() and len(power.read_text().splitlines()) > 10, "flushed power samples")
+    _wait_for(lambda: TIMED.search((work / "job.out").read_text()), "a timed iteration")
     job.send_signal(signal.SIGTERM)
     job.wait(timeout=300)
     assert "SIGTERM" in (work / "error").read_text()
     assert (work / "ready").exists()
     # a dry run's steps end once its scripts are written, combine_energy too:
-    # it combines again by hand what this job measured
+    # it combines again by hand what this job measured, and the row model
+    # decides its row as a submitted job's (the dry run's line left out)
+    (work / "stderr").write_text("")
     [combine] = [c for c in dry_run.work_dirs("combine_energy")
                  if (c / "execute").resolve() == work.resolve()]
-    with (combine / "stdout").open("w") as out:
+    with (combine / "jpwr.out").open("w") as out:
         subprocess.run([sys.executable, "-m", "jpwr", "combine", "--out", "energy_summary.csv",
                         "execute/energy"], cwd=combine, stdout=out, check=True)
+    (combine / "jpwr.err").write_text("")
+    with (combine / "stdout").open("w") as out:
+        subprocess.run([sys.executable, "-m", "caraml.row", "--benchmark", "image", "jpwr.out",
+                        "jpwr.err"], cwd=combine, stdout=out, check=True)
     table = dry_run.table()
     row = table[table["GlobalBatchSize"] == 16].iloc[0]
     assert row["Energy(Wh)"] > 0, row.to_dict()
+    # a TERM to the job script stops it as one to a rank would
+    assert row["Status"] == "ok-stopped-early", row.to_dict()
 
 
 def _decided(work: Path) -> tuple[str, str]:
@@ -120,9 +131,7 @@ def test_a_ctrl_c_to_a_local_job_stops_it_early_and_its_row_names_sigint(dry_run
                                "submit", "job.facts"], cwd=work, start_new_session=True,
                               stderr=subprocess.PIPE, text=True)
     processes = _training(submit)
-    # once an iteration past the warm-up is done, so that a figure can be had
-    timed = re.compile(r"^iteration \d+/\d+: ", re.MULTILINE)
-    _wait_for(lambda: timed.search((work / "job.out").read_text()), "a timed iteration")
+    _wait_for(lambda: TIMED.search((work / "job.out").read_text()), "a timed iteration")
     os.killpg(submit.pid, signal.SIGINT)
     _, err = submit.communicate(timeout=300)
     assert submit.returncode == 0, err
