@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -239,13 +240,21 @@ def submit(facts_path: Path) -> int:
     if facts["submit_mode"] == "local":
         # the job's own failure is in its error file (job.sh.in, finish)
         with open(work / facts["out_file"], "wb") as out, open(work / facts["err_file"], "wb") as err:
-            run_local(subprocess.Popen(["bash", str(job)], cwd=work, stdout=out, stderr=err))
+            # a shell cannot trap a signal it was started ignoring: a `jube run`
+            # started in the background of a script ignores Ctrl-C's SIGINT,
+            # which the launcher, setting its own handler, would still get
+            run_local(subprocess.Popen(["bash", str(job)], cwd=work, stdout=out, stderr=err,
+                                       preexec_fn=_default_sigint))
         return 0
     if facts["submit_mode"] == "slurm":
         os.chdir(work)
         os.execvp("sbatch", ["sbatch", "job.sh"])
     raise PlanError(f"submit_mode {facts['submit_mode']!r} of {facts['system_name']} is "
                     "neither local nor slurm (platform.xml)")
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_local(job: subprocess.Popen) -> None:

@@ -120,16 +120,19 @@ def _decided(work: Path) -> tuple[str, str]:
     return status["state"], status["reason"]
 
 
-def test_a_ctrl_c_to_a_local_job_stops_it_early_and_its_row_names_sigint(dry_run):
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["terminal", "background"])
+def test_a_ctrl_c_to_a_local_job_stops_it_early_and_its_row_names_sigint(dry_run, sigint):
     """Ctrl-C in the terminal of a local `jube run` sends SIGINT to its whole
-    foreground process group: the submit step's jobplan.py, the job script,
-    and the launcher, which (started in the background) ignores it."""
+    foreground process group: JUBE, the submit step's jobplan.py, the job
+    script and the launcher. A `jube run` started in the background of a
+    script starts with SIGINT ignored, which the launcher alone undoes."""
     work = dry_run.work_dirs("execute")[0]
     facts = (work / "job.facts").read_text()
     (work / "job.facts").write_text(facts.replace("\ndry_run=yes\n", "\ndry_run=no\n"))
     submit = subprocess.Popen([sys.executable, str(Path("caraml/login/jobplan.py").resolve()),
                                "submit", "job.facts"], cwd=work, start_new_session=True,
-                              stderr=subprocess.PIPE, text=True)
+                              stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
     processes = _training(submit)
     _wait_for(lambda: TIMED.search((work / "job.out").read_text()), "a timed iteration")
     os.killpg(submit.pid, signal.SIGINT)
