@@ -260,6 +260,8 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict
     facts = Facts(scope_asked=ev.params.get("energy_scope") or "counted",
                   work_total=work_total, work_timed=_num(g.get(timed_key)))
     energy_row = energy(ev.text("jpwr"), facts) if ev.texts.get("jpwr") else None
+    if energy_row and not status.measured:
+        energy_row = _unmeasured(energy_row)
     return {
         "schema": SCHEMA, "benchmark": benchmark, "work_package": ev.work_package,
         "system": system, "config": _config(benchmark, ev.params, g),
@@ -271,6 +273,15 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict
         "flags": flags(ev, status, energy_row),
         "provenance": prov,
     }
+
+
+def _unmeasured(energy_row: dict) -> dict:
+    """The energy of a row that is no measurement: what the run drew is kept
+    (nothing measured is lost), but a timed window, which only a run that
+    got past its warm-up has, and work per Wh, whose work is no figure of
+    the row, mean nothing there."""
+    run = {**energy_row["windows"]["run"], "work_per_wh": None}
+    return {**energy_row, "windows": {"run": run}, "headline_window": "run"}
 
 
 def _source(energy: dict) -> str:

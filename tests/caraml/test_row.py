@@ -311,3 +311,16 @@ def test_the_suites_own_error_after_a_signal_still_fails_the_row(tmp_path):
     row = decide(tmp_path, job_out=finished_job(stop="signal SIGTERM", status=1), signal="SIGTERM\n",
                  stderr="CARAML ERROR: the energy directory is not writable\n")
     assert state(row) == ("failed", "stopped by SIGTERM: the energy directory is not writable")
+
+
+def test_a_failed_row_keeps_the_energy_drawn_and_no_figure_that_means_nothing(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(status=1),
+                 error="job exited with status 1: rank 1 killed by SIGKILL on cn2\n")
+    assert state(row)[0] == "failed"
+    energy = row["energy"]
+    assert energy["windows"]["run"]["wh"] > 0
+    assert energy["headline_window"] == "run" and "timed" not in energy["windows"]
+    assert energy["windows"]["run"]["work_per_wh"] is None
+    fields = row_model.table_fields(row)
+    assert fields["wh_timed"] == fields["work_per_wh_timed"] == fields["work_per_wh_run"] == "-"
+    assert fields["wh_run"] != "-"
