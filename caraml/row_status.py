@@ -137,7 +137,9 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
         return Status("failed", f"energy not combined (jpwr combine exited with status "
                                 f"{ev.texts['jpwr.status']}): {cause}")
     stops = _STOP.findall(job_out)
-    stop = f"signal {signal}" if signal else stops[-1].strip() if stops else ""
+    stop = stops[-1].strip() if stops else ""
     if not stop or stop.startswith("iteration count"):
+        # a signal that came after the last iteration cut nothing short
         return Status("ok", "")
-    return Status("ok-stopped-early", stop)
+    # the ranks name the TERM the job script passed on; the signal that came is the script's
+    return Status("ok-stopped-early", f"signal {signal}" if signal else stop)

@@ -324,3 +324,9 @@ def test_a_failed_row_keeps_the_energy_drawn_and_no_figure_that_means_nothing(tm
     fields = row_model.table_fields(row)
     assert fields["wh_timed"] == fields["work_per_wh_timed"] == fields["work_per_wh_run"] == "-"
     assert fields["wh_run"] != "-"
+
+
+def test_a_signal_after_the_last_iteration_cut_nothing_short(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(status=1), error=LAUNCHER_STOPPED,
+                 signal="SIGINT\n")
+    assert state(row) == ("ok", "")
