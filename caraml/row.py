@@ -412,6 +412,29 @@ def rows_of_run(run_dir: Path, *, slurm_state=None) -> list[dict]:
     for work in sorted(run_dir.glob("*_execute/work")):
         if str(work.resolve()) not in decided:
             rows.append(_decide_or_fail("image", work, slurm_state=slurm_state))
+    return rows + _not_started(run_dir)
+
+
+def _not_started(run_dir: Path) -> list[dict]:
+    """A row for each execute work package JUBE planned and never began (a
+    `jube run` stopped by Ctrl-C before it): JUBE makes a work package's
+    folder only when it starts it."""
+    try:
+        root = ET.parse(run_dir / "workpackages.xml").getroot()
+    except (OSError, ET.ParseError):
+        return []
+    params = workpackage_params(run_dir)
+    rows = []
+    for wp in root.iter("workpackage"):
+        wp_id = int(wp.get("id"))
+        work = run_dir / f"{wp_id:06d}_execute" / "work"
+        if wp.findtext("step") != "execute" or work.parent.exists():
+            continue
+        ev = Evidence({}, params[wp_id], str(work))
+        row = decide_row(params[wp_id].get("row_benchmark") or "image", ev, slurm_state=None)
+        row["status"]["reason"] = ("not started: the run stopped before this work package; "
+                                   "jube continue starts it")
+        rows.append(row)
     return rows
 
 

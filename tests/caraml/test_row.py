@@ -4,7 +4,9 @@ window, decided from the files a JUBE work package holds."""
 
 from __future__ import annotations
 
+import copy
 import json
+import xml.etree.ElementTree as ET
 import re
 
 import pytest
@@ -330,3 +332,19 @@ def test_a_signal_after_the_last_iteration_cut_nothing_short(tmp_path):
     row = decide(tmp_path, job_out=finished_job(status=1), error=LAUNCHER_STOPPED,
                  signal="SIGINT\n")
     assert state(row) == ("ok", "")
+
+
+def test_a_work_package_jube_never_began_is_a_named_row(tmp_path):
+    # a `jube run` stopped by Ctrl-C after its first work package: JUBE
+    # planned the second (workpackages.xml) and made no folder for it
+    run = run_dir(tmp_path)
+    write(execute(run), job_out=finished_job())
+    tree = ET.parse(run / "workpackages.xml")
+    planned = copy.deepcopy(tree.getroot().find("workpackage"))
+    planned.set("id", "2")
+    tree.getroot().append(planned)
+    tree.write(run / "workpackages.xml")
+    rows = row_model.rows_of_run(run, slurm_state=lambda job_id: None)
+    assert [state(r)[0] for r in rows] == ["ok", "queued"]
+    assert rows[1]["status"]["reason"].startswith("not started: the run stopped before")
+    assert rows[1]["config"]["model"] == "800M"
