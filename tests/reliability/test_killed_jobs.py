@@ -18,7 +18,7 @@ import pytest
 
 from caraml import jobwatch
 from caraml import row as row_model
-from tests.jube_runs import JubeRun
+from tests.jube_runs import ROOT, JubeRun
 
 pytestmark = pytest.mark.jube
 SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
@@ -151,3 +151,31 @@ def test_a_job_script_killed_after_a_signal_names_that_signal(tmp_path):
         "stopped by SIGINT: the job script was killed before it ended")
     assert jobwatch.ending(tmp_path / "none", 3).startswith(
         "job exited with status 137 (SIGKILL): the job script was killed")
+
+
+def test_ctrl_c_on_a_local_jube_run_gives_rows_that_name_sigint_and_the_ones_never_begun(tmp_path):
+    """Ctrl-C in the terminal of `jube run`: JUBE ends at once; the job it
+    was running stops its ranks and writes its figures; the work packages
+    JUBE never began are rows of their own, and the main command's check
+    exits 1 naming them."""
+    out = tmp_path / "run"
+    with (tmp_path / "jube.out").open("w") as log:
+        jube = subprocess.Popen(["jube", "run", SCRIPT, "--hide-animation", "-o", str(out),
+                                 "--tag", "CPU"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                # as a terminal leaves it, whoever started this test
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    job_out = out / "000000" / "000000_execute" / "work" / "job.out"
+    _wait_for(lambda: job_out.exists() and TIMED.search(job_out.read_text()), "a timed iteration")
+    os.killpg(jube.pid, signal.SIGINT)
+    jube.wait(timeout=60)
+    _wait_for(lambda: (job_out.parent / "ready").exists(), "the stopped job's done marker")
+    rows = row_model.rows_of_run(out / "000000")
+    assert [(r["status"]["state"], r["status"]["reason"].split(":")[0]) for r in rows] == [
+        ("ok-stopped-early", "signal SIGINT"), ("queued", "not started"),
+        ("queued", "not started")]
+    done = subprocess.run([sys.executable, "-m", "caraml.login.rows", str(out / "000000")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    named = done.stderr.splitlines()
+    assert len(named) == 2 and all("queued: not started" in ln for ln in named), done.stderr
