@@ -79,6 +79,15 @@ def workpackage_parent(run_dir: Path, wp_id: int) -> int | None:
     return None
 
 
+def _data_step(run_dir: Path, wp_id: int) -> dict[str, str]:
+    """The LLM's data step's errors (its failure is the row's), by name."""
+    parent = workpackage_parent(run_dir, wp_id)
+    if parent is None:
+        return {}
+    return {"data.stderr": _read(data_dir / "stderr")
+            for data_dir in run_dir.glob(f"{parent:06d}_*/work")}
+
+
 def _wp_id(work_dir: Path) -> int:
     """The id of a work package from its folder name (000003_execute/work)."""
     return int(work_dir.resolve().parent.name.split("_", 1)[0])
@@ -94,10 +103,7 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     wp_id = _wp_id(execute_work)
     texts = {name: _read(execute_work / name)
              for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
-    parent = workpackage_parent(run_dir, wp_id)
-    if parent is not None:  # the LLM's data step: its failure is the row's
-        for data_dir in run_dir.glob(f"{parent:06d}_*/work"):
-            texts["data.stderr"] = _read(data_dir / "stderr")
+    texts.update(_data_step(run_dir, wp_id))
     if jpwr_out is not None:
         texts["jpwr"] = _read(jpwr_out)
         texts["jpwr.err"] = _read(jpwr_err) if jpwr_err else ""
@@ -430,10 +436,12 @@ def _not_started(run_dir: Path) -> list[dict]:
         work = run_dir / f"{wp_id:06d}_execute" / "work"
         if wp.findtext("step") != "execute" or work.parent.exists():
             continue
-        ev = Evidence({}, params[wp_id], str(work))
+        texts = _data_step(run_dir, wp_id)
+        ev = Evidence(texts, params[wp_id], str(work))
         row = decide_row(params[wp_id].get("row_benchmark") or "image", ev, slurm_state=None)
-        row["status"]["reason"] = ("not started: the run stopped before this work package; "
-                                   "jube continue starts it")
+        if row["status"]["state"] == "queued":
+            row["status"]["reason"] = ("not started: the run stopped before this work package; "
+                                       "jube continue starts it")
         rows.append(row)
     return rows
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 import xml.etree.ElementTree as ET
 import re
 
@@ -348,3 +349,12 @@ def test_a_work_package_jube_never_began_is_a_named_row(tmp_path):
     assert [state(r)[0] for r in rows] == ["ok", "queued"]
     assert rows[1]["status"]["reason"].startswith("not started: the run stopped before")
     assert rows[1]["config"]["model"] == "800M"
+
+
+def test_a_work_package_never_begun_after_a_failed_data_step_names_that_failure(tmp_path):
+    run = run_dir(tmp_path, with_data_step=True)
+    (run / "000000_prepare_data" / "work" / "stderr").write_text(
+        "CARAML ERROR: corpus file /x.txt does not exist\n")
+    shutil.rmtree(run / "000001_execute")
+    [row] = row_model.rows_of_run(run, slurm_state=lambda job_id: None)
+    assert state(row) == ("failed", "corpus file /x.txt does not exist")
