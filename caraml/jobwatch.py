@@ -69,8 +69,23 @@ def kill_all(processes: set[Process]) -> int:
     return len(targets)
 
 
+def ending(signal_file: Path | None, killed: int) -> str:
+    """The error file's line for a job script that ended without its markers:
+    the signal that reached it first where it wrote one down (a Ctrl-C, a
+    TERM, and then it was killed), SIGKILL, which it cannot write, otherwise."""
+    try:
+        received = signal_file.read_text().split() if signal_file else []
+    except OSError:
+        received = []
+    stopped = f"{killed} of its processes were stopped"
+    if received:
+        return f"stopped by {received[0]}: the job script was killed before it ended; {stopped}\n"
+    return (f"job exited with status {128 + signal.SIGKILL} (SIGKILL): "
+            f"the job script was killed; {stopped}\n")
+
+
 def watch(job: Process, done_file: Path, error_file: Path, analysis_cache: Path,
-          interval_s: float = 0.2) -> None:
+          interval_s: float = 0.2, signal_file: Path | None = None) -> None:
     seen: set[Process] = set()
     while alive(job):
         # this watcher is the job script's child too
@@ -78,8 +93,7 @@ def watch(job: Process, done_file: Path, error_file: Path, analysis_cache: Path,
         time.sleep(interval_s)
     killed = kill_all(seen)
     if not done_file.exists():
-        error_file.write_text(f"job exited with status {128 + signal.SIGKILL} (SIGKILL): "
-                              f"the job script was killed; {killed} of its processes were stopped\n")
+        error_file.write_text(ending(signal_file, killed))
         analysis_cache.unlink(missing_ok=True)
         done_file.touch()
 
@@ -90,12 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--done-file", type=Path, required=True)
     ap.add_argument("--error-file", type=Path, required=True)
     ap.add_argument("--analysis-cache", type=Path, required=True)
+    ap.add_argument("--signal-file", type=Path, help="where the job script writes the signals it got")
     args = ap.parse_args(argv)
     stat = _stat(args.pid)
     if stat is None:
         return 0
     watch((args.pid, stat[1]), args.done_file.absolute(), args.error_file.absolute(),
-          args.analysis_cache)
+          args.analysis_cache, signal_file=args.signal_file and args.signal_file.absolute())
     return 0
 
 

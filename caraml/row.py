@@ -27,7 +27,7 @@ from pathlib import Path
 
 from caraml import device_peaks, report
 from caraml.row_facts import Facts, energy, last_kv, provenance
-from caraml.row_status import MEASURED, Status, decide, slurm_state
+from caraml.row_status import MEASURED, SIGNAL_FILE, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
 FILE_NAME = "row.json"
@@ -79,6 +79,15 @@ def workpackage_parent(run_dir: Path, wp_id: int) -> int | None:
     return None
 
 
+def _data_step(run_dir: Path, wp_id: int) -> dict[str, str]:
+    """The LLM's data step's errors (its failure is the row's), by name."""
+    parent = workpackage_parent(run_dir, wp_id)
+    if parent is None:
+        return {}
+    return {"data.stderr": _read(data_dir / "stderr")
+            for data_dir in run_dir.glob(f"{parent:06d}_*/work")}
+
+
 def _wp_id(work_dir: Path) -> int:
     """The id of a work package from its folder name (000003_execute/work)."""
     return int(work_dir.resolve().parent.name.split("_", 1)[0])
@@ -93,11 +102,8 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     params = workpackage_params(run_dir)
     wp_id = _wp_id(execute_work)
     texts = {name: _read(execute_work / name)
-             for name in ("job.out", "job.err", "stderr", "stdout", "error")}
-    parent = workpackage_parent(run_dir, wp_id)
-    if parent is not None:  # the LLM's data step: its failure is the row's
-        for data_dir in run_dir.glob(f"{parent:06d}_*/work"):
-            texts["data.stderr"] = _read(data_dir / "stderr")
+             for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
+    texts.update(_data_step(run_dir, wp_id))
     if jpwr_out is not None:
         texts["jpwr"] = _read(jpwr_out)
         texts["jpwr.err"] = _read(jpwr_err) if jpwr_err else ""
@@ -260,6 +266,8 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict
     facts = Facts(scope_asked=ev.params.get("energy_scope") or "counted",
                   work_total=work_total, work_timed=_num(g.get(timed_key)))
     energy_row = energy(ev.text("jpwr"), facts) if ev.texts.get("jpwr") else None
+    if energy_row and not status.measured:
+        energy_row = _unmeasured(energy_row)
     return {
         "schema": SCHEMA, "benchmark": benchmark, "work_package": ev.work_package,
         "system": system, "config": _config(benchmark, ev.params, g),
@@ -271,6 +279,15 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict
         "flags": flags(ev, status, energy_row),
         "provenance": prov,
     }
+
+
+def _unmeasured(energy_row: dict) -> dict:
+    """The energy of a row that is no measurement: what the run drew is kept
+    (nothing measured is lost), but a timed window, which only a run that
+    got past its warm-up has, and work per Wh, whose work is no figure of
+    the row, mean nothing there."""
+    run = {**energy_row["windows"]["run"], "work_per_wh": None}
+    return {**energy_row, "windows": {"run": run}, "headline_window": "run"}
 
 
 def _source(energy: dict) -> str:
@@ -411,6 +428,31 @@ def rows_of_run(run_dir: Path, *, slurm_state=None) -> list[dict]:
     for work in sorted(run_dir.glob("*_execute/work")):
         if str(work.resolve()) not in decided:
             rows.append(_decide_or_fail("image", work, slurm_state=slurm_state))
+    return rows + _not_started(run_dir)
+
+
+def _not_started(run_dir: Path) -> list[dict]:
+    """A row for each execute work package JUBE planned and never began (a
+    `jube run` stopped by Ctrl-C before it): JUBE makes a work package's
+    folder only when it starts it."""
+    try:
+        root = ET.parse(run_dir / "workpackages.xml").getroot()
+    except (OSError, ET.ParseError):
+        return []
+    params = workpackage_params(run_dir)
+    rows = []
+    for wp in root.iter("workpackage"):
+        wp_id = int(wp.get("id"))
+        work = run_dir / f"{wp_id:06d}_execute" / "work"
+        if wp.findtext("step") != "execute" or work.parent.exists():
+            continue
+        texts = _data_step(run_dir, wp_id)
+        ev = Evidence(texts, params[wp_id], str(work))
+        row = decide_row(params[wp_id].get("row_benchmark") or "image", ev, slurm_state=None)
+        if row["status"]["state"] == "queued":
+            row["status"]["reason"] = ("not started: the run stopped before this work package; "
+                                       "jube continue starts it")
+        rows.append(row)
     return rows
 
 

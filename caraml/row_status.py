@@ -31,6 +31,9 @@ _START = re.compile(r"^CARAML job: start=(\S+)", re.MULTILINE)
 _END = re.compile(r"^CARAML job: end=\S+ status=(-?\d+)", re.MULTILINE)
 _STOP = re.compile(r"^CARAML stop: (.*)$", re.MULTILINE)
 _SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
+# The job script writes each signal that reached it here, one name a line
+# (aux/job.sh.in); jobwatch.py reads it too
+SIGNAL_FILE = "signal"
 
 
 @dataclass(frozen=True)
@@ -62,13 +65,40 @@ def slurm_state(job_id: str) -> tuple[str, str] | None:
     return state, reason
 
 
-def _first_error(ev: Evidence) -> str | None:
+def _first_error(ev: Evidence, names=("data.stderr", "stderr", "error", "job.err", "job.out")
+                 ) -> str | None:
     # the data step first: the execute step never ran when it failed
-    for name in ("data.stderr", "stderr", "error", "job.err", "job.out"):
+    for name in names:
         found = _ERROR.search(ev.texts.get(name, ""))
         if found:
             return found.group(1).strip()
     return None
+
+
+def _received(ev: Evidence) -> str | None:
+    """The first signal that reached the job script, or None."""
+    names = ev.texts.get(SIGNAL_FILE, "").split()
+    return names[0] if names else None
+
+
+def _stopped_by(ev: Evidence, signal: str, has_throughput: bool) -> Status | None:
+    """A signal that reached the job script gives the row the status the same
+    signal gives when it reaches a rank: a measurement stopped early where
+    every rank stopped at an iteration's end and the figures were written
+    (the launcher's exit status and error only say it was stopped), failed
+    naming the signal otherwise."""
+    job_out = ev.text("job.out")
+    # the suite's own errors (the data step's, the driver's) still fail the row
+    own = _first_error(ev, ("data.stderr", "stderr", "job.err", "job.out"))
+    if own and not own.startswith("job exited with "):
+        return Status("failed", f"stopped by {signal}: {own}")
+    if has_throughput and _STOP.search(job_out) and _END.search(job_out):
+        return None
+    error = _first_error(ev)
+    if error is None and not _END.search(job_out):
+        return None  # still stopping: running
+    error = error or "the job ended before its ranks wrote their figures"
+    return Status("failed", error if signal in error else f"stopped by {signal}: {error}")
 
 
 def _last_line(text: str) -> str:
@@ -78,7 +108,12 @@ def _last_line(text: str) -> str:
 
 def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> Status:
     """The status of a work package from its markers, first rule that holds."""
-    error = _first_error(ev)
+    signal = _received(ev)
+    if signal:
+        failed = _stopped_by(ev, signal, has_throughput)
+        if failed:
+            return failed
+    error = None if signal else _first_error(ev)
     if error:
         return Status("failed", error)
     if "CARAML dryrun: " in ev.text("stderr", "stdout"):
@@ -93,7 +128,7 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
     end = _END.search(job_out)
     if not end:
         return Status("running", "")
-    if int(end.group(1)) != 0:
+    if int(end.group(1)) != 0 and not signal:
         return Status("failed", f"job exited with status {end.group(1)}")
     if not has_throughput:
         return Status("failed", "the job ended without a throughput line: see job.out")
@@ -104,5 +139,7 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
     stops = _STOP.findall(job_out)
     stop = stops[-1].strip() if stops else ""
     if not stop or stop.startswith("iteration count"):
+        # a signal that came after the last iteration cut nothing short
         return Status("ok", "")
-    return Status("ok-stopped-early", stop)
+    # the ranks name the TERM the job script passed on; the signal that came is the script's
+    return Status("ok-stopped-early", f"signal {signal}" if signal else stop)

@@ -23,12 +23,14 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from caraml import report  # noqa: E402
+from caraml.row_status import SIGNAL_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "aux" / "job.sh.in"
@@ -118,6 +120,8 @@ def variables(f: dict[str, str], root: Path) -> list[str]:
         "ERR_FILE": f["err_file"],
         "ERROR_FILE": f["error_file"],
         "DONE_FILE": f["done_file"],
+        # the signals that reached the job script (caraml/row.py reads it)
+        "SIGNAL_FILE": SIGNAL_FILE,
         # JUBE keeps the first analysis of a run: a job that ended makes it stale
         "ANALYSIS_CACHE": str(rundir / "analyse.xml"),
         "SAMPLES_PER_DEVICE": f["samples_per_device"],
@@ -236,13 +240,36 @@ def submit(facts_path: Path) -> int:
     if facts["submit_mode"] == "local":
         # the job's own failure is in its error file (job.sh.in, finish)
         with open(work / facts["out_file"], "wb") as out, open(work / facts["err_file"], "wb") as err:
-            subprocess.run(["bash", str(job)], cwd=work, stdout=out, stderr=err, check=False)
+            # a shell cannot trap a signal it was started ignoring: a `jube run`
+            # started in the background of a script ignores Ctrl-C's SIGINT,
+            # which the launcher, setting its own handler, would still get
+            run_local(subprocess.Popen(["bash", str(job)], cwd=work, stdout=out, stderr=err,
+                                       preexec_fn=_default_sigint))
         return 0
     if facts["submit_mode"] == "slurm":
         os.chdir(work)
         os.execvp("sbatch", ["sbatch", "job.sh"])
     raise PlanError(f"submit_mode {facts['submit_mode']!r} of {facts['system_name']} is "
                     "neither local nor slurm (platform.xml)")
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def run_local(job: subprocess.Popen) -> None:
+    """Waits for a local job. A Ctrl-C reaches the job script too, which
+    stops its ranks at an iteration's end and writes their figures: this
+    waits for that rather than killing it (subprocess.run would send SIGKILL,
+    and the row would name SIGKILL, not the Ctrl-C). A second Ctrl-C waits on
+    as well; the job's own end is bounded by its ranks' iteration."""
+    while True:
+        try:
+            job.wait()
+            return
+        except KeyboardInterrupt:
+            print(f"CARAML: interrupted: waiting for job {job.pid} to stop its ranks and write "
+                  "their figures (kill -KILL it to stop it at once)", file=sys.stderr, flush=True)
 
 
 def run_tool(argv: list[str]) -> int:

@@ -39,6 +39,7 @@ from llm_training.data.download import fetch
 from llm_training.data.local_corpus import build_local_corpus
 from llm_training.data.preprocess import Prepared, preprocess
 from llm_training.data.tokenizer import Tokenizer, train_local_bpe
+from llm_training.model_sizes import SIZES
 
 DEFAULT_VOCAB_SIZE = 8192
 # how a JUBE run names the corpus (llm_benchmark_nvidia_amd.yaml)
@@ -99,7 +100,15 @@ def _prepare(corpus: str, out_dir: Path, vocab_file: Path | None, merge_file: Pa
         tokenizer_kind = "local-bpe"
         vocab_file, merge_file = _local_bpe(corpus_path, json_key, max_documents, out_dir, name,
                                             vocab_size or DEFAULT_VOCAB_SIZE)
-        name += f"_local-bpe{Tokenizer.from_files(vocab_file, merge_file).vocab_size}"
+        made = Tokenizer.from_files(vocab_file, merge_file).vocab_size
+        asked = vocab_size or DEFAULT_VOCAB_SIZE
+        if made < asked:
+            # the files keep the size asked (it keys the trained BPE's cache);
+            # the data's name and this line give the size it came out at
+            report.warning(f"the BPE vocabulary trained on {corpus_path.name} has {made} tokens "
+                           f"(fewer than the {asked} asked with --vocab-size: the corpus has too "
+                           f"little text for more); {vocab_file.name} holds {made}")
+        name += f"_local-bpe{made}"
     else:
         tokenizer_kind = "gpt2"
         vocab_file, merge_file = vocab_file.absolute(), merge_file.absolute()
@@ -157,9 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"tokens of a locally trained BPE (default {DEFAULT_VOCAB_SIZE})")
     p.add_argument("--driver-args-file", type=Path,
                    help="also write the driver's --data-path/--vocab-file/--merge-file here")
-    p.add_argument("--seq-length", type=int, default=TINY_CORPUS_TOKENS,
+    p.add_argument("--seq-length", type=int,
                    help="the training run's sequence length: a corpus of fewer tokens is "
-                        f"warned about (default {TINY_CORPUS_TOKENS}, the longest model sizes')")
+                        "warned about (default: that of --model-size, else "
+                        f"{TINY_CORPUS_TOKENS}, the longest model sizes')")
+    p.add_argument("--model-size", choices=sorted(SIZES),
+                   help="the model size the data is for: its sequence length is the run's")
     return p
 
 
@@ -177,9 +189,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     if args.driver_args_file is not None:
         write_driver_args(args.driver_args_file, prepared)
-    if prepared.tokens < args.seq_length:
+    seq_length = args.seq_length or (SIZES[args.model_size].seq_length if args.model_size
+                                     else TINY_CORPUS_TOKENS)
+    if prepared.tokens < seq_length:
         report.warning(f"corpus {prepared.name} has only {prepared.tokens} tokens: fewer than "
-                       f"one {args.seq_length}-token sequence; training repeats it over and "
+                       f"one {seq_length}-token sequence; training repeats it over and "
                        "over, so throughput is measured but the loss means little")
     prepared.emit()
     return 0

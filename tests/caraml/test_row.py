@@ -4,7 +4,10 @@ window, decided from the files a JUBE work package holds."""
 
 from __future__ import annotations
 
+import copy
 import json
+import shutil
+import xml.etree.ElementTree as ET
 import re
 
 import pytest
@@ -276,3 +279,91 @@ def test_a_runs_rows_are_the_decided_ones_then_those_the_model_decides_now(tmp_p
     assert [state(r)[0] for r in rows] == ["ok", "failed", "queued"]
     assert rows[1]["status"]["reason"].startswith(f"{broken / 'row.json'}: not JSON")
     assert rows[2]["work_package"] == str(execute(run).resolve())
+
+
+# The same signal gives the same status whichever process of the job got it:
+# a rank (which writes its stop line and exits 0) or the job script (which
+# writes the signal down, and whose launcher exits non-zero once it passed
+# the signal on to the ranks).
+LAUNCHER_STOPPED = "job exited with status 1: the launcher got SIGTERM and stopped the ranks\n"
+
+
+@pytest.mark.parametrize("received", ["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_job_script_stops_early_like_one_to_a_rank(tmp_path, received):
+    row = decide(tmp_path, job_out=finished_job(stop="signal SIGTERM", status=1),
+                 error=LAUNCHER_STOPPED, signal=f"{received}\n")
+    assert state(row) == ("ok-stopped-early", f"signal {received}")
+    assert row["throughput"] is not None
+
+
+def test_a_signal_to_a_rank_is_named_the_same(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(stop="signal SIGTERM"))
+    assert state(row) == ("ok-stopped-early", "signal SIGTERM")
+
+
+def test_the_first_signal_that_reached_the_job_script_is_the_reason(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(stop="signal SIGTERM", status=1),
+                 error=LAUNCHER_STOPPED, signal="SIGINT\nSIGTERM\n")
+    assert state(row) == ("ok-stopped-early", "signal SIGINT")
+
+
+def test_a_signal_before_the_figures_were_written_fails_naming_it(tmp_path):
+    ended = "\n".join([START, "CARAML job: end=2026-11-24T05:10:00+00:00 status=1", ""])
+    row = decide(tmp_path, job_out=ended, error=LAUNCHER_STOPPED, signal="SIGINT\n")
+    assert state(row) == ("failed", "stopped by SIGINT: " + LAUNCHER_STOPPED.strip())
+    assert row["throughput"] is None
+
+
+def test_a_job_script_still_stopping_after_a_signal_is_running(tmp_path):
+    row = decide(tmp_path, jpwr=None, job_out=START + "\n", signal="SIGINT\n")
+    assert state(row) == ("running", "")
+
+
+def test_the_suites_own_error_after_a_signal_still_fails_the_row(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(stop="signal SIGTERM", status=1), signal="SIGTERM\n",
+                 stderr="CARAML ERROR: the energy directory is not writable\n")
+    assert state(row) == ("failed", "stopped by SIGTERM: the energy directory is not writable")
+
+
+def test_a_failed_row_keeps_the_energy_drawn_and_no_figure_that_means_nothing(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(status=1),
+                 error="job exited with status 1: rank 1 killed by SIGKILL on cn2\n")
+    assert state(row)[0] == "failed"
+    energy = row["energy"]
+    assert energy["windows"]["run"]["wh"] > 0
+    assert energy["headline_window"] == "run" and "timed" not in energy["windows"]
+    assert energy["windows"]["run"]["work_per_wh"] is None
+    fields = row_model.table_fields(row)
+    assert fields["wh_timed"] == fields["work_per_wh_timed"] == fields["work_per_wh_run"] == "-"
+    assert fields["wh_run"] != "-"
+
+
+def test_a_signal_after_the_last_iteration_cut_nothing_short(tmp_path):
+    row = decide(tmp_path, job_out=finished_job(status=1), error=LAUNCHER_STOPPED,
+                 signal="SIGINT\n")
+    assert state(row) == ("ok", "")
+
+
+def test_a_work_package_jube_never_began_is_a_named_row(tmp_path):
+    # a `jube run` stopped by Ctrl-C after its first work package: JUBE
+    # planned the second (workpackages.xml) and made no folder for it
+    run = run_dir(tmp_path)
+    write(execute(run), job_out=finished_job())
+    tree = ET.parse(run / "workpackages.xml")
+    planned = copy.deepcopy(tree.getroot().find("workpackage"))
+    planned.set("id", "2")
+    tree.getroot().append(planned)
+    tree.write(run / "workpackages.xml")
+    rows = row_model.rows_of_run(run, slurm_state=lambda job_id: None)
+    assert [state(r)[0] for r in rows] == ["ok", "queued"]
+    assert rows[1]["status"]["reason"].startswith("not started: the run stopped before")
+    assert rows[1]["config"]["model"] == "800M"
+
+
+def test_a_work_package_never_begun_after_a_failed_data_step_names_that_failure(tmp_path):
+    run = run_dir(tmp_path, with_data_step=True)
+    (run / "000000_prepare_data" / "work" / "stderr").write_text(
+        "CARAML ERROR: corpus file /x.txt does not exist\n")
+    shutil.rmtree(run / "000001_execute")
+    [row] = row_model.rows_of_run(run, slurm_state=lambda job_id: None)
+    assert state(row) == ("failed", "corpus file /x.txt does not exist")

@@ -5,6 +5,7 @@ and a data step that is safe when two runs prepare the same data at once."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,11 @@ def test_a_tiny_corpus_says_so_in_its_row(tmp_path):
     row = run.table().iloc[0]
     assert row["Status"] == "ok", row.to_dict()
     assert row["Data"].startswith("three_words") and "tokens: repeated)" in row["Data"]
+    # the data step's warning names the sequence of the run's model size (cpu-small: 256)
+    [data] = run.work_dirs("prepare_data")
+    warning = next(ln for ln in (data / "stdout").read_text().splitlines()
+                   if "tokens: fewer than one" in ln)
+    assert "fewer than one 256-token sequence" in warning, warning
 
 
 def test_the_tiny_corpus_warning_names_the_runs_sequence_length(tmp_path, capsys):
@@ -104,5 +110,33 @@ def test_the_tiny_corpus_warning_names_the_runs_sequence_length(tmp_path, capsys
                  "--seq-length", "256"])
     assert code == 0
     warning = next(ln for ln in capsys.readouterr().out.splitlines()
-                   if ln.startswith("CARAML warning:"))
+                   if ln.startswith("CARAML warning:") and "-token sequence" in ln)
     assert "fewer than one 256-token sequence" in warning and "2048" not in warning
+
+
+def test_the_tiny_corpus_warning_takes_the_model_sizes_sequence_length(tmp_path, capsys):
+    from llm_training.data.prepare import main
+
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("a few words\n\nand a few more\n")
+    code = main(["--corpus", str(corpus), "--out-dir", str(tmp_path / "data"), "--vocab-size", "300",
+                 "--model-size", "cpu-small"])
+    assert code == 0
+    warnings = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("CARAML warning:")]
+    assert any("fewer than one 256-token sequence" in w for w in warnings), warnings
+
+
+def test_a_bpe_vocabulary_smaller_than_asked_says_its_real_size(tmp_path, capsys):
+    from llm_training.data.prepare import main
+
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("a few words\n\nand a few more\n")
+    code = main(["--corpus", str(corpus), "--out-dir", str(tmp_path / "data"), "--vocab-size", "8192",
+                 "--seq-length", "8"])
+    assert code == 0
+    out = capsys.readouterr().out
+    [warning] = [ln for ln in out.splitlines() if "BPE vocabulary" in ln]
+    made = int(re.search(r"has (\d+) tokens \(fewer than the 8192 asked", warning).group(1))
+    assert made < 8192
+    # the data's name carries the size it came out at
+    assert f"_local-bpe{made}" in next(ln for ln in out.splitlines() if ln.startswith("CARAML data:"))

@@ -7,6 +7,7 @@ way the `local` submit mode starts them."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -15,11 +16,14 @@ from pathlib import Path
 import pytest
 
 from caraml import jobwatch
-from tests.jube_runs import JubeRun
+from caraml import row as row_model
+from tests.jube_runs import ROOT, JubeRun
 
 pytestmark = pytest.mark.jube
 SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
 WORKER = "-m image_classification.image_classification_torch"
+# an iteration past the warm-up: a job stopped after it has a figure
+TIMED = re.compile(r"^iteration \d+/\d+: ", re.MULTILINE)
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +31,16 @@ def dry_run(tmp_path_factory) -> JubeRun:
     run = JubeRun(SCRIPT, tmp_path_factory.mktemp("killed") / "run", env=dict(os.environ))
     run.run("CPU", "dryrun")
     return run
+
+
+def _until_stopped(work: Path) -> None:
+    """The job's training runs until a signal stops it (the driver's own
+    wall-clock budget bounds it): 12 CPU iterations could all be done
+    before a signal reaches the ranks."""
+    for name in ("job.sh", "job.facts"):
+        text = (work / name).read_text().replace("--train-iters 12 ", "--train-iters 100000 ")
+        assert "--train-iters 100000 " in text, name
+        (work / name).write_text(text)
 
 
 def _start(work: Path) -> subprocess.Popen:
@@ -78,18 +92,99 @@ def test_a_rerun_leaves_no_error_of_the_last_run(dry_run):
 
 def test_a_stopped_job_names_the_signal_and_its_energy_is_combined(dry_run):
     work = dry_run.work_dirs("execute")[1]
+    _until_stopped(work)
     job = _start(work)
     _training(job)
     # stop once jpwr has flushed power samples to disk
     power = work / "energy" / "power_rank0.csv"
     _wait_for(lambda: power.exists() and len(power.read_text().splitlines()) > 10, "flushed power samples")
+    _wait_for(lambda: TIMED.search((work / "job.out").read_text()), "a timed iteration")
     job.send_signal(signal.SIGTERM)
     job.wait(timeout=300)
     assert "SIGTERM" in (work / "error").read_text()
     assert (work / "ready").exists()
     # a dry run's steps end once its scripts are written, combine_energy too:
-    # it combines again by hand what this job measured
+    # it combines again by hand what this job measured, and the row model
+    # decides its row as a submitted job's (the dry run's line left out)
+    (work / "stderr").write_text("")
     dry_run.combine_again(work)
     table = dry_run.table()
     row = table[table["GlobalBatchSize"] == 16].iloc[0]
     assert row["Energy(Wh)"] > 0, row.to_dict()
+    # a TERM to the job script stops it as one to a rank would
+    assert row["Status"] == "ok-stopped-early", row.to_dict()
+
+
+def _decided(work: Path) -> tuple[str, str]:
+    """The row the model decides for a job that was submitted: the dry run's
+    `CARAML dryrun:` line (this job was started by hand) left out."""
+    evidence = row_model.gather(work)
+    evidence.texts["stderr"] = ""
+    status = row_model.decide_row("image", evidence, slurm_state=None)["status"]
+    return status["state"], status["reason"]
+
+
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["terminal", "background"])
+def test_a_ctrl_c_to_a_local_job_stops_it_early_and_its_row_names_sigint(dry_run, sigint):
+    """Ctrl-C in the terminal of a local `jube run` sends SIGINT to its whole
+    foreground process group: JUBE, the submit step's jobplan.py, the job
+    script and the launcher. A `jube run` started in the background of a
+    script starts with SIGINT ignored, which the launcher alone undoes."""
+    work = dry_run.work_dirs("execute")[0]
+    facts = (work / "job.facts").read_text()
+    (work / "job.facts").write_text(facts.replace("\ndry_run=yes\n", "\ndry_run=no\n"))
+    _until_stopped(work)
+    submit = subprocess.Popen([sys.executable, str(Path("caraml/login/jobplan.py").resolve()),
+                               "submit", "job.facts"], cwd=work, start_new_session=True,
+                              stderr=subprocess.PIPE, text=True,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, sigint))
+    processes = _training(submit)
+    _wait_for(lambda: TIMED.search((work / "job.out").read_text()), "a timed iteration")
+    os.killpg(submit.pid, signal.SIGINT)
+    _, err = submit.communicate(timeout=300)
+    assert submit.returncode == 0, err
+    # the job's watcher (jobwatch.py) sees the job script gone within its interval
+    _wait_for(lambda: not [p for p in processes if jobwatch.alive(p)],
+              "the stopped job's processes to end", timeout_s=30)
+    assert (work / "signal").read_text() == "SIGINT\n"
+    assert _decided(work) == ("ok-stopped-early", "signal SIGINT")
+
+
+def test_a_job_script_killed_after_a_signal_names_that_signal(tmp_path):
+    (tmp_path / "signal").write_text("SIGINT\n")
+    assert jobwatch.ending(tmp_path / "signal", 3).startswith(
+        "stopped by SIGINT: the job script was killed before it ended")
+    assert jobwatch.ending(tmp_path / "none", 3).startswith(
+        "job exited with status 137 (SIGKILL): the job script was killed")
+
+
+def test_ctrl_c_on_a_local_jube_run_gives_rows_that_name_sigint_and_the_ones_never_begun(tmp_path):
+    """Ctrl-C in the terminal of `jube run`: JUBE ends at once; the job it
+    was running stops its ranks and writes its figures; the work packages
+    JUBE never began are rows of their own, and the main command's check
+    exits 1 naming them."""
+    out = tmp_path / "run"
+    with (tmp_path / "jube.out").open("w") as log:
+        jube = subprocess.Popen(["jube", "run", SCRIPT, "--hide-animation", "-o", str(out),
+                                 "--tag", "CPU"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True,
+                                # as a terminal leaves it, whoever started this test
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    job_out = out / "000000" / "000000_execute" / "work" / "job.out"
+    _wait_for(lambda: job_out.exists() and TIMED.search(job_out.read_text()), "a timed iteration")
+    os.killpg(jube.pid, signal.SIGINT)
+    jube.wait(timeout=60)
+    _wait_for(lambda: (job_out.parent / "ready").exists(), "the stopped job's done marker")
+    rows = row_model.rows_of_run(out / "000000")
+    # the ranks may finish their 12 CPU iterations before the stop reaches
+    # them (ok); what was cut short names SIGINT, and nothing names SIGKILL
+    assert (rows[0]["status"]["state"], rows[0]["status"]["reason"]) in (
+        ("ok-stopped-early", "signal SIGINT"), ("ok", "")), rows[0]["status"]
+    assert (job_out.parent / "signal").read_text() == "SIGINT\n"
+    assert [(r["status"]["state"], r["status"]["reason"].split(":")[0]) for r in rows[1:]] == [
+        ("queued", "not started"), ("queued", "not started")]
+    done = subprocess.run([sys.executable, "-m", "caraml.login.rows", str(out / "000000")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    named = done.stderr.splitlines()
+    assert len(named) == 2 and all("queued: not started" in ln for ln in named), done.stderr
