@@ -12,6 +12,7 @@ Standard library only: it runs where the suite's environment may be missing
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import xml.etree.ElementTree as ET
@@ -159,6 +160,22 @@ def check_devices(system: systems.System, needed: int, nodes: int, devices_per_n
             f"node{'s' if nodes > 1 else ''} has {nodes * devices_per_node}")
 
 
+# what platform.xml exports to every step (jobParameter, export="true")
+EXPORTED = ("CARAML_ROOT", "CARAML_RUNDIR", "CARAML_BENCHMARK_HOME")
+
+
+def check_exported(environ=os.environ) -> None:
+    """JUBE 2.5.1 gives a work package its exported variables only when it
+    first starts: `jube continue` after an interrupted `jube run` reruns the
+    package without them, and every path the step names would be wrong."""
+    missing = [name for name in EXPORTED if not environ.get(name)]
+    if missing:
+        raise PreflightError(
+            f"this step runs without {', '.join(missing)}: JUBE continued a work package that an "
+            "interrupted `jube run` had started, and JUBE 2.5.1 gives such a package none of "
+            "platform.xml's exported variables; start the benchmark again with `jube run`")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run-config", type=Path, required=True,
@@ -192,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="devices one model instance needs (pipelined models)")
     args = ap.parse_args(argv)
     try:
+        check_exported()
         system_tags = systems.names(args.platform)
         selected = selected_tags(args.run_config)
         check_tags(selected, declared_tags(args.script, args.platform), system_tags)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import xml.etree.ElementTree as ET
-import re
 
 import pytest
 

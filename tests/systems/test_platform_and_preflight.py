@@ -111,11 +111,28 @@ def script(tmp_path):
     return path
 
 
+@pytest.fixture(autouse=True)
+def exported(monkeypatch, tmp_path):
+    """What JUBE exports to the step that runs the pre-flight."""
+    for name in preflight.EXPORTED:
+        monkeypatch.setenv(name, str(tmp_path))
+
+
 def run(capsys, run_config, script, tags, *args):
     code = preflight.main(["--run-config", str(run_config(*tags)), "--script", str(script),
                            *args])
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def test_a_step_continued_without_jubes_exported_variables_says_so(capsys, run_config, script,
+                                                                    monkeypatch):
+    monkeypatch.delenv("CARAML_RUNDIR")
+    code, _, err = run(capsys, run_config, script, ["CPU"], "--system", "CPU")
+    assert code == 2
+    assert err.startswith("CARAML ERROR: this step runs without CARAML_RUNDIR: JUBE continued a "
+                          "work package that an interrupted `jube run` had started")
+    assert err.count("\n") == 1
 
 
 def test_unknown_system_names_the_system_tags(capsys, run_config, script):
