@@ -204,7 +204,10 @@ def test_ctrl_c_says_where_the_run_is_and_stops_the_calling_shell_too(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "caraml.login.follow", str(tmp_path / "run"), "--",
          "sh", "-c", 'touch "$0"; exec sleep 60', str(started)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        # as in a terminal's foreground: SIGINT at its default, also where
+        # this test runs from a background job, which ignores it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not started.exists():
         assert time.monotonic() < deadline and proc.poll() is None, "the command never started"
