@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -29,20 +30,27 @@ def host(tmp_path, monkeypatch):
         monkeypatch.delenv(variable, raising=False)
     monkeypatch.setattr(local_host, "KFD_NODES", tmp_path / "no-kfd")
     tool = tmp_path / "bin"
-    tool.mkdir()
+    monkeypatch.setenv("PATH", f"{tool}{os.pathsep}{os.environ['PATH']}")
+
+    def make(names: list[str], mig_list: str = ""):
+        fake_nvidia_smi(tool, names, [300 + 100 * i for i in range(len(names))], mig_list)
+        return local_host.detect()
+    return make
+
+
+def fake_nvidia_smi(tool: Path, names: list[str], power_limits: list[float],
+                    mig_list: str = "") -> None:
+    """An nvidia-smi in the folder tool that lists one GPU per name, in PCI
+    bus order, with its power limit, and answers -L with mig_list."""
+    tool.mkdir(exist_ok=True)
     script = tool / "nvidia-smi"
     script.write_text('#!/bin/sh\nd=$(dirname "$0")\n'
                       'if [ "$1" = -L ]; then cat "$d/list"; else cat "$d/query"; fi\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{tool}{os.pathsep}{os.environ['PATH']}")
-
-    def make(names: list[str], mig_list: str = ""):
-        (tool / "query").write_text("".join(
-            f"00000000:{i + 1:02X}:00.0, {UUIDS[i]}, {name}, {300 + 100 * i}.00\n"
-            for i, name in enumerate(names)))
-        (tool / "list").write_text(mig_list)
-        return local_host.detect()
-    return make
+    (tool / "query").write_text("".join(
+        f"00000000:{i + 1:02X}:00.0, {UUIDS[i]}, {name}, {limit:.2f}\n"
+        for i, (name, limit) in enumerate(zip(names, power_limits, strict=True))))
+    (tool / "list").write_text(mig_list)
 
 
 def test_a_granted_gpu_is_the_one_counted_and_exported(host, monkeypatch):
@@ -190,14 +198,7 @@ def test_a_jube_run_on_local_exports_the_granted_gpu(tmp_path):
     from tests.jube_runs import JubeRun
 
     tool = tmp_path / "bin"
-    tool.mkdir()
-    (tool / "query").write_text("".join(
-        f"00000000:{i + 1:02X}:00.0, {UUIDS[i]}, NVIDIA A100-SXM4-40GB, 400.00\n" for i in range(2)))
-    (tool / "list").write_text("")
-    script = tool / "nvidia-smi"
-    script.write_text('#!/bin/sh\nd=$(dirname "$0")\n'
-                      'if [ "$1" = -L ]; then cat "$d/list"; else cat "$d/query"; fi\n')
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    fake_nvidia_smi(tool, ["NVIDIA A100-SXM4-40GB"] * 2, [400, 400])
     env = {**os.environ, "PATH": f"{tool}{os.pathsep}{os.environ['PATH']}",
            "CUDA_VISIBLE_DEVICES": "1", local_host.SELECT: "1"}
     run = JubeRun("image_classification/image_classification_torch_benchmark.xml", tmp_path / "run",
