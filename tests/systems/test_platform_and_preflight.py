@@ -235,7 +235,8 @@ def test_the_llm_script_takes_each_sizes_node_count_from_model_sizes(root):
     [system_set] = [p for p in script["parameterset"] if p["name"] == "systemParameter"]
     [nodes] = [p for p in system_set["parameter"] if p["name"] == "nodes"]
     assert set(nodes["tag"].split("|")) == {name for name, size in SIZES.items() if size.nodes}
-    assert "model_sizes" in nodes["_"] and ".nodes" in nodes["_"]
+    assert (nodes["mode"], nodes["_"]) == \
+        ("shell", "${expand_tool} -m llm_training.model_sizes nodes ${model_size}")
 
 
 def test_both_llm_scripts_take_the_shared_steps(root):
