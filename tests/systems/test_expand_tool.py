@@ -23,8 +23,10 @@ from tests.jube_runs import ROOT, JubeRun
 PATH_VARIABLES = {"jube_benchmark_home", "jube_benchmark_rundir", "jube_wp_abspath",
                   "jube_wp_relpath"}
 TOOL = "expand_tool"
-SCRIPTS = ["platform.xml", "image_classification/image_classification_torch_benchmark.xml",
-           "llm_training/llm_benchmark_nvidia_amd.yaml", "llm_training/llm_benchmark_ipu.yaml"]
+# every benchmark's JUBE script: the files beside the benchmarks that define parameters
+SCRIPTS = sorted(str(path.relative_to(ROOT)) for pattern in ("*/*.xml", "*/*.yaml")
+                 for path in ROOT.glob(pattern) if "<parameterset" in path.read_text()
+                 or "parameterset:" in path.read_text())
 # a name JUBE can run, with what a shell or Python would run if it reached their source
 HOSTILE = "it's ;touch PWNED1;(x) & touch PWNED2 '+str(__import__('os').system('touch PWNED3'))+'"
 
@@ -60,7 +62,13 @@ def path_carriers(params: list[tuple[str, str, str]]) -> set[str]:
         carriers |= more
 
 
-@pytest.mark.parametrize("script", SCRIPTS[1:])
+def test_the_scripts_are_found():
+    assert {"image_classification/image_classification_torch_benchmark.xml",
+            "llm_training/llm_benchmark_nvidia_amd.yaml",
+            "llm_training/llm_benchmark_ipu.yaml"} <= set(SCRIPTS)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
 def test_no_computed_parameter_holds_the_checkouts_path(script):
     """A python- or shell-mode parameter reaches the checkout only through
     expand_tool; platform.xml's parameters count for every benchmark."""
