@@ -2,8 +2,9 @@
 with the `dryrun` tag (nothing is submitted, no image needs to exist), once
 per session: one `jube run` per system, benchmark and model size, two at a
 time. The facts the job scripts are checked against are written here from
-the CARAML paper (Table I, section V) and the upstream configuration, not
-read from platform.xml, so a wrong value there fails a test."""
+the CARAML paper (Table I, section V), the upstream configuration and the
+sites' and vendors' pages (JUPITER, GB200, MILA: docs/systems.md), not read
+from platform.xml, so a wrong value there fails a test."""
 
 from __future__ import annotations
 
