@@ -27,6 +27,14 @@ class Peak:
 PEAKS: dict[str, Peak] = {
     "A100": Peak("NVIDIA A100", 312.0,
                  "NVIDIA A100 Tensor Core GPU datasheet: FP16/BF16 tensor 312 TFLOP/s dense"),
+    "B200": Peak("NVIDIA B200 (HGX)", 2250.0,
+                 "NVIDIA DGX B200 datasheet: FP8 training 72 PFLOP/s with sparsity for eight "
+                 "B200 GPUs at 1,000 W, so FP16/BF16 tensor 4.5 PFLOP/s sparse, 2,250 TFLOP/s "
+                 "dense per GPU"),
+    "GB200": Peak("NVIDIA B200 GPU in GB200 (Grace Blackwell)", 2500.0,
+                  "NVIDIA GB200 NVL72 datasheet: FP16/BF16 tensor 10 PFLOP/s with sparsity per "
+                  "GB200 superchip of two B200 GPUs at up to 1,200 W each, 2,500 TFLOP/s dense "
+                  "per GPU"),
     "GH200": Peak("NVIDIA GH200 (H100 GPU)", 989.4,
                   "NVIDIA GH200 Grace Hopper Superchip datasheet: FP16/BF16 tensor 989 TFLOP/s "
                   "dense (CARAML paper, Table I: 990)"),
@@ -71,6 +79,9 @@ _NAMES: list[tuple[str, str | None]] = [
     (r"MI250X\s*/\s*MI250", None),
     (r"A100", "A100"),
     (r"GH200", "GH200"),
+    # a GB200's GPUs report "NVIDIA GB200", an HGX board's "NVIDIA B200"
+    (r"GB200", "GB200"),
+    (r"B200", "B200"),
     (r"H100.*NVL", "H100-NVL"),
     (r"H100.*PCIe", "H100-PCIe"),
     (r"H100", "H100-SXM"),

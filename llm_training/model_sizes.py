@@ -10,9 +10,10 @@ per second on a 2-core CPU host (see docs/llm_training.md for the measurement).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
-from caraml import options
+from caraml import options, report
 
 GPT2_VOCAB_SIZE = 50257
 
@@ -113,3 +114,19 @@ SIZES: dict[str, ModelSize] = {
         gradient_accumulation=64, precision="bf16", nodes=16,
     ),
 }
+
+
+
+def main(argv: list[str]) -> int:
+    """`python -m llm_training.model_sizes FIELD SIZE`: one field of a size
+    (nodes, seq_length) as a JUBE shell-mode parameter's value, so the JUBE
+    scripts read it from here instead of writing it again."""
+    if len(argv) != 2 or argv[1] not in SIZES or argv[0] not in ModelSize.__dataclass_fields__:
+        report.error(f"model_sizes: {' '.join(argv)!r} is not FIELD SIZE; sizes: {', '.join(SIZES)}")
+        return 2
+    report.parameter(str(getattr(SIZES[argv[1]], argv[0])))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,7 +1,7 @@
 """The `LOCAL` system: this host and its own accelerators, found when the
 benchmark runs. platform.xml's LOCAL block asks this module for each value
-(`python3 caraml/login/local_host.py kind`), and the pre-flight asks it whether
-the host can run what the job asks for.
+(`python -m caraml.login.local_host kind`, through its expand_tool), and the
+pre-flight asks it whether the host can run what the job asks for.
 
 NVIDIA GPUs are found with nvidia-smi, AMD GPUs through the kernel's KFD
 topology (with rocm-smi for their names); anything else is a CPU host, on

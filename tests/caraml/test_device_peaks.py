@@ -15,6 +15,9 @@ from caraml.login import systems
     ("NVIDIA H100 NVL", 835.5),
     ("NVIDIA H200", 989.4),
     ("NVIDIA GH200 480GB", 989.4),
+    # a GB200's B200 runs at up to 1,200 W, an HGX B200 at 1,000 W: their peaks differ
+    ("NVIDIA GB200", 2500.0),
+    ("NVIDIA B200", 2250.0),
     ("NVIDIA A100-SXM4-40GB", 312.0),
     ("NVIDIA L40S", 362.05),
     ("AMD Instinct MI300X", 1307.4),

@@ -2,8 +2,9 @@
 with the `dryrun` tag (nothing is submitted, no image needs to exist), once
 per session: one `jube run` per system, benchmark and model size, two at a
 time. The facts the job scripts are checked against are written here from
-the CARAML paper (Table I, section V) and the upstream configuration, not
-read from platform.xml, so a wrong value there fails a test."""
+the CARAML paper (Table I, section V), the upstream configuration and the
+sites' and vendors' pages (JUPITER, GB200, MILA: docs/systems.md), not read
+from platform.xml, so a wrong value there fails a test."""
 
 from __future__ import annotations
 
@@ -57,10 +58,23 @@ SYSTEMS = {
                    "i", True, True, "pspmix", 1, "cuda", "pynvml", "H100-PCIe", 350),
     "WAIH100": Expect("dc-hwai", 4, 1, 64, "gpu:4", "torchrun_jsc", "caraml_nvidia_x86.sif", "--nv",
                       "i", True, True, "pspmix", 16, "cuda", "pynvml", "H100-SXM", 700),
+    # Mila's cn-g nodes (Mila's node profile table): gres a100l is the 80 GB A100,
+    # the nvlink feature picks the SXM4 nodes; plain torchrun, no JSC settings
+    "MILA": Expect("long", 4, 1, 64, "gpu:a100l:4", "torchrun", "caraml_nvidia_x86.sif", "--nv",
+                   "", False, False, None, 29, "cuda", "pynvml", "A100", 400, constraint="nvlink"),
     "GH200": Expect("dc-gh", 1, 1, 72, "gpu:1", "torchrun_jsc", "caraml_nvidia_arm64.sif", "--nv",
                     "", False, True, "pspmix", 1, "cuda", "pynvml gh", "GH200", 700),
     "JEDI": Expect("all", 4, 4, 72, "gpu:4", "srun", "caraml_nvidia_arm64.sif", "--nv",
                    "", True, False, "pmi2", 44, "cuda", "pynvml gh", "GH200", 680, gpus_per_task="1"),
+    # JSC's JUPITER configuration page: ~6000 booster nodes of 4x GH200, 680 W a superchip
+    "JUPITER": Expect("booster", 4, 4, 72, "gpu:4", "srun", "caraml_nvidia_arm64.sif", "--nv",
+                      "", True, False, "pmi2", 6000, "cuda", "pynvml gh", "GH200", 680,
+                      gpus_per_task="1"),
+    # 4x B200 and 2x 72-core Grace a node, 400 nodes (upstream CARAML's operator
+    # benchmark); one task per GPU; NVML measures the GPUs only
+    "GB200": Expect(None, 4, 4, 36, "gpu:4", "srun", "caraml_nvidia_arm64.sif", "--nv",
+                    "", False, False, "pmi2", 400, "cuda", "pynvml", "GB200", 1200,
+                    gpus_per_task="1"),
     # a device is one GCD: the paper's 362.1 TFLOP/s and 560 W are per module of two
     "MI250": Expect("dc-mi200", 8, 1, 48, None, "torchrun_jsc", "caraml_rocm.sif", "--rocm",
                     "i", False, True, "pspmix", 2, "rocm", "rocm", "MI250-GCD", 560 / 2),

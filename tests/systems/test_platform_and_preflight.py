@@ -77,6 +77,26 @@ def test_the_jsc_nvidia_systems_share_their_block():
     assert [loaded[t]["cpus_per_task"] for t in ("A100", "H100", "WAIH100")] == ["128", "72", "64"]
 
 
+def test_jedi_and_jupiter_share_the_booster_node_design():
+    """JUPITER's nodes are JEDI's design: everything but the name, the
+    partition and the node count is written once, in the JEDI|JUPITER block."""
+    loaded = systems.load()
+    jedi, jupiter = loaded["JEDI"].params, loaded["JUPITER"].params
+    own = {"system_name", "system_description", "partition", "nodes_available"}
+    assert {name for name in jedi if jedi[name] != jupiter[name]} == own
+    assert (jupiter["energy_scope"], jupiter["device_unit"]) == \
+        ("module", "GH200 superchip (Grace CPU and H100 GPU)")
+
+
+def test_gb200_measures_and_names_the_gpus_only():
+    """NVML's power on Blackwell is the GPU board's; the Grace CPUs are in no
+    figure, and the headline's scope and the device unit say so."""
+    gb200 = systems.load()["GB200"]
+    assert gb200["energy_methods"].split() == ["pynvml"] and gb200["energy_scope"] == "gpu"
+    assert "Grace CPUs are outside" in gb200["device_unit"]
+    assert device_peaks.PEAKS[gb200["peak_tflops"]].tflops == pytest.approx(5000 / 2)
+
+
 def test_hosts_measure_or_look_up_their_peak():
     loaded = systems.load()
     assert (loaded["MI300X"]["peak_tflops"], loaded["MI300A"]["peak_tflops"]) == ("MI300X", "MI300A")
@@ -215,7 +235,8 @@ def test_the_llm_script_takes_each_sizes_node_count_from_model_sizes(root):
     [system_set] = [p for p in script["parameterset"] if p["name"] == "systemParameter"]
     [nodes] = [p for p in system_set["parameter"] if p["name"] == "nodes"]
     assert set(nodes["tag"].split("|")) == {name for name, size in SIZES.items() if size.nodes}
-    assert "model_sizes" in nodes["_"] and ".nodes" in nodes["_"]
+    assert (nodes["mode"], nodes["_"]) == \
+        ("shell", "${expand_tool} -m llm_training.model_sizes nodes ${model_size}")
 
 
 def test_both_llm_scripts_take_the_shared_steps(root):
