@@ -128,6 +128,20 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
     return Plan(stage / JOB_SCRIPT, params, prepare)
 
 
+def seconds(limit: str) -> int:
+    """A Slurm time limit (MM, MM:SS, HH:MM:SS, D-HH:MM:SS) in seconds, for ReFrame."""
+    days, _, clock = limit.strip().rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if not 1 <= len(parts) <= 3 or (days and not days.isdigit()):
+        raise PlanError(f"time limit {limit!r} is not MM, MM:SS, HH:MM:SS or D-HH:MM:SS (platform.xml timelimit)")
+    if len(parts) == 1:
+        parts = [0, parts[0], 0]  # minutes alone, as Slurm reads them
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts
+    return int(days or 0) * 86400 + h * 3600 + m * 60 + s
+
+
 def job_resources(params: dict[str, str]) -> dict[str, object]:
     """What ReFrame's job asks the scheduler for: the job script's #SBATCH
     lines. Not its --signal: Slurm's warning would reach ReFrame's batch
@@ -136,7 +150,7 @@ def job_resources(params: dict[str, str]) -> dict[str, object]:
     nodes, tasks = int(params["nodes"]), int(params["tasks_per_node"])
     return {"num_tasks": nodes * tasks, "num_tasks_per_node": tasks,
             "num_cpus_per_task": int(params["cpus_per_task"]),
-            "time_limit": params["job_timelimit"],
+            "time_limit": seconds(params["job_timelimit"]),
             "options": [f"--{option}={params[name]}" for option, name in
                         (("gres", "gres"), ("gpus-per-task", "gpus_per_task"))
                         if params.get(name, "").strip()]}
