@@ -94,10 +94,11 @@ def perf_values(row: dict) -> dict[str, tuple[float, str]]:
     return {name: (float(v), unit) for name, (v, unit) in values.items() if _number(v) is not None}
 
 
-def load_references(extra: list[Path] | None = None) -> pd.DataFrame:
-    """caraml-compare's reference file and any extra ones (a centre's own
-    measurements), read and checked by caraml-compare's reader."""
-    frames = [reference.load()] + [reference.load(Path(path)) for path in extra or []]
+def load_references(extra: list[Path] | None = None, suite: bool = True) -> pd.DataFrame:
+    """caraml-compare's reference file (unless suite is false) and any extra
+    ones (a centre's own measurements), read and checked by caraml-compare's
+    reader."""
+    frames = ([reference.load()] if suite else []) + [reference.load(Path(path)) for path in extra or []]
     return pd.concat([f for f in frames if not f.empty] or [reference.load_empty()], ignore_index=True)
 
 

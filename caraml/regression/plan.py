@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from caraml.login.jobplan import ROOT, suite_python
-from caraml.row import workpackage_params
+from caraml.row import workpackage_parent, workpackage_params
 
 PLAN_DIR = "jube_plan"
 PARAMS_FILE = "params.json"
@@ -114,7 +114,12 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
         # the pre-flight refused the work package: its one-line error says why
         raise PlanError(f"JUBE wrote no job script for {benchmark.name} on {' '.join(tags)}: "
                         f"{(work / 'stderr').read_text(errors='replace').strip()[-400:]}")
-    params = workpackage_params(run_dirs[-1])[int(work.parent.name.split("_", 1)[0])]
+    every = workpackage_params(run_dirs[-1])
+    wp_id = int(work.parent.name.split("_", 1)[0])
+    params = every[wp_id]
+    # the data step's values (where the corpus goes) are its own work package's
+    parent = workpackage_parent(run_dirs[-1], wp_id)
+    data_params = {**(every[parent] if parent is not None else {}), **params}
     # the job is run, not only written: the row must not read the plan as a dry run
     params["dry_run"] = "no"
     shutil.copy(script, stage / JOB_SCRIPT)
@@ -124,7 +129,7 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
         python = str(suite_python())
         (stage / DATA_DIR).mkdir(exist_ok=True)
         prepare = [python, str(ROOT / "caraml" / "failure.py"), "--run", "data step", "--",
-                   python, *fill(benchmark.prepare, params, environ or os.environ)]
+                   python, *fill(benchmark.prepare, data_params, environ or os.environ)]
     return Plan(stage / JOB_SCRIPT, params, prepare)
 
 

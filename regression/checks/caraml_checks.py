@@ -44,6 +44,8 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     extra_tags = variable(str, value="")
     # a centre's own reference file(s), beside caraml-compare's (-S or CARAML_REFERENCES; ':' between)
     references_file = variable(str, value=os.environ.get("CARAML_REFERENCES", ""))
+    # caraml-compare's own reference file (caraml/compare/references.yaml); false: only references_file
+    suite_references = variable(bool, value=True)
     # the row's provenance, for the perflog (set once the row is decided)
     caraml_commit = variable(str, value="n/a")
     caraml_suite_version = variable(str, value="n/a")
@@ -92,5 +94,5 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
         self.perf_variables = {name: sn.make_performance_function(sn.defer(value), unit)
                                for name, (value, unit) in figures.perf_values(row).items()}
         extra = [Path(p) for p in self.references_file.split(":") if p]
-        self.reference = figures.references(row, figures.load_references(extra),
+        self.reference = figures.references(row, figures.load_references(extra, self.suite_references),
                                             self.current_partition.fullname)
