@@ -61,6 +61,10 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     executable = "bash"
     executable_opts = ["job.sh", ">job.out", "2>job.err"]
     tags = {"caraml"}
+    # what a run leaves beside ReFrame's own files: the job, its logs, the
+    # energy files of every rank and the decided row
+    keep_files = ["job.sh", "params.json", "job.out", "job.err", "energy", "energy_summary.csv",
+                  "jpwr.out", "jpwr.err", "row.json"]
 
     @run_before("run")
     def plan_the_job(self):
