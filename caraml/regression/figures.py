@@ -115,7 +115,9 @@ def references(row: dict, refs: pd.DataFrame, key: str) -> dict[str, dict[str, t
     for _, check in checks.iterrows():
         name = names[check["figure"]]
         value = float(check["reference"])
-        out[name] = (value, check["low"] / value - 1, check["high"] / value - 1, units.get(name))
+        # the band's fractions back from its bounds, without the float noise of the division
+        out[name] = (value, round(check["low"] / value - 1, 12), round(check["high"] / value - 1, 12),
+                     units.get(name))
     return {key: out} if out else {}
 
 

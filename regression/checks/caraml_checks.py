@@ -11,6 +11,7 @@ from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, performance_function, run_before, sanity_function, variable
 
 # appended, not inserted: ReFrame removes the folder it added by its position
@@ -45,7 +46,7 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     # a centre's own reference file(s), beside caraml-compare's (-S or CARAML_REFERENCES; ':' between)
     references_file = variable(str, value=os.environ.get("CARAML_REFERENCES", ""))
     # caraml-compare's own reference file (caraml/compare/references.yaml); false: only references_file
-    suite_references = variable(bool, value=True)
+    suite_references = variable(typ.Bool, value=True)
     # the row's provenance, for the perflog (set once the row is decided)
     caraml_commit = variable(str, value="n/a")
     caraml_suite_version = variable(str, value="n/a")
