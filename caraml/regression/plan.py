@@ -10,8 +10,8 @@ job.sh in its stage directory and decides the row there
 (caraml/row_standalone.py).
 
 A benchmark with a data step (the LLM) names its preparation in its entry;
-it runs before the job, as JUBE's data step does, with the work package's
-values."""
+it runs where ReFrame runs (the login node, which can download a corpus),
+before the job, as JUBE's data step does, with the work package's values."""
 
 from __future__ import annotations
 
@@ -25,9 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from caraml.login.jobplan import ROOT, suite_python
+from caraml.report import ERROR_PREFIX
 from caraml.row import workpackage_parent, workpackage_params
 
 PLAN_DIR = "jube_plan"
+# a corpus download and tokenisation may take long, but not for ever
+PREPARE_TIMEOUT_S = 4 * 3600
 PARAMS_FILE = "params.json"
 JOB_SCRIPT = "job.sh"
 # the folder the LLM's job_command reads its data arguments from (@prepare_data/data.args)
@@ -145,6 +148,27 @@ def seconds(limit: str) -> int:
         parts.insert(0, 0)
     h, m, s = parts
     return int(days or 0) * 86400 + h * 3600 + m * 60 + s
+
+
+def prepare_data(planned: Plan, stage: Path, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
+    """Runs the data step (where the plan has one) into STAGE/prepare_data:
+    data.args for the job, stdout and stderr; a failure raises the step's
+    one-line error."""
+    if not planned.prepare:
+        return
+    folder = Path(stage) / DATA_DIR
+    with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
+        try:
+            done = subprocess.run(planned.prepare, cwd=stage, stdout=out, stderr=err, timeout=timeout_s,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+        except subprocess.TimeoutExpired:
+            raise PlanError(f"the data step took more than {timeout_s:.0f} s: see {folder / 'stderr'}; "
+                            "prepare the data once beforehand (docs/llm_data.md)") from None
+    if done.returncode != 0:
+        lines = (folder / "stderr").read_text(errors="replace").splitlines()
+        ours = [line.removeprefix(ERROR_PREFIX) for line in lines if line.startswith(ERROR_PREFIX)]
+        cause = ours[0] if ours else (lines[-1] if lines else f"exit status {done.returncode}")
+        raise PlanError(f"the data step failed: {cause} (see {folder / 'stderr'})")
 
 
 def job_resources(params: dict[str, str]) -> dict[str, object]:

@@ -18,7 +18,7 @@ from reframe.core.builtins import parameter, performance_function, run_before, s
 sys.path.append(str(Path(__file__).resolve().parents[2]))
 from caraml.login.jobplan import suite_python  # noqa: E402
 from caraml.regression import figures  # noqa: E402
-from caraml.regression.plan import PARAMS_FILE, Benchmark, job_resources, plan  # noqa: E402
+from caraml.regression.plan import PARAMS_FILE, Benchmark, job_resources, plan, prepare_data  # noqa: E402
 from caraml.row import read  # noqa: E402
 
 # One entry per benchmark: its JUBE script, the row model's name for it and
@@ -72,14 +72,13 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
         tags = [*self.current_partition.extras["caraml_tags"], *self.configuration.split(),
                 *self.extra_tags.split()]
         planned = plan(self.benchmark, tags, Path(self.stagedir))
+        prepare_data(planned, Path(self.stagedir))
         resources = job_resources(planned.params)
         self.num_tasks = resources["num_tasks"]
         self.num_tasks_per_node = resources["num_tasks_per_node"]
         self.num_cpus_per_task = resources["num_cpus_per_task"]
         self.time_limit = resources["time_limit"]
         self.job.options += resources["options"]
-        self.prerun_cmds = ([shlex.join(planned.prepare) + " >prepare_data/stdout 2>prepare_data/stderr"]
-                            if planned.prepare else [])
         self.postrun_cmds = [shlex.join([str(suite_python()), "-m", "caraml.row_standalone", "--benchmark",
                                          self.benchmark.row, "--params", PARAMS_FILE, "."])]
 

@@ -5,10 +5,12 @@ preparation, the scheduler's resources; and the row decided outside JUBE."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
 
-from caraml.regression.plan import Benchmark, PlanError, fill, job_resources, plan, seconds
+from caraml.regression.plan import Benchmark, Plan, PlanError, fill, job_resources, plan, prepare_data, seconds
 from caraml.row_standalone import main as row_main
 
 IMAGE = Benchmark("image", "image_classification/image_classification_torch_benchmark.xml", "image")
@@ -104,3 +106,23 @@ def test_unreadable_parameters_are_a_failed_row_that_names_the_file(tmp_path, ca
     assert row["status"]["state"] == "failed"
     assert "not a JSON object" in row["status"]["reason"]
     assert "params.json" in capsys.readouterr().err
+
+
+def test_a_failed_data_step_raises_its_own_error_line(tmp_path):
+    (tmp_path / "prepare_data").mkdir()
+    failing = [sys.executable, "-c", "import sys; print('CARAML ERROR: no corpus here: set CARAML_LLM_CORPUS',"
+               " file=sys.stderr); sys.exit(2)"]
+    with pytest.raises(PlanError, match="the data step failed: no corpus here: set CARAML_LLM_CORPUS"):
+        prepare_data(Plan(tmp_path / "job.sh", {}, failing), tmp_path)
+
+
+def test_a_data_step_that_does_not_end_is_stopped_and_named(tmp_path):
+    (tmp_path / "prepare_data").mkdir()
+    sleeping = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with pytest.raises(PlanError, match="took more than 1 s"):
+        prepare_data(Plan(tmp_path / "job.sh", {}, sleeping), tmp_path, timeout_s=1)
+
+
+def test_no_data_step_runs_nothing(tmp_path):
+    prepare_data(Plan(Path(tmp_path / "job.sh"), {}, []), tmp_path)
+    assert not (tmp_path / "prepare_data").exists()
