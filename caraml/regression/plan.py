@@ -141,7 +141,8 @@ def seconds(limit: str) -> int:
     days, _, clock = limit.strip().rpartition("-")
     parts = [int(p) for p in clock.split(":")]
     if not 1 <= len(parts) <= 3 or (days and not days.isdigit()):
-        raise PlanError(f"time limit {limit!r} is not MM, MM:SS, HH:MM:SS or D-HH:MM:SS (platform.xml timelimit)")
+        raise PlanError(f"time limit {limit!r} is not MM, MM:SS, HH:MM:SS or D-HH:MM:SS "
+                        "(platform.xml timelimit)")
     if len(parts) == 1:
         parts = [0, parts[0], 0]  # minutes alone, as Slurm reads them
     while len(parts) < 3:

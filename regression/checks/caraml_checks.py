@@ -12,7 +12,7 @@ from pathlib import Path
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import parameter, performance_function, run_before, sanity_function, variable
+from reframe.core.builtins import parameter, run_before, sanity_function, variable
 
 # appended, not inserted: ReFrame removes the folder it added by its position
 sys.path.append(str(Path(__file__).resolve().parents[2]))

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from caraml.regression.plan import Benchmark, Plan, PlanError, fill, job_resources, plan, prepare_data, seconds
+from caraml.regression.plan import (Benchmark, Plan, PlanError, fill, job_resources, plan, prepare_data,
+                                    seconds)
 from caraml.row_standalone import main as row_main
 
 IMAGE = Benchmark("image", "image_classification/image_classification_torch_benchmark.xml", "image")
@@ -110,8 +111,8 @@ def test_unreadable_parameters_are_a_failed_row_that_names_the_file(tmp_path, ca
 
 def test_a_failed_data_step_raises_its_own_error_line(tmp_path):
     (tmp_path / "prepare_data").mkdir()
-    failing = [sys.executable, "-c", "import sys; print('CARAML ERROR: no corpus here: set CARAML_LLM_CORPUS',"
-               " file=sys.stderr); sys.exit(2)"]
+    failing = [sys.executable, "-c", "import sys; print('CARAML ERROR: no corpus here: set "
+               "CARAML_LLM_CORPUS', file=sys.stderr); sys.exit(2)"]
     with pytest.raises(PlanError, match="the data step failed: no corpus here: set CARAML_LLM_CORPUS"):
         prepare_data(Plan(tmp_path / "job.sh", {}, failing), tmp_path)
 

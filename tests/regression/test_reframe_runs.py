@@ -19,7 +19,8 @@ pytestmark = pytest.mark.jube
 # the console script the reframe extra installs; else the same entry point from this Python
 SCRIPT = Path(sys.executable).with_name("reframe")
 REFRAME = [str(SCRIPT)] if SCRIPT.exists() else [
-    sys.executable, "-c", "import sys; from reframe.frontend.cli import main; sys.argv[0] = 'reframe'; main()"]
+    sys.executable, "-c",
+    "import sys; from reframe.frontend.cli import main; sys.argv[0] = 'reframe'; main()"]
 
 
 def _reframe(prefix: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -69,7 +70,8 @@ def test_both_benchmarks_pass_on_this_host_and_their_perflogs_carry_figures_and_
     assert float(image["images_per_s"]) > 0 and float(llm["tokens_per_s_per_device"]) > 0
     assert 0 < float(llm["mfu"]) < 1 and "mfu" not in image
     for record, work in ((image, "images"), (llm, "tokens")):
-        assert record[f"{work}_per_wh_host_estimate.unit"] == f"{work}/Wh (host-estimate, timed window, estimated)"
+        assert record[f"{work}_per_wh_host_estimate.unit"] == \
+            f"{work}/Wh (host-estimate, timed window, estimated)"
         assert float(record[f"{work}_per_wh_host_estimate"]) > 0
         assert float(record["power_w_per_device"]) > 0
         assert (record["system"], record["status"], record["energy_scope"], record["energy"]) == \
