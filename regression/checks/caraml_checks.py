@@ -13,12 +13,15 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_before, sanity_function, variable
+from reframe.core.exceptions import ReframeError
 
 # appended, not inserted: ReFrame removes the folder it added by its position
 sys.path.append(str(Path(__file__).resolve().parents[2]))
+from caraml.compare import CompareError  # noqa: E402
 from caraml.login.jobplan import suite_python  # noqa: E402
 from caraml.regression import figures  # noqa: E402
-from caraml.regression.plan import PARAMS_FILE, Benchmark, job_resources, plan, prepare_data  # noqa: E402
+from caraml.regression.plan import (PARAMS_FILE, Benchmark, PlanError, job_resources, plan,  # noqa: E402
+                                    prepare_data)
 from caraml.row import read  # noqa: E402
 
 # One entry per benchmark: its JUBE script, the row model's name for it and
@@ -71,8 +74,12 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     def plan_the_job(self):
         tags = [*self.current_partition.extras["caraml_tags"], *self.configuration.split(),
                 *self.extra_tags.split()]
-        planned = plan(self.benchmark, tags, Path(self.stagedir))
-        prepare_data(planned, Path(self.stagedir))
+        try:
+            planned = plan(self.benchmark, tags, Path(self.stagedir))
+            prepare_data(planned, Path(self.stagedir))
+        except PlanError as error:
+            # ReFrame's own error: the one-line cause, without a traceback
+            raise ReframeError(str(error)) from None
         resources = job_resources(planned.params)
         self.num_tasks = resources["num_tasks"]
         self.num_tasks_per_node = resources["num_tasks_per_node"]
@@ -98,5 +105,8 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
         self.perf_variables = {name: sn.make_performance_function(sn.defer(value), unit)
                                for name, (value, unit) in figures.perf_values(row).items()}
         extra = [Path(p) for p in self.references_file.split(":") if p]
-        self.reference = figures.references(row, figures.load_references(extra, self.suite_references),
-                                            self.current_partition.fullname)
+        try:
+            refs = figures.load_references(extra, self.suite_references)
+        except CompareError as error:
+            raise ReframeError(str(error)) from None
+        self.reference = figures.references(row, refs, self.current_partition.fullname)

@@ -116,3 +116,23 @@ def test_the_image_check_runs_through_the_slurm_test_cluster(tmp_path, slurm):
     # the job ran under Slurm and started its rank with srun, as JUBE's job does
     assert "job_id=none" not in (work / "job.out").read_text()
     assert "\nsrun --kill-on-bad-exit=1" in (work / "job.sh").read_text()
+
+
+def test_tags_that_plan_several_jobs_fail_the_check_with_one_line(tmp_path):
+    # the precision tag sweeps fp32 and bf16 on CPUs: two work packages
+    done = _reframe(tmp_path, "-r", "--system", "local:cpu", "-n", "benchmark=image",
+                    "-S", "extra_tags=precision")
+    assert done.returncode != 0
+    assert "Failing phase: run" in done.stdout
+    assert "has 2 execute work packages, not one: a check runs one configuration" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_broken_reference_file_is_named_in_the_failure(tmp_path):
+    refs = tmp_path / "refs.yaml"
+    refs.write_text("references: [{system: CPU, benchmark: image}]\n")
+    done = _reframe(tmp_path / "rfm", "-r", "--system", "local:cpu", "-n", "benchmark=image",
+                    "-S", f"references_file={refs}")
+    assert done.returncode != 0
+    assert "Failing phase: performance" in done.stdout
+    assert f"{refs}: entry 1 (CPU ? ?): missing model figure value" in done.stdout
