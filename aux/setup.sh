@@ -144,6 +144,13 @@ _caraml_setup() (
                 echo "torch,bench,test$(vendor_extras)" >"$extras_file"
             fi
         fi
+        # extras asked for on top (CARAML_EXTRAS=reframe: the ReFrame checks), kept like the rest
+        local asked=() extra
+        IFS=, read -ra asked <<<"${CARAML_EXTRAS:-}"
+        for extra in ${asked[@]+"${asked[@]}"}; do
+            [[ "$extra" =~ ^[a-z0-9_-]+$ ]] || die "CARAML_EXTRAS=$CARAML_EXTRAS: '$extra' is no extra of pyproject.toml (e.g. reframe)"
+            [[ ",$(cat "$extras_file")," == *",$extra,"* ]] || echo "$(cat "$extras_file"),$extra" >"$extras_file"
+        done
         local extras mode=system
         extras="$(cat "$extras_file")"
         [[ "$extras" == torch,* ]] && mode=pinned

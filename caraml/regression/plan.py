@@ -1,0 +1,186 @@
+"""A ReFrame check's work package, planned by the benchmark's own JUBE
+script, so that a row from ReFrame and a row from JUBE are one measurement.
+
+`jube run SCRIPT --tag SYSTEM TAGS... dryrun` runs the suite's pre-flight
+checks and the planner (caraml/login/jobplan.py), which writes the very
+job.sh that JUBE would submit (the driver, its options, the launcher, the
+container and jpwr's energy), and records the work package's parameters,
+which the row model reads. The dry run submits nothing; the check runs that
+job.sh in its stage directory and decides the row there
+(caraml/row_standalone.py).
+
+A benchmark with a data step (the LLM) names its preparation in its entry;
+it runs where ReFrame runs (the login node, which can download a corpus),
+before the job, as JUBE's data step does, with the work package's values."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from caraml.login.jobplan import ROOT, suite_python
+from caraml.report import ERROR_PREFIX
+from caraml.row import workpackage_parent, workpackage_params
+
+PLAN_DIR = "jube_plan"
+# a corpus download and tokenisation may take long, but not for ever
+PREPARE_TIMEOUT_S = 4 * 3600
+PARAMS_FILE = "params.json"
+JOB_SCRIPT = "job.sh"
+# the folder the LLM's job_command reads its data arguments from (@prepare_data/data.args)
+DATA_DIR = "prepare_data"
+# {NAME|param}: the environment variable NAME where it is set, else the work package's param
+_FIELD = re.compile(r"\{(?:([A-Z_][A-Z0-9_]*)\|)?([a-z_][a-z0-9_]*)\}")
+
+
+class PlanError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark of the suite, as the checks run it: the JUBE script
+    that plans it, the row model's name for it, and, where it has a data
+    step, the preparation's arguments to the suite's Python ({param} is the
+    work package's value; {ENV|param} the environment's where it is set)."""
+
+    name: str
+    script: str
+    row: str
+    prepare: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    job_script: Path
+    params: dict[str, str]
+    prepare: list[str]
+
+
+def fill(words: tuple[str, ...], params: dict[str, str], environ=os.environ) -> list[str]:
+    """The preparation's words with the work package's values put in."""
+    def value(match: re.Match) -> str:
+        env, name = match.groups()
+        if env and environ.get(env):
+            return environ[env]
+        if name not in params:
+            raise PlanError(f"the preparation names {name!r}, which the work package does not "
+                            "have: fix the benchmark's entry in regression/checks")
+        return params[name]
+    return [_FIELD.sub(value, word) for word in words]
+
+
+def _execute_work(run_dir: Path) -> Path:
+    found = sorted(run_dir.glob("*_execute/work"))
+    if len(found) != 1:
+        raise PlanError(f"the JUBE plan in {run_dir} has {len(found)} execute work packages, not one: "
+                        "a check runs one configuration; give tags that select one")
+    return found[0]
+
+
+def jube_command() -> str:
+    jube = shutil.which("jube") or shutil.which("jube", path=str(suite_python().parent))
+    if not jube:
+        raise PlanError("jube not found: the checks plan their jobs with the suite's JUBE scripts; "
+                        "run `source aux/setup.sh` (it installs JUBE) first")
+    return jube
+
+
+def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float = 300,
+         environ=None) -> Plan:
+    """Plans one work package in STAGE with a JUBE dry run and leaves there
+    the job script and the work package's parameters (params.json)."""
+    stage = Path(stage)
+    out = stage / PLAN_DIR
+    shutil.rmtree(out, ignore_errors=True)
+    command = [jube_command(), "run", str(ROOT / benchmark.script), "--hide-animation",
+               "-o", str(out), "--tag", *tags, "dryrun"]
+    try:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
+                              env=environ)
+    except subprocess.TimeoutExpired:
+        raise PlanError(f"planning {benchmark.name} with JUBE took more than {timeout_s:.0f} s: "
+                        f"see {out}") from None
+    run_dirs = sorted(p for p in out.glob("*") if p.is_dir()) if out.is_dir() else []
+    if done.returncode != 0 or not run_dirs:
+        raise PlanError(f"planning {benchmark.name} ({shlex.join(command)}) failed: "
+                        f"{(done.stderr or done.stdout).strip()[-400:]}")
+    work = _execute_work(run_dirs[-1])
+    script = work / JOB_SCRIPT
+    if not script.exists():
+        # the pre-flight refused the work package: its one-line error says why
+        raise PlanError(f"JUBE wrote no job script for {benchmark.name} on {' '.join(tags)}: "
+                        f"{(work / 'stderr').read_text(errors='replace').strip()[-400:]}")
+    every = workpackage_params(run_dirs[-1])
+    wp_id = int(work.parent.name.split("_", 1)[0])
+    params = every[wp_id]
+    # the data step's values (where the corpus goes) are its own work package's
+    parent = workpackage_parent(run_dirs[-1], wp_id)
+    data_params = {**(every[parent] if parent is not None else {}), **params}
+    # the job is run, not only written: the row must not read the plan as a dry run
+    params["dry_run"] = "no"
+    shutil.copy(script, stage / JOB_SCRIPT)
+    (stage / PARAMS_FILE).write_text(json.dumps(params, indent=1) + "\n")
+    prepare = []
+    if benchmark.prepare:
+        python = str(suite_python())
+        (stage / DATA_DIR).mkdir(exist_ok=True)
+        prepare = [python, str(ROOT / "caraml" / "failure.py"), "--run", "data step", "--",
+                   python, *fill(benchmark.prepare, data_params, environ or os.environ)]
+    return Plan(stage / JOB_SCRIPT, params, prepare)
+
+
+def seconds(limit: str) -> int:
+    """A Slurm time limit (MM, MM:SS, HH:MM:SS, D-HH:MM:SS) in seconds, for ReFrame."""
+    days, _, clock = limit.strip().rpartition("-")
+    parts = [int(p) for p in clock.split(":")]
+    if not 1 <= len(parts) <= 3 or (days and not days.isdigit()):
+        raise PlanError(f"time limit {limit!r} is not MM, MM:SS, HH:MM:SS or D-HH:MM:SS "
+                        "(platform.xml timelimit)")
+    if len(parts) == 1:
+        parts = [0, parts[0], 0]  # minutes alone, as Slurm reads them
+    while len(parts) < 3:
+        parts.insert(0, 0)
+    h, m, s = parts
+    return int(days or 0) * 86400 + h * 3600 + m * 60 + s
+
+
+def prepare_data(planned: Plan, stage: Path, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
+    """Runs the data step (where the plan has one) into STAGE/prepare_data:
+    data.args for the job, stdout and stderr; a failure raises the step's
+    one-line error."""
+    if not planned.prepare:
+        return
+    folder = Path(stage) / DATA_DIR
+    with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
+        try:
+            done = subprocess.run(planned.prepare, cwd=stage, stdout=out, stderr=err, timeout=timeout_s,
+                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+        except subprocess.TimeoutExpired:
+            raise PlanError(f"the data step took more than {timeout_s:.0f} s: see {folder / 'stderr'}; "
+                            "prepare the data once beforehand (docs/llm_data.md)") from None
+    if done.returncode != 0:
+        lines = (folder / "stderr").read_text(errors="replace").splitlines()
+        ours = [line.removeprefix(ERROR_PREFIX) for line in lines if line.startswith(ERROR_PREFIX)]
+        cause = ours[0] if ours else (lines[-1] if lines else f"exit status {done.returncode}")
+        raise PlanError(f"the data step failed: {cause} (see {folder / 'stderr'})")
+
+
+def job_resources(params: dict[str, str]) -> dict[str, object]:
+    """What ReFrame's job asks the scheduler for: the job script's #SBATCH
+    lines. Not its --signal: Slurm's warning would reach ReFrame's batch
+    shell, not job.sh; the driver's own time budget (--exit-duration-in-mins)
+    stops it before the limit."""
+    nodes, tasks = int(params["nodes"]), int(params["tasks_per_node"])
+    return {"num_tasks": nodes * tasks, "num_tasks_per_node": tasks,
+            "num_cpus_per_task": int(params["cpus_per_task"]),
+            "time_limit": seconds(params["job_timelimit"]),
+            "options": [f"--{option}={params[name]}" for option, name in
+                        (("gres", "gres"), ("gpus-per-task", "gpus_per_task"))
+                        if params.get(name, "").strip()]}

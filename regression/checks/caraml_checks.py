@@ -1,0 +1,112 @@
+# The suite's benchmarks as ReFrame checks: one per benchmark and
+# configuration, on every partition of regression/config.py. Each check
+# runs the job script that the benchmark's JUBE script plans for its system
+# (the same driver, options, launcher, container and jpwr energy), decides
+# the row with the suite's row model, and reads sanity, performance and
+# provenance from it (caraml/regression/). Usage: docs/reframe.md.
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_before, sanity_function, variable
+from reframe.core.exceptions import ReframeError
+
+# appended, not inserted: ReFrame removes the folder it added by its position
+sys.path.append(str(Path(__file__).resolve().parents[2]))
+from caraml.compare import CompareError  # noqa: E402
+from caraml.login.jobplan import suite_python  # noqa: E402
+from caraml.regression import figures  # noqa: E402
+from caraml.regression.plan import (PARAMS_FILE, Benchmark, PlanError, job_resources, plan,  # noqa: E402
+                                    prepare_data)
+from caraml.row import read  # noqa: E402
+
+# One entry per benchmark: its JUBE script, the row model's name for it and
+# its data preparation, if any ({param}: the work package's value,
+# {ENV|param}: the environment variable where it is set).
+BENCHMARKS = [
+    Benchmark("image", "image_classification/image_classification_torch_benchmark.xml", "image"),
+    Benchmark("llm", "llm_training/llm_benchmark_nvidia_amd.yaml", "llm", prepare=(
+        "-m", "llm_training.data.prepare", "--driver-args-file", "prepare_data/data.args",
+        "--model-size", "{model_size}", "--corpus", "{CARAML_LLM_CORPUS|default_corpus}",
+        "--out-dir", "{CARAML_LLM_DATA|data_dir}")),
+]
+# The JUBE tags of a configuration besides the system's (one work package each)
+CONFIGURATIONS = ["smoke"]
+
+
+@rfm.simple_test
+class CaramlBenchmark(rfm.RunOnlyRegressionTest):
+    benchmark = parameter(BENCHMARKS, fmt=lambda b: b.name)
+    configuration = parameter(CONFIGURATIONS)
+    valid_systems = ["*"]
+    valid_prog_environs = ["caraml"]
+    # more JUBE tags for the configuration (-S extra_tags="precision")
+    extra_tags = variable(str, value="")
+    # a centre's own reference file(s), beside caraml-compare's (-S or CARAML_REFERENCES; ':' between)
+    references_file = variable(str, value=os.environ.get("CARAML_REFERENCES", ""))
+    # caraml-compare's own reference file (caraml/compare/references.yaml); false: only references_file
+    suite_references = variable(typ.Bool, value=True)
+    # the row's provenance, for the perflog (set once the row is decided)
+    caraml_commit = variable(str, value="n/a")
+    caraml_suite_version = variable(str, value="n/a")
+    caraml_torch = variable(str, value="n/a")
+    caraml_energy_source = variable(str, value="n/a")
+    caraml_energy_scope = variable(str, value="n/a")
+    caraml_energy_kind = variable(str, value="n/a")
+    caraml_energy_window = variable(str, value="n/a")
+    caraml_system = variable(str, value="n/a")
+    caraml_config = variable(str, value="n/a")
+    caraml_flags = variable(str, value="n/a")
+    caraml_status = variable(str, value="n/a")
+    executable = "bash"
+    executable_opts = ["job.sh", ">job.out", "2>job.err"]
+    tags = {"caraml"}
+    # what a run leaves beside ReFrame's own files: the job, its logs, the
+    # energy files of every rank and the decided row
+    keep_files = ["job.sh", "params.json", "job.out", "job.err", "energy", "energy_summary.csv",
+                  "jpwr.out", "jpwr.err", "row.json"]
+
+    @run_before("run")
+    def plan_the_job(self):
+        tags = [*self.current_partition.extras["caraml_tags"], *self.configuration.split(),
+                *self.extra_tags.split()]
+        try:
+            planned = plan(self.benchmark, tags, Path(self.stagedir))
+            prepare_data(planned, Path(self.stagedir))
+        except PlanError as error:
+            # ReFrame's own error: the one-line cause, without a traceback
+            raise ReframeError(str(error)) from None
+        resources = job_resources(planned.params)
+        self.num_tasks = resources["num_tasks"]
+        self.num_tasks_per_node = resources["num_tasks_per_node"]
+        self.num_cpus_per_task = resources["num_cpus_per_task"]
+        self.time_limit = resources["time_limit"]
+        self.job.options += resources["options"]
+        self.postrun_cmds = [shlex.join([str(suite_python()), "-m", "caraml.row_standalone", "--benchmark",
+                                         self.benchmark.row, "--params", PARAMS_FILE, "."])]
+
+    def _row(self):
+        return read(Path(self.stagedir) / "row.json")
+
+    @sanity_function
+    def row_is_a_measurement(self):
+        ok, why = figures.sanity(self._row())
+        return sn.assert_true(ok, msg=why)
+
+    @run_before("performance")
+    def figures_of_the_row(self):
+        row = self._row()
+        for name, value in figures.provenance(row).items():
+            setattr(self, f"caraml_{name}", value)
+        self.perf_variables = {name: sn.make_performance_function(sn.defer(value), unit)
+                               for name, (value, unit) in figures.perf_values(row).items()}
+        extra = [Path(p) for p in self.references_file.split(":") if p]
+        try:
+            refs = figures.load_references(extra, self.suite_references)
+        except CompareError as error:
+            raise ReframeError(str(error)) from None
+        self.reference = figures.references(row, refs, self.current_partition.fullname)

@@ -1,0 +1,124 @@
+"""A decided row as ReFrame reads it: sanity, performance variables with
+their energy scope, references from caraml-compare's reader (the same
+verdict in both) and the perflog's provenance."""
+
+from __future__ import annotations
+
+import copy
+
+import pandas as pd
+import pytest
+
+from caraml.compare import reference
+from caraml.compare.rows import RunDir, flatten
+from caraml.regression import figures
+
+ROW = {
+    "schema": "caraml-row/1", "benchmark": "llm", "work_package": "/stage",
+    "system": {"name": "CPU", "device_kind": "cpu", "device_unit": "host", "nodes": 1,
+               "devices_per_node": 1, "devices": 1},
+    "config": {"model": "cpu-small", "precision": "fp32", "global_batch": 4, "sequence_length": 256,
+               "backend": "torch", "label": "cpu-small fp32 batch 4"},
+    "throughput": {"unit": "tokens", "per_s": 1000.0, "per_s_per_device": 1000.0, "per_s_per_node": 1000.0},
+    "mfu": {"value": 0.06, "peak_tflops": 0.1, "peak_basis": "measured-matmul"},
+    "energy": {"scope": "host-estimate", "estimated": True, "methods": "estimate",
+               "headline_window": "timed",
+               "windows": {"timed": {"work_per_wh": 250000.0, "mean_power_w_per_device": 6.0, "wh": 0.01},
+                           "run": {"work_per_wh": 240000.0, "mean_power_w_per_device": 6.1, "wh": 0.02}}},
+    "status": {"state": "ok", "reason": ""},
+    "flags": [],
+    "provenance": {"commit": "abc123def456", "suite_version": "abc123def456", "torch": "2.13.0"},
+}
+
+
+def _row(**changes) -> dict:
+    row = copy.deepcopy(ROW)
+    row.update(changes)
+    return row
+
+
+def test_performance_variables_name_the_work_and_the_energy_scope():
+    assert figures.perf_values(ROW) == {
+        "tokens_per_s": (1000.0, "tokens/s"),
+        "tokens_per_s_per_device": (1000.0, "tokens/s per host"),
+        "tokens_per_s_per_node": (1000.0, "tokens/s per node"),
+        "mfu": (0.06, "fraction of peak"),
+        "tokens_per_wh_host_estimate": (250000.0, "tokens/Wh (host-estimate, timed window, estimated)"),
+        "power_w_per_device": (6.0, "W per host (host-estimate, timed window, estimated)"),
+    }
+
+
+def test_a_figure_the_row_lacks_is_no_variable():
+    values = figures.perf_values(_row(mfu=None, energy=None))
+    assert "mfu" not in values and "power_w_per_device" not in values
+    assert not any("per_wh" in name for name in values)
+
+
+@pytest.mark.parametrize("state, flags, passes", [
+    ("ok", [], True),
+    ("ok-stopped-early", ["stopped-early(4-of-6-iterations)"], True),
+    ("ok", ["cpu-contention(51%-of-host-CPU-used-by-other-processes)"], True),
+    ("ok", ["energy-incomplete(20%-of-samples-missing)"], False),
+    ("ok", ["energy-scopes-differ-between-hosts"], False),
+    ("failed", [], False),
+])
+def test_sanity_passes_a_measurement_unless_a_flag_invalidates_its_figures(state, flags, passes):
+    ok, why = figures.sanity(_row(status={"state": state, "reason": "out of memory"}, flags=flags))
+    assert ok is passes
+    if state == "failed":
+        assert why == "row failed: out of memory"
+    elif not passes:
+        assert flags[0] in why
+
+
+def _reference_file(tmp_path, value: float, figure: str = "throughput", **narrow) -> str:
+    extra = "".join(f", {k}: {v}" for k, v in narrow.items())
+    path = tmp_path / "refs.yaml"
+    path.write_text("references:\n"
+                    f"  - {{system: CPU, benchmark: llm, model: cpu-small, figure: {figure}, value: {value},"
+                    f" lower: 0.2, upper: 0.5, origin: measured, source: test{extra}}}\n")
+    return path
+
+
+def test_a_reference_becomes_reframes_band_with_a_negative_lower_threshold(tmp_path):
+    refs = figures.load_references([_reference_file(tmp_path, 1200.0)], suite=False)
+    assert figures.references(ROW, refs, "local:cpu") == {
+        "local:cpu": {"tokens_per_s": (1200.0, pytest.approx(-0.2), pytest.approx(0.5), "tokens/s")}}
+
+
+def test_work_per_wh_references_reach_the_scoped_variable(tmp_path):
+    refs = figures.load_references([_reference_file(tmp_path, 1e5, "work_per_wh")], suite=False)
+    [(name, band)] = figures.references(ROW, refs, "k")["k"].items()
+    assert name == "tokens_per_wh_host_estimate" and band[0] == 1e5
+
+
+def test_a_reference_for_another_batch_does_not_apply(tmp_path):
+    refs = figures.load_references([_reference_file(tmp_path, 1200.0, global_batch=8)], suite=False)
+    assert figures.references(ROW, refs, "local:cpu") == {}
+
+
+@pytest.mark.parametrize("value", [900.0, 1200.0, 1300.0, 2500.0])
+def test_reframes_verdict_is_caraml_compares(tmp_path, value):
+    refs = figures.load_references([_reference_file(tmp_path, value)], suite=False)
+    ref, lower, upper, _ = figures.references(ROW, refs, "k")["k"]["tokens_per_s"]
+    measured = ROW["throughput"]["per_s"]
+    # ReFrame's check: ref * (1 + lower) <= value <= ref * (1 + upper)
+    reframe_fails = not ref * (1 + lower) <= measured <= ref * (1 + upper)
+    line = flatten(ROW, RunDir(tmp_path, None), tmp_path / "row.json")
+    [verdict] = reference.verdicts(pd.DataFrame([line]), refs)["verdict"]
+    assert reframe_fails == (verdict != "within")
+
+
+def test_the_suites_own_cpu_reference_applies_to_a_cpu_row():
+    refs = figures.load_references()
+    band = figures.references(ROW, refs, "local:cpu")["local:cpu"]["tokens_per_s"]
+    assert band[1] == pytest.approx(-0.5) and band[2] == pytest.approx(1.0)
+
+
+def test_provenance_for_the_perflog():
+    prov = figures.provenance(_row(flags=["cpu-contention(51%)"]))
+    assert prov == {"commit": "abc123def456", "suite_version": "abc123def456", "torch": "2.13.0",
+                    "energy_source": "estimate", "energy_scope": "host-estimate",
+                    "energy_kind": "estimated", "energy_window": "timed", "system": "CPU",
+                    "config": "cpu-small fp32 batch 4", "flags": "cpu-contention(51%)", "status": "ok"}
+    assert figures.provenance(_row(energy=None))["energy_scope"] == "n/a"

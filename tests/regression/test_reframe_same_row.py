@@ -1,0 +1,41 @@
+"""A row from ReFrame and a row from JUBE are one row model's decision on
+the same evidence: the files a JUBE job left, decided outside JUBE by
+caraml.row_standalone (as a ReFrame check does) with the work package's
+parameters, give the row JUBE's combine step wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pytest
+
+from caraml.row import workpackage_params
+from caraml.row_standalone import main as row_main
+from tests.jube_runs import JubeRun
+
+pytestmark = pytest.mark.jube
+
+
+def test_the_standalone_row_of_a_jube_job_is_the_row_jube_decided(tmp_path):
+    run = JubeRun("image_classification/image_classification_torch_benchmark.xml", tmp_path / "run",
+                  env=dict(os.environ))
+    run.run("CPU", "smoke")
+    run.table()
+    [execute] = run.work_dirs("execute")
+    [combine] = run.work_dirs("combine_energy")
+    jube_row = json.loads((combine / "row.json").read_text())
+    stage = tmp_path / "stage"
+    stage.mkdir()
+    for name in ("job.out", "job.err"):
+        shutil.copy(execute / name, stage / name)
+    shutil.copytree(execute / "energy", stage / "energy")
+    params = workpackage_params(run.run_dir)[int(execute.parent.name.split("_")[0])]
+    (stage / "params.json").write_text(json.dumps(params))
+    assert row_main(["--benchmark", "image", "--params", str(stage / "params.json"), str(stage)]) == 0
+    row = json.loads((stage / "row.json").read_text())
+    assert jube_row["status"]["state"] == "ok"
+    for decided in (row, jube_row):
+        decided.pop("work_package")
+    assert row == jube_row
