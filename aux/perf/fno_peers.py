@@ -8,10 +8,13 @@ change or another job hits both loops alike. Each round is timed by the
 wall clock and by the process's CPU time: on a host that other jobs load,
 the wall-clock ratio wanders with their load, while the CPU time a step
 costs this process does not (it counts every thread of the process, so it
-compares the loops' work, not their parallelism).
+compares the loops' work, not their parallelism). With more threads than
+free cores, OpenMP's waiting threads spin and inflate both clocks; on a
+shared host, `--threads 1` gives figures that hold still.
 
     .venv/bin/python aux/perf/fno_peers.py [--problems rbc2d-small pic2d-small ...]
-        [--precision fp32] [--batch-size 4] [--rounds 10] [--iterations 5] [--out docs/perf]
+        [--precision fp32] [--batch-size 4] [--rounds 10] [--iterations 5] [--threads N]
+        [--out docs/perf]
 
 Writes one JSON file per run into --out (machine, device, versions, every
 round's samples/s, and the suite's ratio to the plain loop per problem) and
@@ -87,9 +90,13 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--iterations", type=int, default=5, help="steps per loop and round")
     p.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch's intra-op threads (default: torch's own choice)")
     p.add_argument("--out", type=Path, default=peer_record.OUT)
     a = p.parse_args()
     warnings.filterwarnings("ignore")
+    if a.threads is not None:
+        torch.set_num_threads(a.threads)
     dist = caraml_dist.init("auto")
     device = dist.device
     names = a.problems or (CPU_PROBLEMS if device.type == "cpu" else
@@ -124,11 +131,12 @@ def main() -> int:
             torch.cuda.empty_cache()
     record = peer_record.header("fno_peers", dist) | {
         "precision": a.precision, "batch_size": a.batch_size, "rounds": a.rounds,
+        "threads": torch.get_num_threads(),
         "iterations_per_round": a.iterations, "problems": results,
     }
     path = peer_record.write(record, a.out, a.precision)
     print(f"# {record['device']}, FNO {a.precision}, batch {a.batch_size}, "
-          f"medians of {a.rounds} interleaved rounds")
+          f"{torch.get_num_threads()} thread(s), medians of {a.rounds} interleaved rounds")
     peer_record.print_table(
         ["problem", "suite samples/s", "plain neuraloperator loop samples/s", "suite / plain (wall)",
          "suite CPU ms per step", "plain CPU ms per step", "suite / plain (CPU time)"],
