@@ -85,16 +85,16 @@ def adam(net: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.Ad
 def adam_step(net: torch.nn.Module, optimizer: torch.optim.Optimizer, precision_name: str,
               device: torch.device):
     """Forward, backward and update on one batch; returns the loss (not
-    synchronised, so reading it is left to the caller)."""
-    scaler = precision.grad_scaler(precision_name, device)
+    synchronised, so reading it is left to the caller). No gradient scaler:
+    the precisions the benchmark takes (fp32, tf32, bf16) need none
+    (config.FP16_REFUSED says why fp16 is not one of them)."""
 
     def step(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
         with precision.autocast(precision_name, device):
             loss = model.loss(net(inputs), targets)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
+        loss.backward()
+        optimizer.step()
         return loss.detach()
 
     return step

@@ -40,7 +40,7 @@ from neuralop.models import FNO  # noqa: E402
 
 from caraml import dist as caraml_dist  # noqa: E402
 from caraml import precision as caraml_precision  # noqa: E402
-from operator_benchmark import data, fno_training, model, problems  # noqa: E402
+from operator_benchmark import config, data, fno_training, model, problems  # noqa: E402
 
 LR = 1e-3  # the driver's defaults
 WEIGHT_DECAY = 1e-4
@@ -65,18 +65,16 @@ def plain_loop(problem: problems.Problem, precision: str, batch: int, device: to
               out_channels=problem.out_fields, hidden_channels=problem.width,
               n_layers=problem.layers).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     x = torch.randn(batch, problem.in_fields, *problem.grid, device=device)
     y = torch.randn(batch, problem.out_fields, *problem.grid, device=device)
     dtype = caraml_precision.DTYPES[precision]
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=dtype, enabled=precision in ("fp16", "bf16")):
+        with torch.autocast(device.type, dtype=dtype, enabled=precision == "bf16"):
             loss = torch.nn.functional.mse_loss(net(x).float(), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
+        loss.backward()
+        opt.step()
 
     return step
 
@@ -101,6 +99,8 @@ def main() -> int:
     device = dist.device
     names = a.problems or (CPU_PROBLEMS if device.type == "cpu" else
                            [n for n in problems.names() if not n.endswith(problems.SMALL_SUFFIX)])
+    if a.precision == "fp16":
+        raise SystemExit(config.FP16_REFUSED)
     caraml_precision.check(a.precision, device)
     caraml_precision.set_fp32_math(a.precision, device)
     results = {}
