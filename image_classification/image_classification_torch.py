@@ -15,13 +15,13 @@ if __package__ in (None, ""):
 
 import torch
 
-from caraml import driver, memory, precision, report
+from caraml import driver, memory, precision, report, throughput
 from caraml.dist import Dist
 from caraml.driver import EnergyMeter, LoopResult
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
 from caraml.timing import rate
-from image_classification import config, data, model, throughput, train
+from image_classification import config, data, model, train
 from image_classification.config import Options
 
 # The usual ImageNet recipe for ResNets (He et al.): SGD with momentum.
@@ -104,13 +104,13 @@ def train_and_report(args: Options, dist: Dist, stop: StopCondition,
             "devices": dist.world_size,
             "global_batch_size": args.global_batch_size,
             "batch_size_per_device": batch_size,
-            **(throughput.overall(args.global_batch_size, job, dist.world_size) if job else {}),
+            **(throughput.overall("images", args.global_batch_size, job, dist.world_size) if job else {}),
             "samples_total": args.global_batch_size * result.iterations,
             "samples_timed": args.global_batch_size * (job.iterations if job else 0),
         }
 
     return driver.report_result(dist, result,
-                                rank_line=lambda durations: throughput.per_rank(batch_size, durations),
+                                rank_line=lambda durations: throughput.per_rank("images", batch_size, durations),
                                 global_line=global_line)
 
 

@@ -17,12 +17,12 @@ if __package__ in (None, ""):
 
 import torch
 
-from caraml import compile_toolchain, driver, memory, precision, report
+from caraml import compile_toolchain, driver, memory, precision, report, throughput
 from caraml.dist import Dist
 from caraml.driver import EnergyMeter, LoopResult
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
-from caraml.timing import TimingStats, rate, summarize
+from caraml.timing import TimingStats, rate
 from operator_benchmark import config, data, flops, model, navier_stokes, problems
 from operator_benchmark.config import Options
 from operator_benchmark.problems import Problem
@@ -128,26 +128,15 @@ def placement(args: Options, dist: Dist) -> int:
     return args.global_batch_size // dist.world_size
 
 
-def per_rank(batch_per_device: int, durations: list[float]) -> dict[str, float]:
-    times = summarize(durations)
-    return {"samples_per_s_mean": rate(batch_per_device, times.mean_s),
-            "samples_per_s_median": rate(batch_per_device, times.median_s),
-            "time_per_iteration_s": times.mean_s}
-
-
 def overall(args: Options, job: TimingStats, devices: int, flops_per_sample: int) -> dict:
     """The timing figures of the `CARAML global:` line, from the job's
-    iterations (each as long as its slowest rank's)."""
-    mean = rate(args.global_batch_size, job.mean_s)
-    return {
-        "samples_per_s_mean": mean,
-        "samples_per_s_median": rate(args.global_batch_size, job.median_s),
-        "samples_per_s_per_device": mean / devices,
-        "time_per_iteration_s": job.mean_s,
-        "time_per_iteration_median_s": job.median_s,
-        "epoch_s": args.epoch_samples / mean,
-        "tflops_counted_per_device": flops_per_sample * mean / devices / 1e12,
-    }
+    iterations (each as long as its slowest rank's), with the epoch's time
+    and the counted TFLOP/s."""
+    figures = throughput.overall("samples", args.global_batch_size, job, devices)
+    mean = figures["samples_per_s_mean"]
+    return {**figures,
+            "epoch_s": args.epoch_samples / mean,
+            "tflops_counted_per_device": flops_per_sample * mean / devices / 1e12}
 
 
 def train_and_report(args: Options, dist: Dist, stop: StopCondition,
@@ -181,7 +170,7 @@ def train_and_report(args: Options, dist: Dist, stop: StopCondition,
         }
 
     return driver.report_result(dist, result,
-                                rank_line=lambda durations: per_rank(batch_size, durations),
+                                rank_line=lambda durations: throughput.per_rank("samples", batch_size, durations),
                                 global_line=global_line)
 
 
