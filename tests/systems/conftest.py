@@ -21,6 +21,7 @@ from tests.jube_runs import ROOT, JubeRun
 IC_SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
 LLM_SCRIPT = "llm_training/llm_benchmark_nvidia_amd.yaml"
 IPU_SCRIPT = "llm_training/llm_benchmark_ipu.yaml"
+OP_SCRIPT = "operator_benchmark/fno_benchmark.xml"
 ACCOUNT = "caraml-test-project"
 EXTRA_BIND = "/data/caraml-test-images"
 
@@ -139,6 +140,7 @@ def _combos() -> list[tuple[str, tuple[str, ...]]]:
     combos = [(IC_SCRIPT, (system,)) for system in ["CPU", *SYSTEMS]]
     combos += [(LLM_SCRIPT, (size, system)) for system in SYSTEMS for size in SIZES]
     combos += [(LLM_SCRIPT, ("CPU",)), (IPU_SCRIPT, ("synthetic",)), (IPU_SCRIPT, ())]
+    combos += [(OP_SCRIPT, (system,)) for system in ["CPU", *SYSTEMS]]
     # the sweep with the default size and with another one
     combos += [(LLM_SCRIPT, ("A100", "sweep")), (LLM_SCRIPT, ("117M", "A100", "sweep"))]
     return combos
