@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("llm_training", "image_classification")
+BENCHMARKS = ("llm_training", "image_classification", "operator_benchmark")
 
 
 def imported(path: Path) -> set[str]:

@@ -1,0 +1,196 @@
+"""Operator-learning training benchmark: trains neuraloperator's Fourier
+Neural Operator on a problem's fields (synthetic, or the Navier-Stokes data
+the suite generates), on one device or with DDP under torchrun, and prints
+samples/s per rank and in total, the time per epoch and the counted FLOP/s
+(CARAML lines) while jpwr measures each rank's energy. Usage:
+docs/operator_benchmark.md."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+if __package__ in (None, ""):
+    # Started as a script: the suite's packages live one folder up.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch
+
+from caraml import compile_toolchain, driver, memory, precision, report
+from caraml.dist import Dist
+from caraml.driver import EnergyMeter, LoopResult
+from caraml.report import BenchmarkInputError
+from caraml.stopping import StopCondition
+from caraml.timing import TimingStats, rate, summarize
+from operator_benchmark import config, data, flops, model, navier_stokes, problems
+from operator_benchmark.config import Options
+from operator_benchmark.problems import Problem
+
+MODEL = "FNO"
+
+
+def generated_setup(args: Options, problem: Problem) -> navier_stokes.Setup:
+    return navier_stokes.Setup(grid=problem.grid[0], samples=args.generated_samples,
+                               seed=args.seed)
+
+
+def generated_data(args: Options, problem: Problem, dist: Dist) -> tuple[torch.Tensor, torch.Tensor]:
+    """The Navier-Stokes samples, divided by the initial fields' rms
+    vorticity so the loss starts near 1: the first rank of each node makes
+    or checks the cache while the others wait, then the others read it."""
+    setup = generated_setup(args, problem)
+    made = driver.agreed(dist, lambda: navier_stokes.load_or_make(setup, dist.device)
+                         if dist.local_rank == 0 else None)
+    # a collective: every rank takes part, those that made the data too
+    inputs, outputs = driver.agreed(
+        dist, lambda: made if made is not None else navier_stokes.load(setup))
+    return inputs / setup.amplitude, outputs / setup.amplitude
+
+
+def batches(args: Options, problem: Problem, dist: Dist, batch_size: int) -> Iterator[data.Batch]:
+    if args.data_kind == problems.GENERATED:
+        inputs, outputs = generated_data(args, problem, dist)
+        return driver.agreed(dist, lambda: data.shards(inputs, outputs, batch_size, dist,
+                                                       args.seed))
+    return data.synthetic(problem, batch_size, dist.device, args.seed + dist.rank)
+
+
+def describe(args: Options, problem: Problem, dist: Dist, batch_size: int,
+             parameters: int) -> str:
+    return (f"{MODEL} on {args.problem} ({problem.in_fields} -> {problem.out_fields} fields on "
+            f"{problem.grid_text}; modes {problem.value('modes')}, width {problem.width}, "
+            f"{problem.layers} layers; {parameters / 1e6:.2f} M real parameters), "
+            f"{args.precision}, compile {args.compile}; data {args.data_kind}; global batch "
+            f"{args.global_batch_size} = {dist.world_size} {dist.device.type} device(s) x "
+            f"{batch_size}; {args.train_iters} iterations, {args.warmup_iters} of them warm-up")
+
+
+def progress(args: Options) -> driver.Progress:
+    def line(done: int, seconds: float, loss: float) -> str:
+        phase = " (warm-up)" if done <= args.warmup_iters else ""
+        return (f"iteration {done}/{args.train_iters}{phase}: loss {loss:.4g}, "
+                f"{seconds:.3f} s per iteration, "
+                f"{rate(args.global_batch_size, seconds):.1f} samples/s")
+    return line
+
+
+def adam_step(net: torch.nn.Module, optimizer: torch.optim.Optimizer, precision_name: str,
+              device: torch.device):
+    """Forward, backward and update on one batch; returns the loss (not
+    synchronised, so reading it is left to the caller)."""
+    scaler = precision.grad_scaler(precision_name, device)
+
+    def step(inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        with precision.autocast(precision_name, device):
+            loss = model.loss(net(inputs), targets)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss.detach()
+
+    return step
+
+
+def train_model(args: Options, problem: Problem, dist: Dist, batch_size: int,
+                stop: StopCondition, energy: EnergyMeter) -> tuple[LoopResult, int]:
+    """Builds data and model, counts the FLOPs of a step, and trains; the
+    DDP model lives only in this frame (see image_classification's driver:
+    it must be gone before the process group is)."""
+    source = batches(args, problem, dist, batch_size)
+    precision.set_fp32_math(args.precision, dist.device)
+    torch.manual_seed(args.seed)
+    net = model.build(problem, dist.device)
+    flops_per_sample = flops.counted_per_sample(net, problem, dist.device)
+    optimizer = torch.optim.Adam(net.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    step = adam_step(model.parallelize(net, dist, args.compile), optimizer, args.precision,
+                     dist.device)
+    if dist.is_main:
+        report.write_line(describe(args, problem, dist, batch_size, model.parameter_count(net)))
+    result = driver.train_loop(lambda: step(*next(source)), args, dist, stop, energy,
+                               progress(args))
+    return result, flops_per_sample
+
+
+def placement(args: Options, dist: Dist) -> int:
+    """The batch per device, once the devices are known to take it."""
+    config.check_placement(args, dist.world_size, dist.device)
+    if args.compile != "none" and dist.device.type == "cuda":
+        compile_toolchain.check(f"--compile {args.compile}")
+    return args.global_batch_size // dist.world_size
+
+
+def per_rank(batch_per_device: int, durations: list[float]) -> dict[str, float]:
+    times = summarize(durations)
+    return {"samples_per_s_mean": rate(batch_per_device, times.mean_s),
+            "samples_per_s_median": rate(batch_per_device, times.median_s),
+            "time_per_iteration_s": times.mean_s}
+
+
+def overall(args: Options, job: TimingStats, devices: int, flops_per_sample: int) -> dict:
+    """The timing figures of the `CARAML global:` line, from the job's
+    iterations (each as long as its slowest rank's)."""
+    mean = rate(args.global_batch_size, job.mean_s)
+    return {
+        "samples_per_s_mean": mean,
+        "samples_per_s_median": rate(args.global_batch_size, job.median_s),
+        "samples_per_s_per_device": mean / devices,
+        "time_per_iteration_s": job.mean_s,
+        "time_per_iteration_median_s": job.median_s,
+        "epoch_s": args.epoch_samples / mean,
+        "tflops_counted_per_device": flops_per_sample * mean / devices / 1e12,
+    }
+
+
+def train_and_report(args: Options, dist: Dist, stop: StopCondition,
+                     energy: EnergyMeter) -> int:
+    problem = problems.get(args.problem)
+    batch_size = driver.agreed(dist, lambda: placement(args, dist))
+    try:
+        result, flops_per_sample = train_model(args, problem, dist, batch_size, stop, energy)
+    except torch.OutOfMemoryError:
+        raise BenchmarkInputError(memory.out_of_memory(
+            batch_size, dist.device,
+            f"{args.problem} on {problem.grid_text} does not fit; lower the global batch size, "
+            f"use more devices or a smaller problem")) from None
+
+    def global_line(job: TimingStats | None) -> dict:
+        return {
+            "problem": args.problem,
+            "model": MODEL,
+            "data": args.data_kind,
+            "precision": args.precision,
+            "compile": args.compile,
+            "devices": dist.world_size,
+            "global_batch_size": args.global_batch_size,
+            "batch_size_per_device": batch_size,
+            **(overall(args, job, dist.world_size, flops_per_sample) if job else {}),
+            "samples_total": args.global_batch_size * result.iterations,
+            "samples_timed": args.global_batch_size * (job.iterations if job else 0),
+            "samples_per_epoch": args.epoch_samples,
+            "flops_counted_per_sample": flops_per_sample,
+            "flops_note": flops.NOTE,
+        }
+
+    return driver.report_result(dist, result,
+                                rank_line=lambda durations: per_rank(batch_size, durations),
+                                global_line=global_line)
+
+
+def parse(argv: list[str] | None) -> Options | int:
+    """The options, checked; 0 where --list-problems only asked for the names."""
+    args = config.parse(argv)
+    if args.list_problems:
+        print("\n".join(problems.names()))
+        return 0
+    config.check_input(args)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    return driver.main(argv, parse, train_and_report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
