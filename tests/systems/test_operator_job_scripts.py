@@ -40,10 +40,10 @@ def test_operator_job_scripts(dryruns, root, system):
         driver = check_launch(pkg, system, 1, root, rundir_of(pkg))
         assert driver[:2] == ["-m", "operator_benchmark.fno_training"]
         problems.append(_value(driver, "--problem"))
-        # upstream's batch of four samples on every device, eager, fp32, synthetic fields
+        # upstream's batch of four samples on every device, eager, fp32, the problem's own data
         assert _value(driver, "--global-batch-size") == str(4 * e.devices)
-        assert (_value(driver, "--compile"), _value(driver, "--precision"),
-                _value(driver, "--data")) == ("none", "fp32", "synthetic")
+        assert (_value(driver, "--compile"), _value(driver, "--precision")) == ("none", "fp32")
+        assert "--data" not in driver
         assert _value(driver, "--device") == "cuda"
         methods = driver[driver.index("--energy-methods") + 1:]
         methods = methods[:next((i for i, a in enumerate(methods) if a.startswith("--")),
