@@ -42,7 +42,7 @@ def shards(inputs: torch.Tensor, outputs: torch.Tensor, batch_size: int, dist: D
     if mine.numel() < batch_size:
         raise BenchmarkInputError(
             f"generated data: {inputs.shape[0]} samples leave {mine.numel()} for each of "
-            f"{dist.world_size} device(s), fewer than a batch of {batch_size}; raise "
+            f"{dist.world_size} device(s): fewer than a batch of {batch_size}; raise "
             f"--generated-samples or lower the global batch size")
     inputs, outputs = inputs[mine].to(dist.device), outputs[mine].to(dist.device)
     generator = torch.Generator().manual_seed(seed)

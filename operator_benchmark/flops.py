@@ -31,3 +31,26 @@ def counted_per_sample(net: nn.Module, problem: Problem, device: torch.device) -
         model.loss(net(x), y).backward()
     net.zero_grad(set_to_none=True)
     return counter.get_total_flops()
+
+
+def main() -> int:
+    """A table of every problem's parameters and counted FLOPs per sample
+    (for docs/operator_benchmark.md), counted on the CPU."""
+    from operator_benchmark import problems
+
+    print("| problem | grid | fields in/out | modes | width | layers | parameters (real) "
+          "| counted GFLOP per sample (fwd+bwd) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    cpu = torch.device("cpu")
+    for name in problems.names():
+        p = problems.get(name)
+        torch.manual_seed(0)
+        net = model.build(p, cpu)
+        print(f"| {name} | {p.grid_text} | {p.in_fields}/{p.out_fields} | {p.value('modes')} "
+              f"| {p.width} | {p.layers} | {model.parameter_count(net):,} "
+              f"| {counted_per_sample(net, p, cpu) / 1e9:.3g} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 def parse_caraml(text: str) -> dict:
     """CARAML lines by scope: `global`, `rank 0`, ... map to their key=value
-    pairs, `stop` and `ERROR` to their text."""
+    pairs, `stop`, `warning` (the last) and `ERROR` to their text."""
     lines = {}
     for m in re.finditer(r"^CARAML ([^:]+): (.*)$", text, re.MULTILINE):
         scope, body = m.groups()
-        lines[scope] = body if scope in ("stop", "ERROR") else dict(
+        lines[scope] = body if scope in ("stop", "warning", "ERROR") else dict(
             kv.split("=", 1) for kv in body.split())
     return lines
 

@@ -42,7 +42,11 @@ GPT = Driver("llm_training.pretrain_gpt",
               "--vocab-size", "128", "--micro-batch-size", "2", "--global-batch-size", "4",
               "--num-workers", "0", "--log-interval", "1", "--device", DEVICE),
              " iteration ", "tokens_per_s", 16)
-DRIVERS = pytest.mark.parametrize("drv", [IMAGES, GPT], ids=["images", "gpt"])
+OPERATOR = Driver("operator_benchmark.fno_training",
+                  ("--problem", "rbc2d-small", "--global-batch-size", "4", "--log-interval", "1",
+                   "--device", DEVICE),
+                  "iteration ", "samples_per_s_mean", 1)
+DRIVERS = pytest.mark.parametrize("drv", [IMAGES, GPT, OPERATOR], ids=["images", "gpt", "operator"])
 
 
 def command(drv: Driver, *flags: str, ranks: int = 1) -> list[str]:
