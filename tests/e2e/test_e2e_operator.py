@@ -113,3 +113,16 @@ def test_problem_compile_and_precision_tags_choose_the_work_packages(tmp_path):
         assert "-m operator_benchmark.fno_training --problem " in command
         assert "--compile max-autotune " in command
     assert pd.isna(table["Samples/s"]).all()
+
+
+@pytest.mark.slurm
+def test_cpu_smoke_run_through_slurm(tmp_path, slurm):
+    run = JubeRun(SCRIPT, tmp_path / "run",
+                  env={**os.environ, **slurm.env, "CARAML_OPERATOR_CACHE": str(tmp_path / "cache")})
+    table = run.run_through_slurm(slurm, "CPU", "smoke", "rbc3d")
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert (row["Problem"], row["Status"]) == ("rbc3d-small", "ok"), row.to_dict()
+    assert row["Samples/s"] > 0 and row["Energy(Wh)"] > 0
+    job = (run.work_dirs("execute")[0] / "job.sh").read_text()
+    assert "#SBATCH --nodes=1" in job and "\nsrun " in job
