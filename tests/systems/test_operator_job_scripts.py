@@ -62,3 +62,14 @@ def test_a_host_without_accelerators_trains_the_cpu_sized_problems(dryruns, root
         assert "srun" not in argv and "apptainer" not in argv
         assert _value(argv, "--global-batch-size") == "4" and _value(argv, "--device") == "cpu"
         assert "CARAML dryrun:" in pkg.stderr
+
+
+def test_problem_tags_on_a_gpu_system_train_the_full_problems(dryruns, root):
+    """Each problem tag adds its problem at full size; compile reaches the driver."""
+    packages = dryruns[(OP_SCRIPT, ("JEDI", "pic3d", "navier_stokes2d", "compile"))]
+    drivers = [check_launch(pkg, "JEDI", 1, root, rundir_of(pkg)) for pkg in packages]
+    assert sorted(_value(d, "--problem") for d in drivers) == ["navier_stokes2d", "pic3d"]
+    for pkg, driver in zip(packages, drivers):
+        assert "CARAML dryrun:" in pkg.stderr and "CARAML ERROR" not in pkg.stderr
+        assert _value(driver, "--compile") == "default"
+        assert _value(driver, "--global-batch-size") == "16"
