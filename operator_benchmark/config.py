@@ -23,6 +23,11 @@ from caraml.report import BenchmarkInputError
 from operator_benchmark import problems
 
 DATA = (problems.SYNTHETIC, problems.GENERATED)
+# fp16 needs a gradient scaler, and torch's cannot unscale complex gradients
+# (its unscale kernel takes real floating types only, on CPUs and GPUs):
+# the FNO's spectral weights are complex. bf16 has fp32's range and needs none.
+FP16_REFUSED = ("precision fp16 needs a gradient scaler and torch's cannot unscale the FNO's "
+                "complex spectral weights; use bf16 (no scaler needed) or fp32")
 # torch.compile's modes; none trains eagerly
 COMPILE_MODES = ("none", "default", "max-autotune")
 # The size of an epoch for synthetic data, which has none of its own
@@ -42,7 +47,8 @@ class Options(RunOptions, EnergyOptions):
                                   "the problem's own")
     global_batch_size: int = option(4, rule=POSITIVE, doc="samples per iteration over all devices")
     precision: str = option("fp32", choices=PRECISIONS,
-                            doc="number format; under fp16/bf16 the Fourier layers' FFTs stay fp32")
+                            doc="number format (fp16 is refused: see docs/operator_benchmark.md); "
+                                "under bf16 the Fourier layers' FFTs stay fp32")
     compile: str = option("none", choices=COMPILE_MODES,
                           doc="torch.compile mode (compiled in the warm-up), or none: eager")
     samples_per_epoch: int | None = option(
@@ -87,6 +93,8 @@ def check_input(args: Options) -> None:
         raise BenchmarkInputError(
             f"--data generated: the suite generates data only for {generated}; "
             f"{args.problem} trains on --data synthetic")
+    if args.precision == "fp16":
+        raise BenchmarkInputError(FP16_REFUSED)
     args.check_run()
     args.check_energy()
     if args.compile != "none" and args.warmup_iters == 0:

@@ -2,7 +2,7 @@
 problem, its spectral convolutions kept in fp32, wrapped for data
 parallelism and optionally compiled; and the loss it trains on.
 
-Mixed precision and FFTs: under fp16/bf16 autocast, the FNO's pointwise
+Mixed precision and FFTs: under bf16 autocast, the FNO's pointwise
 layers (lifting, projection, channel MLPs, skips) run in the 16-bit format,
 while each spectral convolution runs in fp32 from its FFT to its inverse:
 cuFFT has no bf16 transform, takes fp16 only on power-of-two sizes, and the

@@ -4,10 +4,17 @@ neuraloperator training loop of the same model, batch and precision: the
 FNO built straight from `neuralop.models.FNO`, Adam, MSE, autocast where
 the precision asks for it, the batch already on the device. One process,
 one device, interleaved round by round for every problem, so a clock
-change or another job hits both loops alike.
+change or another job hits both loops alike. Each round is timed by the
+wall clock and by the process's CPU time: on a host that other jobs load,
+the wall-clock ratio wanders with their load, while the CPU time a step
+costs this process does not (it counts every thread of the process, so it
+compares the loops' work, not their parallelism). With more threads than
+free cores, OpenMP's waiting threads spin and inflate both clocks; on a
+shared host, `--threads 1` gives figures that hold still.
 
     .venv/bin/python aux/perf/fno_peers.py [--problems rbc2d-small pic2d-small ...]
-        [--precision fp32] [--batch-size 4] [--rounds 10] [--iterations 5] [--out docs/perf]
+        [--precision fp32] [--batch-size 4] [--rounds 10] [--iterations 5] [--threads N]
+        [--out docs/perf]
 
 Writes one JSON file per run into --out (machine, device, versions, every
 round's samples/s, and the suite's ratio to the plain loop per problem) and
@@ -33,7 +40,7 @@ from neuralop.models import FNO  # noqa: E402
 
 from caraml import dist as caraml_dist  # noqa: E402
 from caraml import precision as caraml_precision  # noqa: E402
-from operator_benchmark import data, fno_training, model, problems  # noqa: E402
+from operator_benchmark import config, data, fno_training, model, problems  # noqa: E402
 
 LR = 1e-3  # the driver's defaults
 WEIGHT_DECAY = 1e-4
@@ -45,8 +52,8 @@ def suite_loop(problem: problems.Problem, precision: str, batch: int, device: to
     """The benchmark's own pieces, as the driver wires them."""
     torch.manual_seed(0)
     net = model.build(problem, device)
-    opt = torch.optim.Adam(net.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
-    step = fno_training.adam_step(net, opt, precision, device)
+    step = fno_training.adam_step(net, fno_training.adam(net, LR, WEIGHT_DECAY), precision,
+                                  device)
     source = data.synthetic(problem, batch, device, seed=0)
     return lambda: step(*next(source))
 
@@ -58,18 +65,16 @@ def plain_loop(problem: problems.Problem, precision: str, batch: int, device: to
               out_channels=problem.out_fields, hidden_channels=problem.width,
               n_layers=problem.layers).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
     x = torch.randn(batch, problem.in_fields, *problem.grid, device=device)
     y = torch.randn(batch, problem.out_fields, *problem.grid, device=device)
     dtype = caraml_precision.DTYPES[precision]
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=dtype, enabled=precision in ("fp16", "bf16")):
+        with torch.autocast(device.type, dtype=dtype, enabled=precision == "bf16"):
             loss = torch.nn.functional.mse_loss(net(x).float(), y)
-        scaler.scale(loss).backward()
-        scaler.step(opt)
-        scaler.update()
+        loss.backward()
+        opt.step()
 
     return step
 
@@ -83,13 +88,19 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--iterations", type=int, default=5, help="steps per loop and round")
     p.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch's intra-op threads (default: torch's own choice)")
     p.add_argument("--out", type=Path, default=peer_record.OUT)
     a = p.parse_args()
     warnings.filterwarnings("ignore")
+    if a.threads is not None:
+        torch.set_num_threads(a.threads)
     dist = caraml_dist.init("auto")
     device = dist.device
     names = a.problems or (CPU_PROBLEMS if device.type == "cpu" else
                            [n for n in problems.names() if not n.endswith(problems.SMALL_SUFFIX)])
+    if a.precision == "fp16":
+        raise SystemExit(config.FP16_REFUSED)
     caraml_precision.check(a.precision, device)
     caraml_precision.set_fp32_math(a.precision, device)
     results = {}
@@ -98,32 +109,41 @@ def main() -> int:
         loops = {"suite": suite_loop(problem, a.precision, a.batch_size, device),
                  "plain": plain_loop(problem, a.precision, a.batch_size, device)}
         rates = {loop: [] for loop in loops}
+        cpu_s = {loop: [] for loop in loops}  # CPU seconds per step
         for r in range(a.warmup + a.rounds):
             for loop in (list(loops) if r % 2 == 0 else list(reversed(loops))):
                 dist.sync()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(a.iterations):
                     loops[loop]()
                 dist.sync()
                 if r >= a.warmup:
                     rates[loop].append(a.batch_size * a.iterations / (time.perf_counter() - t0))
+                    cpu_s[loop].append((time.process_time() - c0) / a.iterations)
         median = {loop: statistics.median(v) for loop, v in rates.items()}
-        results[name] = {"samples_per_s": rates, "median": median,
-                         "suite_vs_plain": median["suite"] / median["plain"]}
+        median_cpu = {loop: statistics.median(v) for loop, v in cpu_s.items()}
+        results[name] = {"samples_per_s": rates, "cpu_s_per_step": cpu_s, "median": median,
+                         "median_cpu_s_per_step": median_cpu,
+                         "suite_vs_plain": median["suite"] / median["plain"],
+                         "suite_vs_plain_cpu_time": median_cpu["plain"] / median_cpu["suite"]}
         del loops
         if device.type == "cuda":
             torch.cuda.empty_cache()
     record = peer_record.header("fno_peers", dist) | {
         "precision": a.precision, "batch_size": a.batch_size, "rounds": a.rounds,
+        "threads": torch.get_num_threads(),
         "iterations_per_round": a.iterations, "problems": results,
     }
     path = peer_record.write(record, a.out, a.precision)
     print(f"# {record['device']}, FNO {a.precision}, batch {a.batch_size}, "
-          f"median samples/s of {a.rounds} interleaved rounds")
+          f"{torch.get_num_threads()} thread(s), medians of {a.rounds} interleaved rounds")
     peer_record.print_table(
-        ["problem", "suite", "plain neuraloperator loop", "suite / plain"],
+        ["problem", "suite samples/s", "plain neuraloperator loop samples/s", "suite / plain (wall)",
+         "suite CPU ms per step", "plain CPU ms per step", "suite / plain (CPU time)"],
         [[name, f"{r['median']['suite']:.1f}", f"{r['median']['plain']:.1f}",
-          f"{r['suite_vs_plain']:.2f}x"] for name, r in results.items()])
+          f"{r['suite_vs_plain']:.2f}x", f"{r['median_cpu_s_per_step']['suite'] * 1e3:.2f}",
+          f"{r['median_cpu_s_per_step']['plain'] * 1e3:.2f}", f"{r['suite_vs_plain_cpu_time']:.2f}x"]
+         for name, r in results.items()])
     print(f"# written: {path}")
     dist.close()
     return 0

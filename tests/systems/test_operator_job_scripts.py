@@ -73,3 +73,13 @@ def test_problem_tags_on_a_gpu_system_train_the_full_problems(dryruns, root):
         assert "CARAML dryrun:" in pkg.stderr and "CARAML ERROR" not in pkg.stderr
         assert _value(driver, "--compile") == "default"
         assert _value(driver, "--global-batch-size") == "16"
+
+
+def test_the_precision_sweep_leaves_out_what_the_driver_refuses(dryruns, root):
+    """fp16 needs a gradient scaler, which cannot unscale the FNO's complex
+    gradients: the driver refuses it (operator_benchmark/config.py), so the
+    sweep never asks for it."""
+    packages = dryruns[(OP_SCRIPT, ("A100", "rbc3d", "precision"))]
+    drivers = [check_launch(pkg, "A100", 1, root, rundir_of(pkg)) for pkg in packages]
+    assert sorted(_value(d, "--precision") for d in drivers) == ["bf16", "fp32", "tf32"]
+    assert {_value(d, "--problem") for d in drivers} == {"rbc3d"}
