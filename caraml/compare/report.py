@@ -17,8 +17,9 @@ from caraml.compare.rows import MEASURED
 NA = "n/a"
 METHOD = [
     "Like for like: rows are compared only within one benchmark, model, precision and sequence length or "
-    "image size (operator rows: one problem, named in the model, and one compile mode); the headline takes each system's row with the highest throughput per device and names "
-    "its batch and device count.",
+    "image size (operator rows: one problem, named in the model, and one compile mode); the headline "
+    "takes each system's row with the highest throughput per device and names its batch and device "
+    "count.",
     "Ratios (x ref) divide a system's figure by the reference system's figure of the same like-for-like "
     "group (headline) or of the same group, global batch and node count (all rows). Energy figures are "
     "divided only within one energy scope and window, MFU only between rows against the same kind of "
