@@ -3,7 +3,7 @@ Navier-Stokes in vorticity form on the periodic unit square,
 
     dw/dt + u . grad(w) = nu lap(w) + f,    u = (d psi/dy, -d psi/dx),   -lap(psi) = w,
 
-solved pseudo-spectrally in torch. A sample is a random initial vorticity
+solved pseudo-spectrally in torch, on fields indexed [y, x]. A sample is a random initial vorticity
 w(t0) (a Gaussian random field with covariance (tau^2 - lap)^-alpha) and the
 vorticity w(t1) it evolves into; the operator learns w(t0) -> w(t1).
 

@@ -159,3 +159,31 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path, monkeypatch):
 def test_reading_a_cache_another_rank_did_not_make_is_one_line(tmp_path):
     with pytest.raises(BenchmarkInputError, match="is missing; run again"):
         ns.load(TINY, tmp_path)
+
+
+def test_the_velocity_is_the_one_whose_curl_is_the_vorticity():
+    # w = sin(2 pi x): psi = sin(2 pi x) / (4 pi^2), so u = 0 and
+    # v = -d psi/dx = -cos(2 pi x) / (2 pi); curl (u, v) = dv/dx - du/dy = w
+    n = 16
+    x = torch.arange(n, dtype=torch.float32) / n
+    w = torch.sin(2 * math.pi * x)[None, :].expand(n, n)[None]  # fields are [y, x]
+    u, v = ns.Spectral(n, CPU).velocity(torch.fft.rfft2(w))
+    assert u.abs().max() < 1e-6
+    expected = (-torch.cos(2 * math.pi * x) / (2 * math.pi))[None, :].expand(n, n)
+    assert (v[0] - expected).abs().max() < 1e-6
+
+
+def test_without_viscosity_and_forcing_advection_keeps_energy_and_enstrophy(random_fields):
+    # the nonlinear term only moves vorticity around: a velocity that is not
+    # divergence-free, or an advection term of the wrong form, would not keep both
+    setup = ns.Setup(grid=32, samples=4, viscosity=0.0)
+    spectral = ns.Spectral(32, CPU)
+    w1 = ns.evolve(random_fields, 0.2, setup, spectral, force=None)
+    assert not torch.allclose(w1, random_fields, atol=0.1)  # it did move
+
+    def energy(w):
+        u, v = spectral.velocity(torch.fft.rfft2(w))
+        return (u.square() + v.square()).mean(dim=(-2, -1))
+
+    torch.testing.assert_close(enstrophy(w1), enstrophy(random_fields), rtol=0.02, atol=0)
+    torch.testing.assert_close(energy(w1), energy(random_fields), rtol=0.01, atol=0)

@@ -123,3 +123,17 @@ def test_generated_samples_too_few_for_the_ranks_are_one_line(capsys, monkeypatc
     (error,) = capsys.readouterr().err.splitlines()
     assert "3 samples leave 3 for each of 1 device(s): fewer than a batch of 4" in error
     assert problems.get("navier_stokes2d-small").grid == (32, 32)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")  # inductor: no code for complex operators
+def test_a_compiled_bf16_run_trains_and_reports_its_mode(capsys):
+    flags = list(SHORT)
+    flags[flags.index("--warmup-iters") + 1] = "2"  # compiled in the first, not timed
+    code = fno_training.main(["--problem", "pic1d-small", "--compile", "default",
+                              "--precision", "bf16", *flags])
+    lines = parse_caraml(capsys.readouterr().out)
+    assert code == 0
+    g = lines["global"]
+    assert (g["compile"], g["precision"], g["iterations"]) == ("default", "bf16", "2")
+    check_global(g, devices=1, global_batch=4)
+    assert float(g["loss"]) > 0
