@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's main command: set up this machine, run every benchmark
+# The README's main command: set up this machine, run every benchmark (image
+# classification, LLM, operator learning)
 # through JUBE on one system and print the result tables. Usage:
 #   bash aux/run_benchmarks.sh [SYSTEM_TAG [MORE_TAGS...]]
 # Default: LOCAL, this host with its own GPUs (the LLM as a smoke run there)
@@ -26,12 +27,19 @@ fi
 # job as it starts and ends, the running job's progress and each Slurm
 # job's state at a steady pace (CARAML_PACE_S, default 60 s), and an end
 # with status 1 where Slurm says a job cannot start as things stand. Tags
-# that belong to the other benchmark (a model size) are left out.
+# that belong to another benchmark (a model size, a problem) are left out.
+image=image_classification/image_classification_torch_benchmark.xml
+llm=llm_training/llm_benchmark_nvidia_amd.yaml
+operator=operator_benchmark/fno_benchmark.xml
+scripts=("$image" "$llm" "$operator")
 failed=0
 run_benchmark() {
-    local script=$1 other=$2 handle=$3 run_dir listed tag own_tags=() tag_args=() status=0
-    shift 3
-    listed=$("$VENV/bin/python" -m caraml.login.benchmark_tags "$script" --other "$other" "$@") \
+    local script=$1 handle=$2 run_dir listed tag other others=() own_tags=() tag_args=() status=0
+    shift 2
+    for other in "${scripts[@]}"; do
+        [ "$other" = "$script" ] || others+=(--other "$other")
+    done
+    listed=$("$VENV/bin/python" -m caraml.login.benchmark_tags "$script" "${others[@]}" "$@") \
         || { failed=1; return 0; }
     while IFS= read -r tag; do
         [ -z "$tag" ] || own_tags+=("$tag")
@@ -50,8 +58,7 @@ run_benchmark() {
     "$VENV/bin/python" -m caraml.login.rows "$run_dir" || failed=1
 }
 
-image=image_classification/image_classification_torch_benchmark.xml
-llm=llm_training/llm_benchmark_nvidia_amd.yaml
-run_benchmark "$image" "$llm" image_classification/image_classification_benchmark_run "${tags[@]}"
-run_benchmark "$llm" "$image" llm_training/llm_benchmark_nvidia_amd_run "${llm_tags[@]}"
+run_benchmark "$image" image_classification/image_classification_benchmark_run "${tags[@]}"
+run_benchmark "$llm" llm_training/llm_benchmark_nvidia_amd_run "${llm_tags[@]}"
+run_benchmark "$operator" operator_benchmark/operator_benchmark_run "${tags[@]}"
 exit "$failed"

@@ -31,7 +31,7 @@ from caraml.row_status import MEASURED, SIGNAL_FILE, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
 FILE_NAME = "row.json"
-BENCHMARKS = ("llm", "image")
+BENCHMARKS = ("llm", "image", "operator")
 # Another process's share of the host's CPUs over the run above which a row
 # is flagged: a competitor this large moves throughput by more than the
 # run-to-run spread of a quiet host.
@@ -147,7 +147,20 @@ def _config(benchmark: str, params: dict[str, str], g: dict[str, str]) -> dict:
                   "image_size": None,
                   "backend": g.get("backend") or params.get("backend") or None,
                   "tp": _int(g.get("tp")), "pp": _int(g.get("pp")), "dp": _int(g.get("dp")),
-                  "micro_batch": _int(g.get("micro_batch_size")), "params": _num(g.get("params"))}
+                  "micro_batch": _int(g.get("micro_batch_size")), "params": _num(g.get("params")),
+                  "compile": None}
+    elif benchmark == "operator":
+        # the problem is part of the model's name: two problems are never like for like
+        problem = g.get("problem") or params.get("problem")
+        config = {"model": f"{g.get('model') or 'FNO'} {problem}" if problem else None,
+                  "precision": g.get("precision") or params.get("precision") or None,
+                  "global_batch": _int(g.get("global_batch_size"))
+                  or _int(params.get("global_batch_size")),
+                  "sequence_length": None, "image_size": None, "backend": "neuraloperator",
+                  "tp": None, "pp": None, "dp": None,
+                  "micro_batch": _int(g.get("batch_size_per_device"))
+                  or _int(params.get("batch_size_per_device")), "params": None,
+                  "compile": g.get("compile") or params.get("compile_mode") or None}
     else:
         config = {"model": g.get("model") or params.get("model") or None,
                   "precision": g.get("precision") or params.get("precision") or None,
@@ -156,9 +169,11 @@ def _config(benchmark: str, params: dict[str, str], g: dict[str, str]) -> dict:
                   "sequence_length": None, "image_size": _int(params.get("image_size")),
                   "backend": "torchvision" if params.get("device_kind") != "ipu" else "poptorch",
                   "tp": None, "pp": None, "dp": None,
-                  "micro_batch": _int(g.get("batch_size_per_device")), "params": None}
+                  "micro_batch": _int(g.get("batch_size_per_device")), "params": None,
+                  "compile": None}
     parts = [config["model"], config["precision"],
              config["image_size"] and f"{config['image_size']}px",
+             config["compile"] and config["compile"] != "none" and f"compile {config['compile']}",
              config["global_batch"] and f"batch {config['global_batch']}"]
     config["label"] = " ".join(str(p) for p in parts if p) or "unknown configuration"
     return config
@@ -168,7 +183,9 @@ def _config(benchmark: str, params: dict[str, str], g: dict[str, str]) -> dict:
 _WORK = {"llm": ("tokens", "tokens_per_s", "tokens_per_s_median", "tokens_per_s_per_device",
                  "tokens_total", "tokens_timed"),
          "image": ("images", "images_per_s_mean", "images_per_s_median",
-                   "images_per_s_per_device", "samples_total", "samples_timed")}
+                   "images_per_s_per_device", "samples_total", "samples_timed"),
+         "operator": ("samples", "samples_per_s_mean", "samples_per_s_median",
+                      "samples_per_s_per_device", "samples_total", "samples_timed")}
 # Graphcore's train.py (GC200) prints its own line, once an epoch
 _IPU_THROUGHPUT = re.compile(r"throughput: ([0-9.eE+-]+) samples/sec")
 
@@ -371,7 +388,7 @@ def undecided(benchmark: str | None, work_package: Path, error: Exception) -> di
                                          "tdp_w", "nodes", "devices_per_node", "devices")},
             "config": {**{k: None for k in ("model", "precision", "global_batch",
                                             "sequence_length", "image_size", "backend", "tp",
-                                            "pp", "dp", "micro_batch", "params")},
+                                            "pp", "dp", "micro_batch", "params", "compile")},
                        "label": f"work package {work_package.parent.name}"},
             "throughput": None, "mfu": None, "energy": None,
             "status": {"state": "failed", "reason": f"the row model could not decide this row "

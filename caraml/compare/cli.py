@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from caraml.compare import CompareError, figures, plots, power, reference, report, rows
-from caraml.compare.jobs import IMAGENET_TRAIN_IMAGES, Jobs
+from caraml.compare.jobs import IMAGENET_TRAIN_IMAGES, OPERATOR_SAMPLES_PER_EPOCH, Jobs
 from jpwr.version import VersionAction
 
 SYSTEM_FAILED, BAD_INPUT, BELOW_BAND = 1, 2, 3
@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--epochs", type=float, default=Jobs.epochs, help="image job: epochs (default 90)")
     p.add_argument("--images-per-epoch", type=int, default=IMAGENET_TRAIN_IMAGES,
                    help="image job: images per epoch (default: ImageNet's 1 281 167)")
+    p.add_argument("--operator-epochs", type=float, default=Jobs.operator_epochs,
+                   help="operator job: epochs (default 500)")
+    p.add_argument("--operator-samples-per-epoch", type=int, default=OPERATOR_SAMPLES_PER_EPOCH,
+                   help="operator job: samples per epoch (default 1024, the driver's synthetic epoch)")
     p.add_argument("--version", action=VersionAction)
     return p
 
@@ -82,7 +86,9 @@ def compare(args: argparse.Namespace) -> int:
     ref_system = _reference_system(table, args.reference_system)
     refs = reference.load(args.references) if not args.no_references else reference.load_empty()
     jobs = Jobs(tokens_per_parameter=args.tokens_per_parameter, llm_tokens=args.llm_tokens,
-                epochs=args.epochs, images_per_epoch=args.images_per_epoch)
+                epochs=args.epochs, images_per_epoch=args.images_per_epoch,
+                operator_epochs=args.operator_epochs,
+                operator_samples_per_epoch=args.operator_samples_per_epoch)
 
     table = figures.mark_best(table)
     checks = reference.verdicts(table, refs)

@@ -13,9 +13,10 @@ from caraml.compare.jobs import Jobs
 from caraml.compare.rows import measured
 from caraml.row_status import MEASURED
 
-# Rows are like for like when these agree: same benchmark, model, precision
-# and sequence length or image size. Batch and node count may differ.
-LIKE = ["benchmark", "model", "precision", "size"]
+# Rows are like for like when these agree: same benchmark, model, precision,
+# sequence length or image size, and torch.compile mode (the operator
+# benchmark's; n/a for the others). Batch and node count may differ.
+LIKE = ["benchmark", "model", "precision", "size", "compile"]
 GROUP = ["system", *LIKE]
 # The full table's ratios also need the same batch and node count
 MATCH = [*LIKE, "global_batch", "nodes"]

@@ -77,7 +77,7 @@ def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
     in one panel per energy scope and window."""
     paths = []
     ok = measured(headline)
-    for (benchmark, model, precision, size), group in ok.groupby(LIKE, sort=False, dropna=False):
+    for (benchmark, model, *_), group in ok.groupby(LIKE, sort=False, dropna=False):
         unit, like = group["unit"].iloc[0], group["like"].iloc[0]
         scopes = list(group.groupby(["energy_scope", "energy_window"], sort=False))
         pub = _published(refs, benchmark, model, "throughput_per_device")

@@ -18,7 +18,7 @@ from caraml.compare.rows import measured
 from caraml.login import systems
 
 DEFAULT_FILE = Path(__file__).with_name("references.yaml")
-BENCHMARKS = ("llm", "image")
+BENCHMARKS = ("llm", "image", "operator")
 # Figures where more is better, so that "below" is a regression
 FIGURES = ("throughput", "throughput_per_device", "throughput_per_node", "mfu", "work_per_wh")
 ORIGINS = ("published", "measured")

@@ -17,8 +17,9 @@ from caraml.compare.rows import MEASURED
 NA = "n/a"
 METHOD = [
     "Like for like: rows are compared only within one benchmark, model, precision and sequence length or "
-    "image size; the headline takes each system's row with the highest throughput per device and names "
-    "its batch and device count.",
+    "image size (operator rows: one problem, named in the model, and one compile mode); the headline "
+    "takes each system's row with the highest throughput per device and names its batch and device "
+    "count.",
     "Ratios (x ref) divide a system's figure by the reference system's figure of the same like-for-like "
     "group (headline) or of the same group, global batch and node count (all rows). Energy figures are "
     "divided only within one energy scope and window, MFU only between rows against the same kind of "
@@ -31,7 +32,8 @@ METHOD = [
     "MFU: model FLOP/s per device over the peak in the peak column; the basis says whether that peak is "
     "the datasheet's dense figure or a matmul rate measured on the node.",
     "Time and energy to solution are estimates extrapolated from measured rates, given only for the "
-    "configurations that stand for the job (the 800M GPT at sequence 2048, ResNet-50 at 224 px).",
+    "configurations that stand for the job (the 800M GPT at sequence 2048, ResNet-50 at 224 px, the FNO "
+    "on the 3D convection problem rbc3d).",
 ]
 SOLUTION_NOTE = ("Estimates: the job's work over the measured throughput and over the measured work per Wh "
                  "(timed window where the row has it). Other configurations say 'not representative'.")

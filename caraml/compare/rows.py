@@ -22,7 +22,7 @@ from caraml.row_status import MEASURED
 
 # Files JUBE keeps in every run directory (outpath/<id>)
 RUN_MARKERS = ("configuration.xml", "workpackages.xml")
-UNITS = {"llm": "tokens", "image": "images", "operator": "operations"}
+UNITS = {"llm": "tokens", "image": "images", "operator": "samples"}
 
 
 @dataclass(frozen=True)
@@ -74,10 +74,15 @@ def _text(value, default: str = "n/a") -> str:
 
 def _size(benchmark: str, config: dict) -> tuple[float, str]:
     """The size two rows must share to be like for like: the LLM's sequence
-    length, the image benchmark's image size."""
+    length, the image benchmark's image size. An operator row's problem,
+    in its model's name, fixes its grid: it has no size, and its label
+    says how the model ran (eager, or the torch.compile mode)."""
     if benchmark == "llm":
         size = _num(config.get("sequence_length"))
         return size, f"seq {size:g}" if size == size else "seq n/a"
+    if benchmark == "operator":
+        mode = config.get("compile")
+        return math.nan, "eager" if mode in (None, "", "none") else f"compile {mode}"
     size = _num(config.get("image_size"))
     return size, f"{size:g}px" if size == size else "size n/a"
 
@@ -99,6 +104,8 @@ def flatten(row: dict, run: RunDir, path: Path) -> dict:
         "system": run.system or platform, "platform": platform, "benchmark": benchmark,
         "unit": tput.get("unit") or UNITS.get(benchmark, "work"),
         "model": model, "precision": precision, "size": size, "size_label": size_label,
+        # torch.compile's mode: eager and compiled rows are not like for like
+        "compile": _text(config.get("compile")),
         "like": f"{model} {precision} {size_label}",
         "variant": backend if benchmark == "llm" else size_label,
         "backend": backend, "label": _text(config.get("label"), ""),

@@ -21,6 +21,11 @@ IMAGE_GLOBAL = ("CARAML global: model=resnet50 precision=fp16 devices=4 global_b
                 "batch_size_per_device=64 time_per_iteration_s=0.2 images_per_s_mean=1280.0 "
                 "images_per_s_median=1290.0 images_per_s_per_device=320.0 samples_total=25600 "
                 "samples_timed=23040 nodes=1 iterations=90 iterations_total=100")
+OPERATOR_GLOBAL = ("CARAML global: problem=rbc3d model=FNO precision=fp32 compile=default devices=4 "
+                   "global_batch_size=16 batch_size_per_device=4 time_per_iteration_s=0.05 "
+                   "samples_per_s_mean=320.0 samples_per_s_median=321.0 "
+                   "samples_per_s_per_device=80.0 samples_total=1600 samples_timed=1440 "
+                   "samples_per_epoch=1024 epoch_s=3.2 nodes=1 iterations=90 iterations_total=100")
 JPWR = """jpwr-summary: total_wh=40.0 devices=4 wh_per_device=10.0 mean_w_per_device=300.0 max_w=390.0 duration_s=120.0 methods=pynvml source=measured scope=gpu basis=counter counter_vs_integrated_pct=0.5 missing_pct=0.0
 jpwr-hosts: cn1=40.0
 jpwr-scope: scope=gpu total_wh=40.0 devices=4 wh_per_device=10.0 basis=counter

@@ -18,6 +18,7 @@ from tests.caraml.row_packages import (
     IMAGE_GLOBAL,
     JPWR,
     LLM_GLOBAL,
+    OPERATOR_GLOBAL,
     START,
     execute,
     finished_job,
@@ -203,6 +204,42 @@ def test_an_image_row(tmp_path):
     assert row["config"]["sequence_length"] is None and row["mfu"] is None
     assert row["throughput"]["unit"] == "images" and row["throughput"]["per_s"] == 1280.0
     assert row["energy"]["windows"]["timed"]["work_per_wh"] == pytest.approx(23040 / 36.0)
+
+
+def test_an_operator_row_counts_samples_and_names_its_problem_in_the_model(tmp_path):
+    row = decide(tmp_path, "operator", params={"row_benchmark": "operator", "problem": "rbc3d",
+                                               "compile_mode": "default"},
+                 job_out=finished_job(global_line=OPERATOR_GLOBAL))
+    # two problems are never like for like: the problem is part of the model's name
+    assert row["config"]["model"] == "FNO rbc3d"
+    assert (row["config"]["precision"], row["config"]["global_batch"], row["config"]["micro_batch"],
+            row["config"]["compile"], row["config"]["backend"]) == ("fp32", 16, 4, "default",
+                                                                   "neuraloperator")
+    assert row["config"]["label"] == "FNO rbc3d fp32 compile default batch 16"
+    assert row["throughput"]["unit"] == "samples" and row["throughput"]["per_s"] == 320.0
+    assert row["throughput"]["per_s_per_device"] == 80.0 and row["mfu"] is None
+    assert row["energy"]["windows"]["timed"]["work_per_wh"] == pytest.approx(1440 / 36.0)
+    assert row["energy"]["windows"]["run"]["work_per_wh"] == pytest.approx(1600 / 40.0)
+
+
+def test_every_benchmark_writes_the_same_config_keys(tmp_path):
+    keys = set()
+    for index, (benchmark, line) in enumerate((("llm", LLM_GLOBAL), ("image", IMAGE_GLOBAL),
+                                               ("operator", OPERATOR_GLOBAL))):
+        row = decide(tmp_path / str(index), benchmark, job_out=finished_job(global_line=line))
+        keys.add(tuple(sorted(row["config"])))
+    undecided = row_model.undecided(None, tmp_path, ValueError("x"))
+    assert keys == {tuple(sorted(undecided["config"]))}
+
+
+def test_an_unfinished_operator_work_package_is_decided_as_an_operator_row(tmp_path):
+    """decide_now (the main command, caraml-compare) takes the benchmark from
+    the work package's row_benchmark, not the image default."""
+    run = run_dir(tmp_path, {"row_benchmark": "operator", "problem": "rbc2d"})
+    write(execute(run), job_out=finished_job(global_line=OPERATOR_GLOBAL.replace("rbc3d", "rbc2d")))
+    row = row_model.decide_now(execute(run))
+    assert row["benchmark"] == "operator" and row["config"]["model"] == "FNO rbc2d"
+    assert row["throughput"]["unit"] == "samples"
 
 
 def test_graphcores_gpt2_figures_come_from_its_last_step(tmp_path):

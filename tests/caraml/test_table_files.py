@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import pytest
 import yaml
 
 from tests.jube_runs import ROOT
 
-XML_FILES = ["platform.xml", "image_classification/image_classification_torch_benchmark.xml"]
+XML_FILES = ["platform.xml", "image_classification/image_classification_torch_benchmark.xml",
+             "operator_benchmark/fno_benchmark.xml"]
 YAML_FILES = ["llm_training/llm_benchmark_nvidia_amd.yaml", "llm_training/llm_benchmark_ipu.yaml"]
 
 
@@ -57,13 +59,26 @@ def test_the_llm_tables_have_the_shared_columns_and_keys():
     assert database["key"] == [k.text for s in ("all", "llm") for k in root.findall(f"key[@set='{s}']")]
 
 
-def test_the_image_table_includes_the_shared_columns():
-    result = ET.parse(ROOT / XML_FILES[1]).getroot().find("benchmark/result")
+@pytest.mark.parametrize("script, own, database", [
+    (XML_FILES[1], "image", "image_rows"), (XML_FILES[2], "operator", "operator_rows")])
+def test_the_xml_tables_include_the_shared_columns(script, own, database):
+    result = ET.parse(ROOT / script).getroot().find("benchmark/result")
     csv = result.find("table[@name='result_csv']")
     assert [i.get("path") for i in csv.iter("include")] == \
-        ["column[@set='head']", "column[@set='image']", "column[@set='tail']"]
-    assert [i.get("path") for i in result.find("database").iter("include")] == \
-        ["key[@set='all']", "key[@set='image']"]
+        ["column[@set='head']", f"column[@set='{own}']", "column[@set='tail']"]
+    [db] = result.findall("database")
+    assert db.get("name") == database and db.get("file") == "results/caraml_rows.sqlite"
+    assert [i.get("path") for i in db.iter("include")] == ["key[@set='all']", f"key[@set='{own}']"]
+
+
+def test_the_operator_set_reads_the_operator_scripts_patterns_and_parameters():
+    """A column of a name the script neither reads nor sets stays empty in every row."""
+    root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
+    script = ET.parse(ROOT / XML_FILES[2]).getroot()
+    named = {e.get("name") for e in script.iter() if e.tag in ("pattern", "parameter")}
+    own = {c.text for c in root.findall("column[@set='operator']")} | \
+        {k.text for k in root.findall("key[@set='operator']")}
+    assert {c for c in own if not c.startswith("row_")} <= named
 
 
 def test_every_table_reads_a_pattern_or_parameter_that_exists():

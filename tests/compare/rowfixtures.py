@@ -52,7 +52,7 @@ def row(name: str = "A100", benchmark: str = "llm", *, devices: int = 4, nodes: 
         "config": {"model": "800M" if llm else "resnet50", "precision": "bf16", "global_batch": global_batch,
                    "sequence_length": 2048 if llm else None, "image_size": None if llm else 224,
                    "backend": "megatron" if llm else "torch", "tp": 1, "pp": 1, "dp": devices,
-                   "micro_batch": 4, "params": 908_759_040 if llm else 25_557_032,
+                   "micro_batch": 4, "params": 908_759_040 if llm else 25_557_032, "compile": None,
                    "label": f"batch {global_batch}"},
         "throughput": {"unit": "tokens" if llm else "images", "per_s": total,
                        "per_s_per_device": per_s_per_device, "per_s_per_node": total / nodes,
@@ -126,6 +126,16 @@ def cpu_image(**changes) -> dict:
         "provenance": {"cuda": None}}, changes)
 
 
+def operator(name: str = "A100", problem: str = "rbc3d", compile_mode: str = "none", **changes) -> dict:
+    """An FNO row (the operator benchmark): samples of one problem, four a device, no MFU."""
+    return _preset(name, "operator", {
+        "per_s_per_device": 80.0, "global_batch": 16, "timed_wh": 60.0, "mfu": None,
+        "config": {"model": f"FNO {problem}", "precision": "fp32", "sequence_length": None,
+                   "image_size": None, "backend": "neuraloperator", "tp": None, "pp": None, "dp": None,
+                   "params": None, "compile": compile_mode},
+        "throughput": {"unit": "samples"}}, changes)
+
+
 def failed(name: str = "H100", reason: str = "CUDA out of memory", **changes) -> dict:
     return row(name, state="failed", reason=reason, **changes)
 
@@ -186,8 +196,9 @@ def many_systems(root: Path, count: int, runs_per_system: int = 1, power: bool =
 
 
 def demo(root: Path) -> list[str]:
-    """The GPU-shaped systems, the CPU rows (one image row stopped early) and
-    a failed system, with power samples for two; the arguments for
+    """The GPU-shaped systems (FNO rows of two of them too), the CPU rows
+    (one image row stopped early) and a failed system, with power samples
+    for two; the arguments for
     caraml-compare. `python -m tests.compare.rowfixtures DIR [--systems N]`
     writes them (or N systems of many_systems) and prints the arguments,
     for the screenshots in docs/compare.md."""
@@ -198,7 +209,9 @@ def demo(root: Path) -> list[str]:
             f"A100={write_run(root, 'a100', [a100(), a100(global_batch=256)], power={0: samples()})}",
             f"MI250={write_run(root, 'mi250', [mi250()])}",
             f"CPU={write_run(root, 'cpu', [cpu_matmul(), cpu_image(), stopped])}",
-            f"H100={write_run(root, 'h100', [failed()])}"]
+            f"H100={write_run(root, 'h100', [failed()])}",
+            f"GH200={write_run(root, 'gh200_fno', [operator('GH200', per_s_per_device=150.0)])}",
+            f"A100={write_run(root, 'a100_fno', [operator(), operator(problem='rbc2d')])}"]
 
 
 if __name__ == "__main__":

@@ -171,3 +171,43 @@ def test_a_system_whose_jobs_are_still_queued_says_so_in_the_headline(tmp_path):
     head, _ = figures.headline(figures.add_ratios(table, "A100"), "A100")
     line = head.set_index("system").loc["Q"]
     assert (line["status"], line["reason"]) == ("queued", "Slurm job 12 pending")
+
+
+def test_operator_rows_compare_one_problem_and_one_compile_mode_at_a_time(tmp_path):
+    table = _load(tmp_path, A100=[fx.operator(), fx.operator(compile_mode="max-autotune",
+                                                             per_s_per_device=120.0)],
+                  GH200=[fx.operator("GH200", problem="rbc2d", per_s_per_device=300.0),
+                         fx.operator("GH200", per_s_per_device=150.0)])
+    head, notes = figures.headline(figures.add_ratios(table, "A100"), "A100")
+    lines = head.set_index(["system", "like"])
+    assert sorted(lines.index) == [("A100", "FNO rbc3d fp32 compile max-autotune"),
+                                   ("A100", "FNO rbc3d fp32 eager"), ("GH200", "FNO rbc2d fp32 eager"),
+                                   ("GH200", "FNO rbc3d fp32 eager")]
+    assert lines.loc[("GH200", "FNO rbc3d fp32 eager"), "throughput_per_device_ratio"] == \
+        pytest.approx(150.0 / 80.0)
+    assert lines.loc[("GH200", "FNO rbc3d fp32 eager"), "unit"] == "samples"
+    # another problem, or the compiled model, is never divided by the eager rbc3d row
+    assert lines.loc[("GH200", "FNO rbc2d fp32 eager"), "throughput_per_device_ratio"] != \
+        lines.loc[("GH200", "FNO rbc2d fp32 eager"), "throughput_per_device_ratio"]
+    assert "operator FNO rbc2d fp32 eager: no ratios: A100 has no row of this configuration" in notes
+
+
+def test_the_operator_job_is_500_epochs_of_the_drivers_epoch_on_rbc3d_only(tmp_path):
+    table = _load(tmp_path, A=[fx.operator(), fx.operator(problem="rbc2d"),
+                               fx.operator(problem="rbc3d-small", global_batch=4)])
+    sol = figures.time_and_energy_to_solution(table, Jobs())
+    one = sol[sol["case"].str.startswith("one node")].set_index("like")
+    # 4 devices at 80 samples/s each; the timed window: 320 samples/s for 600 s over 60 Wh
+    assert one.loc["FNO rbc3d fp32 eager", "time_h"] == pytest.approx(500 * 1024 / 320 / 3600)
+    assert one.loc["FNO rbc3d fp32 eager", "energy_kwh"] == \
+        pytest.approx(500 * 1024 / (320 * 600 / 60) / 1000)
+    assert one.loc["FNO rbc3d fp32 eager", "job"] == "500 epochs of 1 024 samples"
+    for like in ("FNO rbc2d fp32 eager", "FNO rbc3d-small fp32 eager"):
+        assert one.loc[like, "time_h"] == "not representative"
+
+
+def test_the_operator_epoch_is_the_drivers():
+    from caraml.compare.jobs import OPERATOR_SAMPLES_PER_EPOCH
+    from operator_benchmark.config import SYNTHETIC_EPOCH
+
+    assert OPERATOR_SAMPLES_PER_EPOCH == SYNTHETIC_EPOCH

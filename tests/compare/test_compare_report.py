@@ -30,13 +30,18 @@ def _sections(page: str) -> list[str]:
 def test_the_page_opens_with_the_headline_then_the_system_cards(mixed_report):
     page = (mixed_report / "report.html").read_text()
     sections = _sections(page)
-    assert sections[:2] == ["headline-llm", "headline-image"]
+    assert sections[:3] == ["headline-llm", "headline-image", "headline-operator"]
     assert sections.index("systems") < sections.index("solution") < sections.index("table-llm") \
         < sections.index("method")
     headline = page.split('id="headline-table-llm"')[1].split("</table>")[0]
     assert [r.split("<")[0] for r in headline.split("<tr><td>")[1:]] == ["GH200", "A100", "MI250", "CPU",
                                                                              "H100"]
     assert "failed: CUDA out of memory" in headline
+    # the FNO rows: one line per system and problem, in samples
+    operator = page.split('id="headline-table-operator"')[1].split("</table>")[0]
+    assert [r.split("<")[0] for r in operator.split("<tr><td>")[1:]] == ["GH200", "A100", "A100"]
+    assert "FNO rbc3d fp32 eager" in operator and "FNO rbc2d fp32 eager" in operator
+    assert "operator FNO rbc3d fp32 eager: energy not divided" not in page
     # one line per refusal, right under the headline
     assert ('<p class="refused">llm 800M bf16 seq 2048: energy not divided: GH200 counts scope module, '
             'A100 scope gpu; shown side by side</p>') in page

@@ -1,6 +1,6 @@
 """Checkouts under hostile names, through the real JUBE. A name JUBE itself
-can run (quotes, `;`, `&`, `|`, `*`, `#`, parentheses, spaces) runs both
-benchmarks with every command of the suite taking it as it is: no command
+can run (quotes, `;`, `&`, `|`, `*`, `#`, parentheses, spaces) runs every
+benchmark with every command of the suite taking it as it is: no command
 hidden in it runs and the rows are right. A name JUBE would run commands
 from (`"`, `$`, a backtick, a backslash) is refused before JUBE starts, with
 one line that names the character."""
@@ -93,6 +93,18 @@ def test_llm_prepares_its_data_and_runs_from_a_hostile_checkout(hostile_checkout
     assert row["Data"].startswith("local-pydoc")
     # the corpus went where CARAML_LLM_DATA says, not into the checkout
     assert any(data.rglob("*.idx")) and not (checkout / "llm_training" / "llm_data").exists()
+    check_ran_from_the_copy(run_dir, checkout)
+
+
+def test_the_operator_benchmark_runs_from_a_hostile_checkout(hostile_checkout):
+    checkout, env = hostile_checkout
+    # one problem is enough: the path reaches every command alike
+    table, run_dir = run_table(checkout, env, "operator_benchmark/fno_benchmark.xml",
+                               "operator_benchmark/operator_benchmark_run", "CPU", "smoke", "rbc2d")
+    assert len(table) == 1
+    row = table.iloc[0]
+    assert (row["Problem"], row["Status"]) == ("rbc2d-small", "ok"), row.to_dict()
+    assert row["Samples/s"] > 0 and row["Energy(Wh)"] > 0
     check_ran_from_the_copy(run_dir, checkout)
 
 

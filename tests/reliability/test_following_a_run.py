@@ -2,7 +2,7 @@
 cannot start (the test cluster's only node set down) ends the wait with
 status 1, the job's Slurm state named and kept for its row; each job says
 when it starts and ends and how to follow it; a tag of one benchmark (a
-model size) does not make the other refuse its run."""
+model size, a problem) does not make another refuse its run."""
 
 from __future__ import annotations
 
@@ -26,11 +26,20 @@ from tests.reliability.test_main_command import AWKWARD
 
 IMAGE = ROOT / "image_classification/image_classification_torch_benchmark.xml"
 LLM = ROOT / "llm_training/llm_benchmark_nvidia_amd.yaml"
+OPERATOR = ROOT / "operator_benchmark/fno_benchmark.xml"
 
 
 def test_a_model_size_goes_to_the_llm_benchmark_only():
-    assert for_script(IMAGE, [LLM], ["A100", "800M", "smoke"]) == ["A100", "smoke"]
-    assert for_script(LLM, [IMAGE], ["A100", "800M", "smoke"]) == ["A100", "800M", "smoke"]
+    assert for_script(IMAGE, [LLM, OPERATOR], ["A100", "800M", "smoke"]) == ["A100", "smoke"]
+    assert for_script(LLM, [IMAGE, OPERATOR], ["A100", "800M", "smoke"]) == ["A100", "800M", "smoke"]
+    assert for_script(OPERATOR, [IMAGE, LLM], ["A100", "800M", "smoke"]) == ["A100", "smoke"]
+
+
+def test_a_problem_and_a_compile_mode_go_to_the_operator_benchmark_only():
+    tags = ["A100", "rbc3d", "navier_stokes2d", "autotune", "precision"]
+    assert for_script(OPERATOR, [IMAGE, LLM], tags) == tags
+    assert for_script(IMAGE, [LLM, OPERATOR], tags) == ["A100", "precision"]
+    assert for_script(LLM, [IMAGE, OPERATOR], tags) == ["A100"]
 
 
 def test_the_command_line_prints_the_tags_one_a_line(capsys):

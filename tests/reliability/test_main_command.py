@@ -35,10 +35,13 @@ def test_a_failed_row_ends_the_command_with_status_1_and_the_next_benchmark_stil
                          env={"CARAML_IMAGE_DATA": str(checkout / "no such images")})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
-    # the image row names the missing path; the LLM benchmark ran after it
+    # the image row names the missing path; the LLM and operator benchmarks ran after it
     assert "failed" in out and "no such images does not exist" in out, out[-4000:]
     llm = sorted((checkout / "llm_training" / "llm_benchmark_nvidia_amd_run").glob("*/result/result_csv.dat"))
     assert llm and ",cpu-small,torch," in llm[-1].read_text() and ",ok," in llm[-1].read_text(), out[-4000:]
+    fno = sorted((checkout / "operator_benchmark" / "operator_benchmark_run").glob("*/result/result_csv.dat"))
+    assert fno and ",rbc3d-small,FNO_rbc3d-small," in fno[-1].read_text(), out[-4000:]
+    assert fno[-1].read_text().count(",ok,") == 2, out[-4000:]
     assert not _injected(checkout)
 
 
@@ -47,6 +50,10 @@ def test_a_dry_run_ends_with_status_0(checkout):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     assert out.count("dry-run") >= 2
+    # the third benchmark ran too: dry-run rows of its two default problems
+    assert "== jube run operator_benchmark/fno_benchmark.xml --tag CPU dryrun" in out
+    fno = sorted((checkout / "operator_benchmark" / "operator_benchmark_run").glob("*/result/result_csv.dat"))
+    assert fno[-1].read_text().count(",dry-run,") == 2, out[-4000:]
     assert not _injected(checkout)
 
 
@@ -81,7 +88,8 @@ def test_through_slurm_the_command_waits_for_the_jobs_and_ends(checkout, slurm):
     assert proc.returncode == 0, out[-4000:]
     tables = [sorted((checkout / handle).glob("*/result/result_csv.dat"))[-1].read_text()
               for handle in ("image_classification/image_classification_benchmark_run",
-                             "llm_training/llm_benchmark_nvidia_amd_run")]
+                             "llm_training/llm_benchmark_nvidia_amd_run",
+                             "operator_benchmark/operator_benchmark_run")]
     assert all(",ok," in table for table in tables), tables
     assert not _injected(checkout)
 

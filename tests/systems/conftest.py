@@ -22,6 +22,7 @@ from tests.jube_runs import ROOT, JubeRun
 IC_SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
 LLM_SCRIPT = "llm_training/llm_benchmark_nvidia_amd.yaml"
 IPU_SCRIPT = "llm_training/llm_benchmark_ipu.yaml"
+OP_SCRIPT = "operator_benchmark/fno_benchmark.xml"
 ACCOUNT = "caraml-test-project"
 EXTRA_BIND = "/data/caraml-test-images"
 
@@ -153,6 +154,9 @@ def _combos() -> list[tuple[str, tuple[str, ...]]]:
     combos = [(IC_SCRIPT, (system,)) for system in ["CPU", *SYSTEMS]]
     combos += [(LLM_SCRIPT, (size, system)) for system in SYSTEMS for size in SIZES]
     combos += [(LLM_SCRIPT, ("CPU",)), (IPU_SCRIPT, ("synthetic",)), (IPU_SCRIPT, ())]
+    combos += [(OP_SCRIPT, (system,)) for system in ["CPU", *SYSTEMS]]
+    combos += [(OP_SCRIPT, ("JEDI", "pic3d", "navier_stokes2d", "compile")),
+               (OP_SCRIPT, ("A100", "rbc3d", "precision"))]
     # the sweep with the default size and with another one
     combos += [(LLM_SCRIPT, ("A100", "sweep")), (LLM_SCRIPT, ("117M", "A100", "sweep"))]
     return combos
