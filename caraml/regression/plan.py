@@ -46,14 +46,17 @@ class PlanError(Exception):
 @dataclass(frozen=True)
 class Benchmark:
     """One benchmark of the suite, as the checks run it: the JUBE script
-    that plans it, the row model's name for it, and, where it has a data
-    step, the preparation's arguments to the suite's Python ({param} is the
-    work package's value; {ENV|param} the environment's where it is set)."""
+    that plans it, the row model's name for it, the JUBE tags that make a
+    configuration one work package (the operator benchmark runs two problems
+    without a problem tag), and, where it has a data step, the
+    preparation's arguments to the suite's Python ({param} is the work
+    package's value; {ENV|param} the environment's where it is set)."""
 
     name: str
     script: str
     row: str
     prepare: tuple[str, ...] = ()
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ BENCHMARKS = [
         "-m", "llm_training.data.prepare", "--driver-args-file", "prepare_data/data.args",
         "--model-size", "{model_size}", "--corpus", "{CARAML_LLM_CORPUS|default_corpus}",
         "--out-dir", "{CARAML_LLM_DATA|data_dir}")),
+    Benchmark("operator", "operator_benchmark/fno_benchmark.xml", "operator", tags=("rbc2d",)),
 ]
 # The JUBE tags of a configuration besides the system's (one work package each)
 CONFIGURATIONS = ["smoke"]
@@ -72,8 +73,8 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
 
     @run_before("run")
     def plan_the_job(self):
-        tags = [*self.current_partition.extras["caraml_tags"], *self.configuration.split(),
-                *self.extra_tags.split()]
+        tags = [*self.current_partition.extras["caraml_tags"], *self.benchmark.tags,
+                *self.configuration.split(), *self.extra_tags.split()]
         try:
             planned = plan(self.benchmark, tags, Path(self.stagedir))
             prepare_data(planned, Path(self.stagedir))

@@ -58,18 +58,20 @@ def _passed(done: subprocess.CompletedProcess) -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
-def test_both_benchmarks_pass_on_this_host_and_their_perflogs_carry_figures_and_provenance(tmp_path):
+def test_every_benchmark_passes_on_this_host_and_its_perflog_carries_figures_and_provenance(tmp_path):
     # the suite's CPU references are for a quiet host's default configuration;
     # this shared test host's smoke runs are checked against no reference here
     done = _reframe(tmp_path, "-r", "--system", "local:cpu", "-S", "suite_references=false")
     _passed(done)
-    assert "Ran 2/2 test case(s)" in done.stdout
+    assert "Ran 3/3 test case(s)" in done.stdout
     records = {r["check"]: r for r in _perflog(tmp_path, "local", "cpu")}
     image = records["CaramlBenchmark %benchmark=image %configuration=smoke"]
     llm = records["CaramlBenchmark %benchmark=llm %configuration=smoke"]
+    fno = records["CaramlBenchmark %benchmark=operator %configuration=smoke"]
     assert float(image["images_per_s"]) > 0 and float(llm["tokens_per_s_per_device"]) > 0
+    assert float(fno["samples_per_s"]) > 0
     assert 0 < float(llm["mfu"]) < 1 and "mfu" not in image
-    for record, work in ((image, "images"), (llm, "tokens")):
+    for record, work in ((image, "images"), (llm, "tokens"), (fno, "samples")):
         assert record[f"{work}_per_wh_host_estimate.unit"] == \
             f"{work}/Wh (host-estimate, timed window, estimated)"
         assert float(record[f"{work}_per_wh_host_estimate"]) > 0
@@ -80,10 +82,11 @@ def test_both_benchmarks_pass_on_this_host_and_their_perflogs_carry_figures_and_
         assert re.fullmatch(r"[0-9a-f]{12}", record["commit"])
         assert record["torch"].startswith(torch.__version__.split("+")[0])
     assert llm["config"] == "cpu-small fp32 batch 4"
+    assert fno["config"].startswith("FNO rbc2d-small fp32")
     # the row and the energy files of every rank are kept beside ReFrame's output
     out = tmp_path / "output" / "local" / "cpu" / "caraml"
     rows = sorted(out.glob("*/row.json"))
-    assert len(rows) == 2 and all(list(p.parent.glob("energy/*_rank0*")) for p in rows)
+    assert len(rows) == 3 and all(list(p.parent.glob("energy/*_rank0*")) for p in rows)
 
 
 def test_a_reference_the_cpu_cannot_meet_is_a_performance_failure(tmp_path):
