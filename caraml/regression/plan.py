@@ -26,7 +26,7 @@ from pathlib import Path
 
 from caraml.login.jobplan import ROOT, suite_python
 from caraml.report import ERROR_PREFIX
-from caraml.row import workpackage_parent, workpackage_params
+from caraml.row import workpackage_params, workpackage_parent
 
 PLAN_DIR = "jube_plan"
 # a corpus download and tokenisation may take long, but not for ever

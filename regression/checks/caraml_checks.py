@@ -20,8 +20,14 @@ sys.path.append(str(Path(__file__).resolve().parents[2]))
 from caraml.compare import CompareError  # noqa: E402
 from caraml.login.jobplan import suite_python  # noqa: E402
 from caraml.regression import figures  # noqa: E402
-from caraml.regression.plan import (PARAMS_FILE, Benchmark, PlanError, job_resources, plan,  # noqa: E402
-                                    prepare_data)
+from caraml.regression.plan import (  # noqa: E402
+    PARAMS_FILE,
+    Benchmark,
+    PlanError,
+    job_resources,
+    plan,
+    prepare_data,
+)
 from caraml.row import read  # noqa: E402
 
 # One entry per benchmark: its JUBE script, the row model's name for it and

@@ -10,8 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from caraml.regression.plan import (Benchmark, Plan, PlanError, fill, job_resources, plan, prepare_data,
-                                    seconds)
+from caraml.regression.plan import (
+    Benchmark,
+    Plan,
+    PlanError,
+    fill,
+    job_resources,
+    plan,
+    prepare_data,
+    seconds,
+)
 from caraml.row_standalone import main as row_main
 
 IMAGE = Benchmark("image", "image_classification/image_classification_torch_benchmark.xml", "image")
