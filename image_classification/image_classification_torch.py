@@ -109,9 +109,10 @@ def train_and_report(args: Options, dist: Dist, stop: StopCondition,
             "samples_timed": args.global_batch_size * (job.iterations if job else 0),
         }
 
-    return driver.report_result(dist, result,
-                                rank_line=lambda durations: throughput.per_rank("images", batch_size, durations),
-                                global_line=global_line)
+    def rank_line(durations: list[float]) -> dict:
+        return throughput.per_rank("images", batch_size, durations)
+
+    return driver.report_result(dist, result, rank_line=rank_line, global_line=global_line)
 
 
 def parse(argv: list[str] | None) -> Options | int:
