@@ -31,13 +31,13 @@ import io
 import json
 import math
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from caraml import report
+from caraml.files import write_whole
 from caraml.report import BenchmarkInputError
 
 CACHE_VARIABLE = "CARAML_OPERATOR_CACHE"
@@ -168,22 +168,6 @@ def _checksum_path(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
 
 
-def _write_whole(path: Path, data: bytes) -> None:
-    """Whole or not at all: a temporary file of this process, synced and
-    renamed over `path` (two nodes writing one shared folder write the same
-    bytes, and each rename is atomic)."""
-    partial = path.with_name(f"{path.name}.{socket.gethostname()}.{os.getpid()}.partial")
-    try:
-        with open(partial, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(partial, path)
-    except BaseException:
-        partial.unlink(missing_ok=True)
-        raise
-
-
 def read(path: Path) -> tuple[torch.Tensor, torch.Tensor] | str:
     """The cached samples, or why they cannot be used (missing, checksum,
     unreadable)."""
@@ -209,8 +193,8 @@ def write(setup: Setup, path: Path, inputs: torch.Tensor, outputs: torch.Tensor)
     torch.save({"setup": dataclasses.asdict(setup), "inputs": inputs, "outputs": outputs}, buffer)
     data = buffer.getvalue()
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_whole(path, data)
-    _write_whole(_checksum_path(path), (hashlib.sha256(data).hexdigest() + "\n").encode())
+    write_whole(path, data)
+    write_whole(_checksum_path(path), (hashlib.sha256(data).hexdigest() + "\n").encode())
 
 
 def load_or_make(setup: Setup, device: torch.device,

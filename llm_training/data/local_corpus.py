@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import platform
 import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
+from caraml.files import write_whole
 from caraml.report import BenchmarkInputError
 
 # Test suites are mostly code and fixtures, not prose; installed packages
@@ -43,17 +43,8 @@ def build_local_corpus(out_dir: Path, stdlib: Path | None = None) -> Path:
         raise BenchmarkInputError(
             f"no Python sources with docstrings under {stdlib} to build the local corpus from; "
             "pass a corpus file with --corpus PATH")
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as out:
-            for record in records:
-                out.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_whole(path, "".join(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n"
+                              for record in records).encode("utf-8"))
     return path
 
 
