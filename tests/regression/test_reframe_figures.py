@@ -109,10 +109,14 @@ def test_reframes_verdict_is_caraml_compares(tmp_path, value):
     assert reframe_fails == (verdict != "within")
 
 
-def test_the_suites_own_cpu_reference_applies_to_a_cpu_row():
+def test_the_suites_own_published_reference_applies_to_its_system_and_none_to_a_cpu_row():
     refs = figures.load_references()
-    band = figures.references(ROW, refs, "local:cpu")["local:cpu"]["tokens_per_s"]
-    assert band[1] == pytest.approx(-0.5) and band[2] == pytest.approx(1.0)
+    gh200 = _row(system={**ROW["system"], "name": "GH200", "device_kind": "cuda", "device_unit": "GPU"},
+                 config={**ROW["config"], "model": "800M", "precision": "bf16", "backend": "megatron"})
+    band = figures.references(gh200, refs, "GH200:gpu")["GH200:gpu"]["tokens_per_s_per_device"]
+    assert band[:3] == pytest.approx((47505, -0.15, 0.25))
+    # CPU is whichever host runs it: no host's figure is another's reference
+    assert not figures.references(ROW, refs, "local:cpu").get("local:cpu")
 
 
 def test_provenance_for_the_perflog():
