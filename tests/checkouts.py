@@ -12,6 +12,12 @@ from pathlib import Path
 from tests.jube_runs import ROOT
 
 
+# The jobs of the main command's `CPU smoke` run, by benchmark: the image
+# and LLM smoke runs are one job each, the operator benchmark trains its two
+# default problems (rbc2d-small, rbc3d-small)
+SMOKE_JOBS = {"image": 1, "llm": 1, "operator": 2}
+
+
 def copy_tree(dest: Path) -> Path:
     """The working tree's files (tracked and new, not ignored ones such as
     .venv) at dest."""

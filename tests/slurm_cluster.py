@@ -108,7 +108,10 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
 MpiDefault=none
-ReturnToService=2
+# 1, not 2: a node a test sets DOWN stays down until the test resumes it (with 2,
+# its next registration, which Slurm asks for at times of its own, returns it);
+# a node that stopped responding still returns by itself
+ReturnToService=1
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 KillWait={self.kill_wait_s}

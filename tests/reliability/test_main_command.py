@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkouts import checkout_with_venv, copy_tree, main_command
+from tests.checkouts import SMOKE_JOBS, checkout_with_venv, copy_tree, main_command
 
 pytestmark = pytest.mark.jube
 
@@ -103,20 +103,24 @@ def test_a_slurm_job_that_leaves_the_queue_unrun_ends_the_command(checkout, slur
                                  "slurm"], cwd=checkout, env=env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
-            while proc.poll() is None:
+            # the command's own wait ends once its jobs left the queue; the
+            # deadline only bounds a command that would wait for ever
+            deadline = time.monotonic() + 600
+            while proc.poll() is None and time.monotonic() < deadline:
                 queued = subprocess.run(["squeue", "-h", "-o", "%i"], env=slurm.env, text=True,
                                         capture_output=True).stdout.split()
                 if queued:
                     subprocess.run(["scancel", *queued], env=slurm.env, check=False)
                 time.sleep(1)
+            assert proc.poll() is not None, "the main command still waits 10 minutes after its jobs left"
             out = proc.stdout.read()
         finally:
             if proc.poll() is None:
                 proc.kill()
     assert proc.returncode == 1, out[-4000:]
-    # each benchmark's row is named as never run
+    # each job's row is named as never run
     rows = [line for line in out.splitlines() if line.startswith("CARAML: row ")]
-    assert len(rows) == 2 and all(r.endswith(": queued") for r in rows), out[-4000:]
+    assert len(rows) == sum(SMOKE_JOBS.values()) and all(r.endswith(": queued") for r in rows), out[-4000:]
 
 
 @pytest.mark.parametrize("script", ["image_classification/image_classification_torch_benchmark.xml",
