@@ -15,8 +15,6 @@ JUBE scripts read a value without Python in their source:
 
     python -m operator_benchmark.problems                 # the names, one a line
     python -m operator_benchmark.problems rbc2d grid      # 256x64 (no newline)
-
-or, in a JUBE python-mode parameter, `get("${problem}").value("grid")`.
 """
 
 from __future__ import annotations
