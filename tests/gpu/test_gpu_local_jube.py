@@ -17,6 +17,7 @@ pytestmark = [*requires_gpu, pytest.mark.jube]
 @pytest.mark.parametrize("script, extra, model_column, model", [
     ("image_classification/image_classification_torch_benchmark.xml", (), "Model", "resnet50"),
     ("llm_training/llm_benchmark_nvidia_amd.yaml", ("synthetic",), "ModelSize", "800M"),
+    ("operator_benchmark/fno_benchmark.xml", ("rbc2d",), "Problem", "rbc2d"),
 ])
 def test_local_smoke_runs_on_this_hosts_gpus(tmp_path, script, extra, model_column, model):
     run = JubeRun(script, tmp_path / "run", env=dict(os.environ))
