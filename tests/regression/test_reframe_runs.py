@@ -109,16 +109,19 @@ def test_a_reference_the_cpu_cannot_meet_is_a_performance_failure(tmp_path):
 
 
 @pytest.mark.slurm
-def test_the_image_check_runs_through_the_slurm_test_cluster(tmp_path, slurm):
-    done = _reframe(tmp_path, "-r", "--system", "slurm-cpu", "-n", "benchmark=image",
-                    "-S", "suite_references=false", env=slurm.env)
+def test_every_check_runs_through_the_slurm_test_cluster(tmp_path, slurm):
+    done = _reframe(tmp_path, "-r", "--system", "slurm-cpu", env=slurm.env)
     _passed(done)
-    [record] = _perflog(tmp_path, "slurm-cpu", "default")
-    assert record["status"] == "ok" and float(record["images_per_s"]) > 0
-    [work] = (tmp_path / "output" / "slurm-cpu" / "default" / "caraml").glob("*")
-    # the job ran under Slurm and started its rank with srun, as JUBE's job does
-    assert "job_id=none" not in (work / "job.out").read_text()
-    assert "\nsrun --kill-on-bad-exit=1" in (work / "job.sh").read_text()
+    records = {r["check"]: r for r in _perflog(tmp_path, "slurm-cpu", "default")}
+    for benchmark, work in (("image", "images"), ("llm", "tokens"), ("operator", "samples")):
+        record = records[f"CaramlBenchmark %benchmark={benchmark} %configuration=smoke"]
+        assert record["status"] == "ok" and float(record[f"{work}_per_s"]) > 0
+    works = sorted((tmp_path / "output" / "slurm-cpu" / "default" / "caraml").glob("*"))
+    assert len(works) == 3
+    for work in works:
+        # each job ran under Slurm and started its rank with srun, as JUBE's job does
+        assert "job_id=none" not in (work / "job.out").read_text()
+        assert "\nsrun --kill-on-bad-exit=1" in (work / "job.sh").read_text()
 
 
 def test_tags_that_plan_several_jobs_fail_the_check_with_one_line(tmp_path):
