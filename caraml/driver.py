@@ -25,7 +25,7 @@ import contextlib
 import math
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
@@ -195,6 +195,18 @@ def _release_frames(error: BaseException | None) -> None:
 
 
 Train = Callable[[object, Dist, StopCondition, EnergyMeter], int]
+
+
+def listed_or_checked(opts, listing: bool, names: Callable[[], Iterable[str]],
+                      check: Callable[[object], None]) -> object:
+    """A driver's options after its input checks, or 0 where the command
+    line only asked for the names it knows (--list-models, --list-problems),
+    which are printed one a line."""
+    if listing:
+        print("\n".join(names()))
+        return 0
+    check(opts)
+    return opts
 
 
 def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], object],

@@ -118,11 +118,7 @@ def train_and_report(args: Options, dist: Dist, stop: StopCondition,
 def parse(argv: list[str] | None) -> Options | int:
     """The options, checked; 0 where --list-models only asked for the names."""
     args = config.parse(argv)
-    if args.list_models:
-        print("\n".join(model.names()))
-        return 0
-    config.check_input(args)
-    return args
+    return driver.listed_or_checked(args, args.list_models, model.names, config.check_input)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,3 +69,10 @@ def test_the_reason_fp16_is_refused_still_holds():
 
 def test_bf16_is_valid_on_a_cpu():
     config.check_placement(parsed("--precision", "bf16"), 2, torch.device("cpu"))
+
+
+def test_list_problems_prints_every_problem_and_trains_nothing(capsys):
+    from operator_benchmark.fno_training import main
+
+    assert main(["--list-problems"]) == 0
+    assert capsys.readouterr().out.split() == problems.names()

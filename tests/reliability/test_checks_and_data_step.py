@@ -101,28 +101,26 @@ def test_a_tiny_corpus_says_so_in_its_row(tmp_path):
     assert "fewer than one 256-token sequence" in warning, warning
 
 
-def test_the_tiny_corpus_warning_names_the_runs_sequence_length(tmp_path, capsys):
+def _tiny_corpus_warnings(tmp_path, capsys, *args: str) -> list[str]:
+    """The warnings of a data preparation of a two-paragraph corpus."""
     from llm_training.data.prepare import main
 
     corpus = tmp_path / "tiny.txt"
     corpus.write_text("a few words\n\nand a few more\n")
     code = main(["--corpus", str(corpus), "--out-dir", str(tmp_path / "data"), "--vocab-size", "300",
-                 "--seq-length", "256"])
+                 *args])
     assert code == 0
-    warning = next(ln for ln in capsys.readouterr().out.splitlines()
-                   if ln.startswith("CARAML warning:") and "-token sequence" in ln)
+    return [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("CARAML warning:")]
+
+
+def test_the_tiny_corpus_warning_names_the_runs_sequence_length(tmp_path, capsys):
+    warning = next(ln for ln in _tiny_corpus_warnings(tmp_path, capsys, "--seq-length", "256")
+                   if "-token sequence" in ln)
     assert "fewer than one 256-token sequence" in warning and "2048" not in warning
 
 
 def test_the_tiny_corpus_warning_takes_the_model_sizes_sequence_length(tmp_path, capsys):
-    from llm_training.data.prepare import main
-
-    corpus = tmp_path / "tiny.txt"
-    corpus.write_text("a few words\n\nand a few more\n")
-    code = main(["--corpus", str(corpus), "--out-dir", str(tmp_path / "data"), "--vocab-size", "300",
-                 "--model-size", "cpu-small"])
-    assert code == 0
-    warnings = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("CARAML warning:")]
+    warnings = _tiny_corpus_warnings(tmp_path, capsys, "--model-size", "cpu-small")
     assert any("fewer than one 256-token sequence" in w for w in warnings), warnings
 
 
