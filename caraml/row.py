@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from caraml import device_peaks, report
+from caraml import benchmarks, device_peaks, report
+from caraml.benchmarks import Benchmark
 from caraml.row_facts import Facts, energy, last_kv, provenance
 from caraml.row_status import MEASURED, SIGNAL_FILE, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
 FILE_NAME = "row.json"
-BENCHMARKS = ("llm", "image", "operator")
 # Another process's share of the host's CPUs over the run above which a row
 # is flagged: a competitor this large moves throughput by more than the
 # run-to-run spread of a quiet host.
@@ -111,17 +110,7 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     return Evidence(texts, params[wp_id], str(execute_work))
 
 
-def _num(value: object) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if number == number else None  # nan: unknown
-
-
-def _int(value: object) -> int | None:
-    number = _num(value)
-    return None if number is None else int(number)
+_num, _int = benchmarks.number, benchmarks.whole
 
 
 def _system(params: dict[str, str]) -> dict:
@@ -136,41 +125,8 @@ def _system(params: dict[str, str]) -> dict:
             or (nodes * per_node if nodes and per_node else None)}
 
 
-def _config(benchmark: str, params: dict[str, str], g: dict[str, str]) -> dict:
-    if benchmark == "llm":
-        model = g.get("model_size") or params.get("model_size")
-        config = {"model": model, "precision": g.get("precision") or params.get("precision"),
-                  "global_batch": _int(g.get("global_batch_size"))
-                  or _int(params.get("global_batch_used"))
-                  or _int(params.get("global_batch_size")),
-                  "sequence_length": _int(g.get("seq_length")) or _int(params.get("seq_length")),
-                  "image_size": None,
-                  "backend": g.get("backend") or params.get("backend") or None,
-                  "tp": _int(g.get("tp")), "pp": _int(g.get("pp")), "dp": _int(g.get("dp")),
-                  "micro_batch": _int(g.get("micro_batch_size")), "params": _num(g.get("params")),
-                  "compile": None}
-    elif benchmark == "operator":
-        # the problem is part of the model's name: two problems are never like for like
-        problem = g.get("problem") or params.get("problem")
-        config = {"model": f"{g.get('model') or 'FNO'} {problem}" if problem else None,
-                  "precision": g.get("precision") or params.get("precision") or None,
-                  "global_batch": _int(g.get("global_batch_size"))
-                  or _int(params.get("global_batch_size")),
-                  "sequence_length": None, "image_size": None, "backend": "neuraloperator",
-                  "tp": None, "pp": None, "dp": None,
-                  "micro_batch": _int(g.get("batch_size_per_device"))
-                  or _int(params.get("batch_size_per_device")), "params": None,
-                  "compile": g.get("compile") or params.get("compile_mode") or None}
-    else:
-        config = {"model": g.get("model") or params.get("model") or None,
-                  "precision": g.get("precision") or params.get("precision") or None,
-                  "global_batch": _int(g.get("global_batch_size"))
-                  or _int(params.get("global_batch_size")),
-                  "sequence_length": None, "image_size": _int(params.get("image_size")),
-                  "backend": "torchvision" if params.get("device_kind") != "ipu" else "poptorch",
-                  "tp": None, "pp": None, "dp": None,
-                  "micro_batch": _int(g.get("batch_size_per_device")), "params": None,
-                  "compile": None}
+def _config(benchmark: Benchmark, params: dict[str, str], g: dict[str, str]) -> dict:
+    config = benchmark.config(g, params)
     parts = [config["model"], config["precision"],
              config["image_size"] and f"{config['image_size']}px",
              config["compile"] and config["compile"] != "none" and f"compile {config['compile']}",
@@ -179,33 +135,22 @@ def _config(benchmark: str, params: dict[str, str], g: dict[str, str]) -> dict:
     return config
 
 
-# The per-second figure and the work counts of each benchmark's global line
-_WORK = {"llm": ("tokens", "tokens_per_s", "tokens_per_s_median", "tokens_per_s_per_device",
-                 "tokens_total", "tokens_timed"),
-         "image": ("images", "images_per_s_mean", "images_per_s_median",
-                   "images_per_s_per_device", "samples_total", "samples_timed"),
-         "operator": ("samples", "samples_per_s_mean", "samples_per_s_median",
-                      "samples_per_s_per_device", "samples_total", "samples_timed")}
-# Graphcore's train.py (GC200) prints its own line, once an epoch
-_IPU_THROUGHPUT = re.compile(r"throughput: ([0-9.eE+-]+) samples/sec")
-
-
-def _throughput(benchmark: str, g: dict[str, str], ev: Evidence, system: dict) -> dict | None:
-    unit, per_s, median, per_device, _, _ = _WORK[benchmark]
-    rate = _num(g.get(per_s))
-    per_dev = _num(g.get(per_device))
-    if rate is None:
-        found = _IPU_THROUGHPUT.findall(ev.text("job.err", "job.out"))
+def _throughput(benchmark: Benchmark, g: dict[str, str], ev: Evidence, system: dict) -> dict | None:
+    names = benchmark.figures
+    rate = _num(g.get(names.per_s))
+    per_dev = _num(g.get(names.per_s_per_device))
+    if rate is None and benchmark.vendor_rate is not None:
+        found = benchmark.vendor_rate.findall(ev.text("job.err", "job.out"))
         # samples (sequences of the LLM) a second of the last epoch or step
-        per_sample = _num(ev.params.get("seq_length")) or 1.0 if benchmark == "llm" else 1.0
+        per_sample = _num(ev.params.get(benchmark.vendor_sample_param or "")) or 1.0
         rate = _num(found[-1]) * per_sample if found else None
         per_dev = rate / system["devices"] if rate is not None and system["devices"] else None
     if rate is None:
         return None
     nodes = system["nodes"] or _int(g.get("nodes"))
-    return {"unit": unit, "per_s": rate, "per_s_per_device": per_dev,
+    return {"unit": benchmark.unit, "per_s": rate, "per_s_per_device": per_dev,
             "per_s_per_node": rate / nodes if nodes else None,
-            "per_s_median": _num(g.get(median)), "iterations": _int(g.get("iterations")),
+            "per_s_median": _num(g.get(names.per_s_median)), "iterations": _int(g.get("iterations")),
             "time_per_iteration_s": _num(g.get("time_per_iteration_s"))}
 
 
@@ -262,10 +207,9 @@ def flags(ev: Evidence, status: Status, energy_row: dict | None) -> list[str]:
     return out
 
 
-def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
+def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
     """The whole row, decided once."""
-    if benchmark not in BENCHMARKS:
-        raise ValueError(f"unknown benchmark {benchmark!r}: one of {', '.join(BENCHMARKS)}")
+    benchmark = benchmarks.get(name)
     job_out = ev.text("job.out")
     g = last_kv(job_out, "global")
     system = _system(ev.params)
@@ -273,20 +217,19 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict
     status = decide(ev, has_throughput=throughput is not None, slurm_state=slurm_state)
     prov = provenance(job_out)
     device_name = prov.pop("device_name")  # the peak's name, not the row's provenance
-    *_, total_key, timed_key = _WORK[benchmark]
-    work_total = _num(g.get(total_key))
-    if work_total is None and benchmark == "llm" and throughput is not None:
+    work_total = _num(g.get(benchmark.figures.work_total))
+    if work_total is None and benchmark.vendor_steps is not None and throughput is not None:
         # Graphcore's GPT-2 (GC200): every logged step trained one global batch
-        steps = len(re.findall(r"^step \d+ of epoch", ev.text("job.err"), re.MULTILINE))
+        steps = len(benchmark.vendor_steps.findall(ev.text("job.err")))
         work_total = steps * (_num(ev.params.get("global_batch_used")) or 0) \
-            * (_num(ev.params.get("seq_length")) or 0) or None
+            * (_num(ev.params.get(benchmark.vendor_sample_param or "")) or 0) or None
     facts = Facts(scope_asked=ev.params.get("energy_scope") or "counted",
-                  work_total=work_total, work_timed=_num(g.get(timed_key)))
+                  work_total=work_total, work_timed=_num(g.get(benchmark.figures.work_timed)))
     energy_row = energy(ev.text("jpwr"), facts) if ev.texts.get("jpwr") else None
     if energy_row and not status.measured:
         energy_row = _unmeasured(energy_row)
     return {
-        "schema": SCHEMA, "benchmark": benchmark, "work_package": ev.work_package,
+        "schema": SCHEMA, "benchmark": benchmark.name, "work_package": ev.work_package,
         "system": system, "config": _config(benchmark, ev.params, g),
         "throughput": throughput if status.state in MEASURED else None,
         "mfu": _mfu(g, device_name, ev.params.get("peak_tflops"))
@@ -399,10 +342,10 @@ def undecided(benchmark: str | None, work_package: Path, error: Exception) -> di
 def decide_now(work: Path) -> dict:
     """The row of an execute work package as the model decides it from what
     the work package holds now (its combine step has not run: no energy)."""
-    return _decide_or_fail("image", work)
+    return _decide_or_fail(None, work)
 
 
-def _decide_or_fail(benchmark: str, work: Path, **kwargs) -> dict:
+def _decide_or_fail(benchmark: str | None, work: Path, **kwargs) -> dict:
     try:
         ev = gather(work, **{k: v for k, v in kwargs.items() if k != "slurm_state"})
         extra = {"slurm_state": kwargs["slurm_state"]} if kwargs.get("slurm_state") else {}
@@ -444,7 +387,7 @@ def rows_of_run(run_dir: Path, *, slurm_state=None) -> list[dict]:
         decided.add(row["work_package"])
     for work in sorted(run_dir.glob("*_execute/work")):
         if str(work.resolve()) not in decided:
-            rows.append(_decide_or_fail("image", work, slurm_state=slurm_state))
+            rows.append(_decide_or_fail(None, work, slurm_state=slurm_state))
     return rows + _not_started(run_dir)
 
 
@@ -465,7 +408,11 @@ def _not_started(run_dir: Path) -> list[dict]:
             continue
         texts = _data_step(run_dir, wp_id)
         ev = Evidence(texts, params[wp_id], str(work))
-        row = decide_row(params[wp_id].get("row_benchmark") or "image", ev, slurm_state=None)
+        try:
+            row = decide_row(params[wp_id].get("row_benchmark"), ev, slurm_state=None)
+        except ValueError as error:  # a work package that names no benchmark of the table
+            rows.append(undecided(None, work, error))
+            continue
         if row["status"]["state"] == "queued":
             row["status"]["reason"] = ("not started: the run stopped before this work package; "
                                        "jube continue starts it")
@@ -481,7 +428,7 @@ def write(row: dict, folder: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m caraml.row", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--benchmark", required=True, choices=BENCHMARKS)
+    parser.add_argument("--benchmark", required=True, choices=benchmarks.names())
     parser.add_argument("--execute", type=Path, default=Path("execute"),
                         help="the execute step's work folder (default: JUBE's link to it)")
     parser.add_argument("--jpwr-status", type=int, default=0,

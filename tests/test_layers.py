@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from caraml import benchmarks
+
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("llm_training", "image_classification", "operator_benchmark")
+# the benchmarks' packages, from the benchmark table: each driver's top package
+BENCHMARKS = tuple(sorted({entry.driver.split(".")[0] for entry in benchmarks.BUILT_IN}))
 
 
 def imported(path: Path) -> set[str]:
@@ -58,9 +61,9 @@ def test_jpwr_knows_nothing_of_jube():
 
 
 # What the login node's python3 may import of the suite: the JUBE adapter,
-# the row model and the peak table it reads, all standard library only.
+# the row model and the peak and benchmark tables it reads, all standard library only.
 LOGIN_SAFE = ("caraml/report.py", "caraml/row.py", "caraml/row_status.py", "caraml/row_facts.py",
-              "caraml/device_peaks.py")
+              "caraml/device_peaks.py", "caraml/benchmarks.py")
 
 
 def test_login_tools_need_the_standard_library_and_the_jube_adapter_only():

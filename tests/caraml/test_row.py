@@ -234,7 +234,7 @@ def test_every_benchmark_writes_the_same_config_keys(tmp_path):
 
 def test_an_unfinished_operator_work_package_is_decided_as_an_operator_row(tmp_path):
     """decide_now (the main command, caraml-compare) takes the benchmark from
-    the work package's row_benchmark, not the image default."""
+    the work package's row_benchmark (there is no default benchmark)."""
     run = run_dir(tmp_path, {"row_benchmark": "operator", "problem": "rbc2d"})
     write(execute(run), job_out=finished_job(global_line=OPERATOR_GLOBAL.replace("rbc3d", "rbc2d")))
     row = row_model.decide_now(execute(run))
