@@ -18,8 +18,10 @@ import sys
 from pathlib import Path
 
 from caraml import benchmarks, report
-from caraml.row import Evidence, decide_row, print_lines, undecided, write
-from caraml.row_status import SIGNAL_FILE
+from caraml.row import undecided, write
+from caraml.row_decide import decide_row
+from caraml.row_evidence import SIGNAL_FILE, Evidence
+from caraml.row_print import print_lines
 
 # the job's texts by the names the row model reads them under: the job
 # script's logs and markers, and the LLM's data step (prepare_data/stderr)

@@ -28,7 +28,7 @@ from pathlib import Path
 from caraml.benchmarks import Benchmark
 from caraml.login.jobplan import ROOT, suite_python
 from caraml.report import ERROR_PREFIX
-from caraml.row import workpackage_params, workpackage_parent
+from caraml.row_evidence import workpackage_params, workpackage_parent
 
 PLAN_DIR = "jube_plan"
 # a corpus download and tokenisation may take long, but not for ever

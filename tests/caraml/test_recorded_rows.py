@@ -1,7 +1,8 @@
 """The row model gives the figures it gave before for the same run: each
 work package of tests/caraml/recorded_rows.py, decided now, has every value
 of its recorded row.json and of its recorded `CARAML row` lines (a field
-added since may join; none may change or go)."""
+added since may join, and a value the row did not know may be known now;
+no known value may change or go)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def _missing_or_changed(recorded, now, where="row") -> list[str]:
         return [found for key, value in recorded.items()
                 for found in (_missing_or_changed(value, now[key], f"{where}.{key}") if key in now
                               else [f"{where}.{key} is gone"])]
-    return [] if recorded == now else [f"{where}: recorded {recorded!r}, now {now!r}"]
+    if recorded is None or recorded == now:
+        return []
+    return [f"{where}: recorded {recorded!r}, now {now!r}"]
 
 
 def _fields(line: str) -> dict[str, str]:
