@@ -7,9 +7,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from caraml import precision
 from caraml.options import (
     POSITIVE,
     PRECISIONS,
@@ -72,12 +69,3 @@ def check_input(args: Options) -> None:
     args.check_run()
     args.check_energy()
     args.check_compile()
-
-
-def check_placement(args: Options, world_size: int, device: torch.device) -> None:
-    """Checks that depend on how many devices there are and of which kind."""
-    if args.global_batch_size % world_size:
-        raise BenchmarkInputError(
-            f"global batch size {args.global_batch_size} does not divide by "
-            f"{world_size} devices")
-    precision.check(args.precision, device)

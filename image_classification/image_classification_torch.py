@@ -15,12 +15,11 @@ if __package__ in (None, ""):
 
 import torch
 
-from caraml import driver, memory, precision, report, throughput
+from caraml import data_parallel, driver, memory, precision, report
 from caraml.dist import Dist
 from caraml.driver import EnergyMeter, LoopResult
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
-from caraml.timing import rate
 from image_classification import config, data, model, train
 from image_classification.config import Options
 
@@ -48,15 +47,6 @@ def describe(args: Options, dist: Dist, batch_size: int, parameters: int) -> str
             f"{args.warmup_iters} of them warm-up")
 
 
-def progress(args: Options) -> driver.Progress:
-    def line(done: int, seconds: float, loss: float) -> str:
-        phase = " (warm-up)" if done <= args.warmup_iters else ""
-        return (f"iteration {done}/{args.train_iters}{phase}: loss {loss:.4f}, "
-                f"{seconds:.3f} s per iteration, "
-                f"{rate(args.global_batch_size, seconds):.1f} images/s")
-    return line
-
-
 def train_model(args: Options, dist: Dist, batch_size: int, stop: StopCondition,
                 energy: EnergyMeter) -> LoopResult:
     """Builds data and model, and trains. The DDP model must be gone before
@@ -80,49 +70,24 @@ def train_model(args: Options, dist: Dist, batch_size: int, stop: StopCondition,
     if dist.is_main:
         report.write_line(describe(args, dist, batch_size, model.parameter_count(net)))
     return driver.train_loop(lambda: step(*next(source)), args, dist, stop, energy,
-                             progress(args))
-
-
-def placement(args: Options, dist: Dist) -> int:
-    """The batch per device, once the devices are known to take it."""
-    config.check_placement(args, dist.world_size, dist.device)
-    return args.global_batch_size // dist.world_size
+                             data_parallel.progress(args, "images", ".4f"))
 
 
 def train_and_report(args: Options, dist: Dist, stop: StopCondition,
                      energy: EnergyMeter) -> int:
-    batch_size = driver.agreed(dist, lambda: placement(args, dist))
+    batch_size = data_parallel.batch_per_device(args, dist)
     try:
         result = train_model(args, dist, batch_size, stop, energy)
     except torch.OutOfMemoryError:
         raise BenchmarkInputError(memory.out_of_memory(
             batch_size, dist.device, "lower the global batch size or use more devices")) from None
-    def global_line(job):
-        return {
-            "model": args.model,
-            "precision": args.precision,
-            "devices": dist.world_size,
-            "global_batch_size": args.global_batch_size,
-            "batch_size_per_device": batch_size,
-            **(throughput.overall("images", args.global_batch_size, job, dist.world_size) if job else {}),
-            "samples_total": args.global_batch_size * result.iterations,
-            "samples_timed": args.global_batch_size * (job.iterations if job else 0),
-        }
-
-    def rank_line(durations: list[float]) -> dict:
-        return throughput.per_rank("images", batch_size, durations)
-
-    return driver.report_result(dist, result, rank_line=rank_line, global_line=global_line)
-
-
-def parse(argv: list[str] | None) -> Options | int:
-    """The options, checked; 0 where --list-models only asked for the names."""
-    args = config.parse(argv)
-    return driver.listed_or_checked(args, args.list_models, model.names, config.check_input)
+    return data_parallel.report_result(args, dist, result, batch_size, "images",
+                                       head={"model": args.model, "precision": args.precision})
 
 
 def main(argv: list[str] | None = None) -> int:
-    return driver.main(argv, parse, train_and_report)
+    return data_parallel.main(argv, config.parse, lambda args: args.list_models, model.names,
+                              config.check_input, train_and_report)
 
 
 if __name__ == "__main__":

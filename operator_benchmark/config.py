@@ -6,9 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-
-from caraml import precision
 from caraml.options import (
     NON_NEGATIVE,
     POSITIVE,
@@ -101,12 +98,3 @@ def check_input(args: Options) -> None:
         raise BenchmarkInputError(
             f"--compile {args.compile} needs --warmup-iters 1 or more: the model is compiled in "
             "the first iteration, which must not be timed")
-
-
-def check_placement(args: Options, world_size: int, device: torch.device) -> None:
-    """Checks that depend on how many devices there are and of which kind."""
-    if args.global_batch_size % world_size:
-        raise BenchmarkInputError(
-            f"global batch size {args.global_batch_size} does not divide by "
-            f"{world_size} devices")
-    precision.check(args.precision, device)

@@ -17,12 +17,12 @@ if __package__ in (None, ""):
 
 import torch
 
-from caraml import compile_toolchain, driver, memory, precision, report, throughput
+from caraml import compile_toolchain, data_parallel, driver, memory, precision, report, throughput
 from caraml.dist import Dist
 from caraml.driver import EnergyMeter, LoopResult
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
-from caraml.timing import TimingStats, rate
+from caraml.timing import TimingStats
 from operator_benchmark import config, data, flops, model, navier_stokes, problems
 from operator_benchmark.config import Options
 from operator_benchmark.problems import Problem
@@ -66,15 +66,6 @@ def describe(args: Options, problem: Problem, dist: Dist, batch_size: int,
             f"{batch_size}; {args.train_iters} iterations, {args.warmup_iters} of them warm-up")
 
 
-def progress(args: Options) -> driver.Progress:
-    def line(done: int, seconds: float, loss: float) -> str:
-        phase = " (warm-up)" if done <= args.warmup_iters else ""
-        return (f"iteration {done}/{args.train_iters}{phase}: loss {loss:.4g}, "
-                f"{seconds:.3f} s per iteration, "
-                f"{rate(args.global_batch_size, seconds):.1f} samples/s")
-    return line
-
-
 def adam(net: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.Adam:
     """Adam with its multi-tensor (foreach) update on every device: torch
     picks it by itself only on GPUs, and on a CPU it saves about 5 % of a
@@ -116,16 +107,14 @@ def train_model(args: Options, problem: Problem, dist: Dist, batch_size: int,
     if dist.is_main:
         report.write_line(describe(args, problem, dist, batch_size, model.parameter_count(net)))
     result = driver.train_loop(lambda: step(*next(source)), args, dist, stop, energy,
-                               progress(args))
+                               data_parallel.progress(args, "samples", ".4g"))
     return result, flops_per_sample
 
 
-def placement(args: Options, dist: Dist) -> int:
-    """The batch per device, once the devices are known to take it."""
-    config.check_placement(args, dist.world_size, dist.device)
+def check_compiler(args: Options, dist: Dist) -> None:
+    """torch.compile on a GPU builds kernels: a C compiler and Python's headers."""
     if args.compile != "none" and dist.device.type == "cuda":
         compile_toolchain.check(f"--compile {args.compile}")
-    return args.global_batch_size // dist.world_size
 
 
 def overall(args: Options, job: TimingStats, devices: int, flops_per_sample: int) -> dict:
@@ -142,7 +131,7 @@ def overall(args: Options, job: TimingStats, devices: int, flops_per_sample: int
 def train_and_report(args: Options, dist: Dist, stop: StopCondition,
                      energy: EnergyMeter) -> int:
     problem = problems.get(args.problem)
-    batch_size = driver.agreed(dist, lambda: placement(args, dist))
+    batch_size = data_parallel.batch_per_device(args, dist, lambda: check_compiler(args, dist))
     try:
         result, flops_per_sample = train_model(args, problem, dist, batch_size, stop, energy)
     except torch.OutOfMemoryError:
@@ -151,38 +140,18 @@ def train_and_report(args: Options, dist: Dist, stop: StopCondition,
             f"{args.problem} on {problem.grid_text} does not fit; lower the global batch size, "
             f"use more devices or a smaller problem")) from None
 
-    def global_line(job: TimingStats | None) -> dict:
-        return {
-            "problem": args.problem,
-            "model": MODEL,
-            "data": args.data_kind,
-            "precision": args.precision,
-            "compile": args.compile,
-            "devices": dist.world_size,
-            "global_batch_size": args.global_batch_size,
-            "batch_size_per_device": batch_size,
-            **(overall(args, job, dist.world_size, flops_per_sample) if job else {}),
-            "samples_total": args.global_batch_size * result.iterations,
-            "samples_timed": args.global_batch_size * (job.iterations if job else 0),
-            "samples_per_epoch": args.epoch_samples,
-            "flops_counted_per_sample": flops_per_sample,
-            "flops_note": flops.NOTE,
-        }
-
-    def rank_line(durations: list[float]) -> dict:
-        return throughput.per_rank("samples", batch_size, durations)
-
-    return driver.report_result(dist, result, rank_line=rank_line, global_line=global_line)
-
-
-def parse(argv: list[str] | None) -> Options | int:
-    """The options, checked; 0 where --list-problems only asked for the names."""
-    args = config.parse(argv)
-    return driver.listed_or_checked(args, args.list_problems, problems.names, config.check_input)
+    return data_parallel.report_result(
+        args, dist, result, batch_size, "samples",
+        head={"problem": args.problem, "model": MODEL, "data": args.data_kind,
+              "precision": args.precision, "compile": args.compile},
+        figures=lambda job: overall(args, job, dist.world_size, flops_per_sample),
+        tail={"samples_per_epoch": args.epoch_samples, "flops_counted_per_sample": flops_per_sample,
+              "flops_note": flops.NOTE})
 
 
 def main(argv: list[str] | None = None) -> int:
-    return driver.main(argv, parse, train_and_report)
+    return data_parallel.main(argv, config.parse, lambda args: args.list_problems, problems.names,
+                              config.check_input, train_and_report)
 
 
 if __name__ == "__main__":

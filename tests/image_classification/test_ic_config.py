@@ -6,6 +6,7 @@ import sys
 import pytest
 import torch
 
+from caraml import data_parallel
 from caraml.report import BenchmarkInputError
 from image_classification import config
 from image_classification import image_classification_torch as driver
@@ -71,20 +72,20 @@ def test_global_batch_must_divide_by_the_device_count():
     args = config.parse(["--global-batch-size", "100", "--precision", "fp32"])
     with pytest.raises(BenchmarkInputError,
                        match="^global batch size 100 does not divide by 3 devices$"):
-        config.check_placement(args, world_size=3, device=CPU)
-    config.check_placement(args, world_size=4, device=CPU)
+        data_parallel.check_placement(args, world_size=3, device=CPU)
+    data_parallel.check_placement(args, world_size=4, device=CPU)
 
 
 @pytest.mark.parametrize("precision", ["fp16", "tf32"])
 def test_gpu_only_precisions_are_refused_on_cpu(precision):
     args = config.parse(["--precision", precision])
     with pytest.raises(BenchmarkInputError, match=f"precision {precision} needs a GPU"):
-        config.check_placement(args, world_size=1, device=CPU)
+        data_parallel.check_placement(args, world_size=1, device=CPU)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_cpu_precisions_pass(precision):
-    config.check_placement(config.parse(["--precision", precision]), world_size=1, device=CPU)
+    data_parallel.check_placement(config.parse(["--precision", precision]), world_size=1, device=CPU)
 
 
 @pytest.mark.parametrize("argv, named", [

@@ -4,6 +4,7 @@ input into one line before training."""
 import pytest
 import torch
 
+from caraml import data_parallel
 from caraml.report import BenchmarkInputError
 from operator_benchmark import config, problems
 
@@ -48,12 +49,12 @@ def test_values_outside_the_choices_are_refused_by_the_parser(flags):
 
 def test_a_batch_the_devices_cannot_split_is_refused():
     with pytest.raises(BenchmarkInputError, match="global batch size 4 does not divide by 3"):
-        config.check_placement(parsed(), 3, torch.device("cpu"))
+        data_parallel.check_placement(parsed(), 3, torch.device("cpu"))
 
 
 def test_tf32_is_refused_on_a_cpu():
     with pytest.raises(BenchmarkInputError, match="precision tf32 needs a GPU"):
-        config.check_placement(parsed("--precision", "tf32"), 1, torch.device("cpu"))
+        data_parallel.check_placement(parsed("--precision", "tf32"), 1, torch.device("cpu"))
 
 
 def test_the_reason_fp16_is_refused_still_holds():
@@ -68,7 +69,7 @@ def test_the_reason_fp16_is_refused_still_holds():
 
 
 def test_bf16_is_valid_on_a_cpu():
-    config.check_placement(parsed("--precision", "bf16"), 2, torch.device("cpu"))
+    data_parallel.check_placement(parsed("--precision", "bf16"), 2, torch.device("cpu"))
 
 
 def test_list_problems_prints_every_problem_and_trains_nothing(capsys):

@@ -1,0 +1,85 @@
+"""The shell of a data-parallel driver, where every device trains on an equal
+share of a global batch of whole samples (images, operator samples): the
+batch per device once the devices are known, the progress line, and the
+summary lines of every rank and of the job. A driver keeps only what is its
+own (options, data, model, step, and the fields its lines add) and hands the
+rest to the driver core (caraml/driver.py) through this."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from caraml import driver, precision, throughput
+from caraml.dist import Dist
+from caraml.driver import LoopResult
+from caraml.report import BenchmarkInputError
+from caraml.timing import TimingStats, rate
+
+
+def check_placement(args, world_size: int, device: torch.device) -> None:
+    """Checks of the options (global_batch_size, precision) that depend on
+    how many devices there are and of which kind."""
+    if args.global_batch_size % world_size:
+        raise BenchmarkInputError(
+            f"global batch size {args.global_batch_size} does not divide by "
+            f"{world_size} devices")
+    precision.check(args.precision, device)
+
+
+def batch_per_device(args, dist: Dist, check: Callable[[], None] | None = None) -> int:
+    """The batch per device, once every rank knows the devices take it (the
+    placement checks, then the driver's own `check`)."""
+    def placement() -> int:
+        check_placement(args, dist.world_size, dist.device)
+        if check is not None:
+            check()
+        return args.global_batch_size // dist.world_size
+    return driver.agreed(dist, placement)
+
+
+def progress(args, unit: str, loss_format: str) -> driver.Progress:
+    """The progress line: iteration, loss, time per iteration and rate."""
+    def line(done: int, seconds: float, loss: float) -> str:
+        phase = " (warm-up)" if done <= args.warmup_iters else ""
+        return (f"iteration {done}/{args.train_iters}{phase}: loss {loss:{loss_format}}, "
+                f"{seconds:.3f} s per iteration, "
+                f"{rate(args.global_batch_size, seconds):.1f} {unit}/s")
+    return line
+
+
+def main(argv, parse: Callable, listing: Callable[[object], bool], names: Callable,
+         check: Callable[[object], None], train: driver.Train) -> int:
+    """A data-parallel driver from its command line to its exit status:
+    parse(argv) gives the options, check(options) refuses bad input before
+    any process group exists, and where listing(options) holds the driver
+    only prints the names it knows (--list-models, --list-problems)."""
+    def options(argv):
+        args = parse(argv)
+        return driver.listed_or_checked(args, listing(args), names, check)
+    return driver.main(argv, options, train)
+
+
+def report_result(args, dist: Dist, result: LoopResult, batch_size: int, unit: str, *,
+                  head: dict, tail: dict | None = None,
+                  figures: Callable[[TimingStats], dict] | None = None) -> int:
+    """The summary: each rank's rate, and the job's line: the driver's
+    `head` fields, the devices and batch, the timing figures (`figures` of
+    the job's iterations, by default throughput.overall's), the work done,
+    and the driver's `tail` fields."""
+    def timing(job: TimingStats) -> dict:
+        return figures(job) if figures else throughput.overall(unit, args.global_batch_size, job,
+                                                                dist.world_size)
+
+    def global_line(job: TimingStats | None) -> dict:
+        return {**head, "devices": dist.world_size, "global_batch_size": args.global_batch_size,
+                "batch_size_per_device": batch_size, **(timing(job) if job else {}),
+                "samples_total": args.global_batch_size * result.iterations,
+                "samples_timed": args.global_batch_size * (job.iterations if job else 0),
+                **(tail or {})}
+
+    def rank_line(durations: list[float]) -> dict:
+        return throughput.per_rank(unit, batch_size, durations)
+
+    return driver.report_result(dist, result, rank_line=rank_line, global_line=global_line)
