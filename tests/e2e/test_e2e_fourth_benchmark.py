@@ -1,0 +1,82 @@
+"""A fourth benchmark without a change to a core file (docs/adding_a_benchmark.md):
+the tiny MLP of tests/tiny_benchmark/, registered by its entry's path in
+CARAML_BENCHMARKS, gets a row through the real JUBE and the row model, a
+line in caraml-compare's comparison and a ReFrame check whose job JUBE plans."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from caraml import benchmarks
+from caraml.regression.plan import plan
+from tests.jube_runs import ROOT, JubeRun
+
+ENTRY = ROOT / "tests" / "tiny_benchmark" / "entry.py"
+# what a site's benchmark leaves alone: the suite's own files
+CORE = ("caraml", "aux", "regression", "platform.xml", "README.md", "llm_training",
+        "image_classification", "operator_benchmark", "jpwr")
+
+
+@pytest.fixture(scope="module")
+def env():
+    return {**os.environ, benchmarks.REGISTRY_ENV: str(ENTRY), "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, env):
+    run = JubeRun("tests/tiny_benchmark.xml", tmp_path_factory.mktemp("tiny") / "run", env=env)
+    run.run("CPU", "smoke")
+    return run
+
+
+@pytest.mark.jube
+def test_the_tiny_benchmark_gets_a_measured_jube_row(tiny):
+    table = tiny.table()
+    assert list(table["Status"]) == ["ok"], table.to_string()
+    assert table["Samples/s"].iloc[0] > 0 and table["Iterations"].iloc[0] == 3
+    [path] = tiny.run_dir.glob("*_combine_energy/work/row.json")
+    row = json.loads(path.read_text())
+    assert (row["benchmark"], row["config"]["model"], row["throughput"]["unit"]) == ("tiny", "mlp", "samples")
+    assert row["energy"]["windows"]["timed"]["work_per_wh"] > 0  # samples/Wh of the timed iterations
+    assert row["config"]["global_batch"] == 8 and row["status"]["state"] == "ok"
+
+
+@pytest.mark.jube
+def test_the_tiny_benchmark_is_a_line_of_the_comparison(tiny, env, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "caraml.compare.cli", f"CPU={tiny.outpath}",
+                           "--out", str(tmp_path / "cmp"), "--no-references"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    table = pd.read_csv(tmp_path / "cmp" / "comparison.csv")
+    [line] = table.to_dict("records")
+    assert (line["benchmark"], line["unit"], line["status"]) == ("tiny", "samples", "ok")
+    solution = pd.read_csv(tmp_path / "cmp" / "time_to_solution.csv")
+    # no representative job: the tiny benchmark stands for no real training
+    assert set(solution["time_h"]) == {"not representative"}
+
+
+@pytest.mark.jube
+def test_the_tiny_benchmark_is_a_reframe_check_whose_job_jube_plans(env, tmp_path):
+    listed = subprocess.run([str(Path(sys.executable).with_name("reframe")), "-C", str(ROOT / "regression" / "config.py"),
+                             "-c", str(ROOT / "regression" / "checks" / "caraml_checks.py"), "-l"],
+                            cwd=tmp_path, env={
+                                 **env, "RFM_REPORT_FILE": str(tmp_path / "report.json")},
+                            capture_output=True, text=True, timeout=300)
+    checks = [ln.split()[1:4] for ln in listed.stdout.splitlines() if "CaramlBenchmark" in ln]
+    assert ["CaramlBenchmark", "%benchmark=tiny", "%configuration=smoke"] in checks, listed.stdout
+    planned = plan(benchmarks.get("tiny", env), ["CPU", "smoke"], tmp_path, environ=env)
+    assert "-m tests.tiny_benchmark.driver" in planned.job_script.read_text()
+    assert planned.params["row_benchmark"] == "tiny"
+
+
+def test_no_core_file_names_the_tiny_benchmark():
+    named = subprocess.run(["git", "grep", "-l", "-i", "tiny_benchmark\\|tests/tiny", "--", *CORE],
+                           cwd=ROOT, capture_output=True, text=True)
+    assert named.stdout == ""
