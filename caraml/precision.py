@@ -52,21 +52,19 @@ def set_fp32_math(precision: str, device: torch.device,
     """Lets fp32 matmuls and convolutions use TF32 only under tf32. Under
     fp16/bf16 the ops that autocast keeps in fp32 stay IEEE as well.
 
-    torch 2.9 brought the `fp32_precision` settings and deprecated the
-    `allow_tf32` flags; the suite's NVIDIA containers ship torch 2.6 and
-    2.8, which have only the flags (and raise AttributeError on the new
-    names), so the flags are set where the new names do not exist."""
+    The `allow_tf32` flags, on every torch version: the suite's NVIDIA
+    containers ship torch 2.6 and 2.8, which have only these. torch 2.9
+    brought the `fp32_precision` settings, but a TF32 set through them
+    leaves torch's own `torch.get_float32_matmul_precision()` raising
+    ("mix of the legacy and new APIs", torch 2.9 to 2.13 at least), and
+    Inductor asks it whenever it autotunes a layer with more than one
+    candidate kernel. The flags keep both APIs' views in step: the new
+    names read back `tf32` or `ieee`. Setting them needs no GPU."""
     if device.type != "cuda":
         return
     tf32 = precision == "tf32"
-    if hasattr(backends.cuda.matmul, "fp32_precision"):
-        mode = "tf32" if tf32 else "ieee"
-        backends.cuda.matmul.fp32_precision = mode
-        backends.cudnn.conv.fp32_precision = mode
-        backends.cudnn.rnn.fp32_precision = mode
-    else:
-        backends.cuda.matmul.allow_tf32 = tf32
-        backends.cudnn.allow_tf32 = tf32  # convolutions and RNNs alike
+    backends.cuda.matmul.allow_tf32 = tf32
+    backends.cudnn.allow_tf32 = tf32  # convolutions and RNNs alike
 
 
 def autocast(precision: str, device: torch.device) -> AbstractContextManager:
