@@ -7,15 +7,19 @@ convolutions by default, and a table row labelled fp32 must not be TF32.
 tf32 and fp16 exist only on GPUs and are rejected on a CPU rather than
 quietly run as fp32; so is tf32 on an AMD GPU without TF32 (MI250 and
 older: ROCm runs it as IEEE fp32, and the row would be an fp32 row under
-a tf32 label)."""
+a tf32 label), and on one with TF32 where HIPBLASLT_ALLOW_TF32=1 is not
+in the environment, without which ROCm's torch does the same
+(caraml/rocm_tf32.py; the job script exports it)."""
 
 from __future__ import annotations
 
+import os
 from contextlib import AbstractContextManager
 from types import ModuleType
 
 import torch
 
+from caraml import rocm_tf32
 from caraml.report import BenchmarkInputError
 
 _AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -36,6 +40,11 @@ def check(precision: str, device: torch.device) -> None:
                 raise BenchmarkInputError(
                     f"precision tf32: {torch.cuda.get_device_name(device)} ({arch}) has no "
                     f"TF32 math and would run IEEE fp32 under a tf32 label; use fp32")
+            if not rocm_tf32.enabled(os.environ):
+                raise BenchmarkInputError(
+                    f"precision tf32 on ROCm needs {rocm_tf32.ENV}=1 in the environment "
+                    f"(the suite's job script exports it for a tf32 job); without it ROCm "
+                    f"runs IEEE fp32 under a tf32 label")
         return
     if precision == "tf32":
         raise BenchmarkInputError(

@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from caraml import report
+from caraml import report, rocm_tf32
 from caraml.dist import Dist
 from caraml.row_facts import PROVENANCE_KEYS
 
@@ -279,6 +279,8 @@ def collect(device_type: str, device_count: int, hostnames: list[str]) -> dict:
         **host_load(),
         "hostnames": sorted(set(hostnames)),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        # whether ROCm's torch may use TF32 (caraml/rocm_tf32.py): the variable as the run had it
+        "hipblaslt_allow_tf32": os.environ.get(rocm_tf32.ENV),
     }
 
 
@@ -301,6 +303,7 @@ def line_fields(record: dict) -> dict[str, str]:
         # what a system card names: the GPU driver and the image (its digest)
         "driver": record.get("gpu_driver"),
         "container": ((record.get("container") or {}).get("sha256") or "")[:12] or None,
+        "hipblaslt_allow_tf32": record.get("hipblaslt_allow_tf32"),
     }
     return {k: report.word(v) for k, v in values.items()}
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 # The provenance line's keys (caraml/provenance.py writes them, in this order)
 PROVENANCE_KEYS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
-                   "cpus", "other_benchmarks", "driver", "container")
+                   "cpus", "other_benchmarks", "driver", "container", "hipblaslt_allow_tf32")
 
 
 def kv(text: str) -> dict[str, str]:
@@ -49,7 +49,9 @@ def provenance(job_out: str) -> dict:
             "torch": _value(line.get("torch")), "cuda": _value(line.get("cuda")),
             "rocm": _value(line.get("rocm")), "date": _value(job.get("start")),
             "host": _value(job.get("host")), "device_name": _value(line.get("device_name")),
-            "driver": _value(line.get("driver")), "container": _value(line.get("container"))}
+            "driver": _value(line.get("driver")), "container": _value(line.get("container")),
+            # ROCm's TF32 switch as the run had it (caraml/rocm_tf32.py)
+            "hipblaslt_allow_tf32": _value(line.get("hipblaslt_allow_tf32"))}
 
 
 @dataclass(frozen=True)
