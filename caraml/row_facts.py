@@ -54,6 +54,26 @@ def provenance(job_out: str) -> dict:
             "hipblaslt_allow_tf32": _value(line.get("hipblaslt_allow_tf32"))}
 
 
+def measured_peak(g: dict[str, str]) -> dict | None:
+    """The windows behind a measured matmul-rate peak (llm_training/
+    matmul_rate.py: the best window is kept): how many, the slowest, the
+    median and the spread; None where the peak was not measured."""
+    windows = _num(g.get("peak_windows"))
+    if g.get("peak_source") != "measured-matmul" or not windows:
+        return None
+    return {"rule": "best-window", "windows": int(windows),
+            "min_tflops": _num(g.get("peak_min_tflops")),
+            "median_tflops": _num(g.get("peak_median_tflops")),
+            "spread_pct": _num(g.get("peak_spread_pct"))}
+
+
+def mfu_flags(g: dict[str, str]) -> list[str]:
+    """An MFU the driver refused, with why (a measured peak below the
+    model's own rate, llm_training/metrics.py)."""
+    why = _value(g.get("mfu_unavailable"))
+    return [f"mfu-not-available({why})"] if why else []
+
+
 @dataclass(frozen=True)
 class Facts:
     """What the energy headline needs besides jpwr's lines: the scope the
