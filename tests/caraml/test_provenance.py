@@ -52,7 +52,8 @@ def test_a_driver_run_writes_the_file_and_the_line(tmp_path, capsys):
                 "other_benchmark_processes"):
         assert key in facts
     at_end = parse_caraml(out)["host at end"]
-    assert list(at_end) == ["load", "cpus", "other_benchmarks", "foreign_cpu_pct"]
+    assert list(at_end) == ["load", "cpus", "other_benchmarks", "foreign_cpu_pct",
+                            "foreign_cpu_pct_by_host"]
     assert float(at_end["load"]) >= 0
     line = parse_caraml(out)["provenance"]
     assert line["commit"] == facts["commit"][:12] and line["torch"] == torch.__version__
