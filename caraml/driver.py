@@ -157,8 +157,7 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
                 loss = _progress(dist, done, interval, progress)
                 interval = _Interval()
         window.end()
-    if dist.is_main:
-        provenance.report_load_at_end()
+    provenance.report_load_at_end(dist, hostnames)
     return LoopResult(done, timer.durations, len(set(hostnames)), loss,
                       stop_reason(dist.gather_objects(reason)))
 

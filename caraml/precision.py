@@ -7,15 +7,19 @@ convolutions by default, and a table row labelled fp32 must not be TF32.
 tf32 and fp16 exist only on GPUs and are rejected on a CPU rather than
 quietly run as fp32; so is tf32 on an AMD GPU without TF32 (MI250 and
 older: ROCm runs it as IEEE fp32, and the row would be an fp32 row under
-a tf32 label)."""
+a tf32 label), and on one with TF32 where HIPBLASLT_ALLOW_TF32=1 is not
+in the environment, without which ROCm's torch does the same
+(caraml/rocm_tf32.py; the job script exports it)."""
 
 from __future__ import annotations
 
+import os
 from contextlib import AbstractContextManager
 from types import ModuleType
 
 import torch
 
+from caraml import rocm_tf32
 from caraml.report import BenchmarkInputError
 
 _AUTOCAST_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -36,6 +40,11 @@ def check(precision: str, device: torch.device) -> None:
                 raise BenchmarkInputError(
                     f"precision tf32: {torch.cuda.get_device_name(device)} ({arch}) has no "
                     f"TF32 math and would run IEEE fp32 under a tf32 label; use fp32")
+            if not rocm_tf32.enabled(os.environ):
+                raise BenchmarkInputError(
+                    f"precision tf32 on ROCm needs {rocm_tf32.ENV}=1 in the environment "
+                    f"(the suite's job script exports it for a tf32 job); without it ROCm "
+                    f"runs IEEE fp32 under a tf32 label")
         return
     if precision == "tf32":
         raise BenchmarkInputError(
@@ -52,21 +61,19 @@ def set_fp32_math(precision: str, device: torch.device,
     """Lets fp32 matmuls and convolutions use TF32 only under tf32. Under
     fp16/bf16 the ops that autocast keeps in fp32 stay IEEE as well.
 
-    torch 2.9 brought the `fp32_precision` settings and deprecated the
-    `allow_tf32` flags; the suite's NVIDIA containers ship torch 2.6 and
-    2.8, which have only the flags (and raise AttributeError on the new
-    names), so the flags are set where the new names do not exist."""
+    The `allow_tf32` flags, on every torch version: the suite's NVIDIA
+    containers ship torch 2.6 and 2.8, which have only these. torch 2.9
+    brought the `fp32_precision` settings, but a TF32 set through them
+    leaves torch's own `torch.get_float32_matmul_precision()` raising
+    ("mix of the legacy and new APIs", torch 2.9 to 2.13 at least), and
+    Inductor asks it whenever it autotunes a layer with more than one
+    candidate kernel. The flags keep both APIs' views in step: the new
+    names read back `tf32` or `ieee`. Setting them needs no GPU."""
     if device.type != "cuda":
         return
     tf32 = precision == "tf32"
-    if hasattr(backends.cuda.matmul, "fp32_precision"):
-        mode = "tf32" if tf32 else "ieee"
-        backends.cuda.matmul.fp32_precision = mode
-        backends.cudnn.conv.fp32_precision = mode
-        backends.cudnn.rnn.fp32_precision = mode
-    else:
-        backends.cuda.matmul.allow_tf32 = tf32
-        backends.cudnn.allow_tf32 = tf32  # convolutions and RNNs alike
+    backends.cuda.matmul.allow_tf32 = tf32
+    backends.cudnn.allow_tf32 = tf32  # convolutions and RNNs alike
 
 
 def autocast(precision: str, device: torch.device) -> AbstractContextManager:

@@ -14,14 +14,14 @@ import datetime
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import platform
 import re
 import subprocess
-import time
 from pathlib import Path
 
-from caraml import benchmarks, report
+from caraml import benchmarks, report, rocm_tf32
 from caraml.dist import Dist
 from caraml.row_facts import PROVENANCE_KEYS
 
@@ -198,22 +198,41 @@ def _read_environ(proc: Path, pid: str) -> dict[str, str]:
     return dict(item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item)
 
 
-def _cpu_seconds(proc: Path, pid: str) -> float | None:
-    """User and system CPU time a process has used (None: it is gone)."""
+def host_cpu_ticks(proc: Path = Path("/proc")) -> tuple[int, int] | None:
+    """The host's busy and total CPU time since boot, in clock ticks, all
+    CPUs together (/proc/stat's cpu line: user, nice, system, idle, iowait,
+    irq, softirq, steal; guest time is already in user and nice). None where
+    /proc/stat cannot be read."""
+    try:
+        first = (proc / "stat").read_text().splitlines()[0].split()
+    except (OSError, IndexError):
+        return None
+    if first[0] != "cpu":
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in
+                                                              (first[1:9] + ["0"] * 8)[:8])
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
+def _job_ticks_of(proc: Path, pid: str) -> int | None:
+    """A process's CPU time and that of its children it has waited for
+    (utime, stime, cutime, cstime), in clock ticks; None: it is gone."""
     try:
         stat = (proc / pid / "stat").read_text()
     except OSError:
         return None
     # the command name in parentheses may hold spaces: fields follow the last ")"
     fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(x) for x in fields[11:15])
 
 
-def foreign_cpu_seconds(proc: Path = Path("/proc")) -> dict[str, float] | None:
-    """The CPU time of every process on this host that is not this job's
-    (CARAML_JOB tells the job's processes, whatever started them). None
-    where no job identity is set or /proc cannot be read: then nothing can
-    tell the run's own load from another's."""
+def job_cpu_ticks(proc: Path = Path("/proc")) -> int | None:
+    """The CPU time of this job's processes on this host (CARAML_JOB tells
+    them, whatever started them), with the children each has waited for:
+    a data loader or a compiler that began and ended inside the window is in
+    its parent's cutime/cstime. None where no job identity is set or /proc
+    cannot be read: then nothing can tell the run's own load from another's."""
     mine = os.environ.get(JOB_KEY)
     if not mine:
         return None
@@ -221,40 +240,40 @@ def foreign_cpu_seconds(proc: Path = Path("/proc")) -> dict[str, float] | None:
         pids = [p.name for p in proc.iterdir() if p.name.isdigit()]
     except OSError:
         return None
-    used = {}
-    for pid in pids:
-        if _read_environ(proc, pid).get(JOB_KEY) == mine:
-            continue
-        seconds = _cpu_seconds(proc, pid)
-        if seconds is not None:
-            used[pid] = seconds
-    return used
+    return sum(t for pid in pids if _read_environ(proc, pid).get(JOB_KEY) == mine
+               and (t := _job_ticks_of(proc, pid)) is not None)
 
 
 class ContentionWindow:
-    """The share of the host's CPUs that processes outside the job used
-    between begin() and end(), in percent: the load average cannot tell the
-    run's own threads (and the energy sampler) from a competitor; this can.
-    A process that began inside the window counts with all its CPU time."""
+    """The share of the host's CPU time that went outside the job between
+    begin() and end(), in percent: the host's busy time (/proc/stat) less
+    the job's own (its processes and the children they waited for). The
+    load average cannot tell the run's own threads (and the energy sampler)
+    from a competitor; a walk over the other processes misses those that
+    began and ended inside the window. This misses neither: whatever ran,
+    however briefly, is in the host's total, and the job's own time is
+    counted from the job's side, where nothing of it is lost (the job's
+    processes live through the window and wait for their children)."""
 
-    def __init__(self, proc: Path = Path("/proc"), clock=time.monotonic) -> None:
-        self._proc, self._clock = proc, clock
-        self._start: tuple[float, dict[str, float]] | None = None
+    def __init__(self, proc: Path = Path("/proc")) -> None:
+        self._proc = proc
+        self._start: tuple[int, int, int] | None = None
+
+    def _now(self) -> tuple[int, int, int] | None:
+        host, job = host_cpu_ticks(self._proc), job_cpu_ticks(self._proc)
+        return None if host is None or job is None else (*host, job)
 
     def begin(self) -> None:
-        used = foreign_cpu_seconds(self._proc)
-        self._start = None if used is None else (self._clock(), used)
+        self._start = self._now()
 
     def end(self) -> float | None:
-        if self._start is None:
+        after = self._now()
+        if self._start is None or after is None:
             return None
-        began, before = self._start
-        after = foreign_cpu_seconds(self._proc)
-        elapsed = self._clock() - began
-        if after is None or elapsed <= 0:
+        busy, total, job = (b - a for a, b in zip(self._start, after))
+        if total <= 0:
             return None
-        spent = sum(max(0.0, t - before.get(pid, 0.0)) for pid, t in after.items())
-        return 100 * spent / (elapsed * (os.cpu_count() or 1))
+        return min(100.0, max(0.0, 100 * (busy - job) / total))
 
 
 # The driver's run: record() opens it, report_load_at_end() closes it.
@@ -279,6 +298,8 @@ def collect(device_type: str, device_count: int, hostnames: list[str]) -> dict:
         **host_load(),
         "hostnames": sorted(set(hostnames)),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        # whether ROCm's torch may use TF32 (caraml/rocm_tf32.py): the variable as the run had it
+        "hipblaslt_allow_tf32": os.environ.get(rocm_tf32.ENV),
     }
 
 
@@ -301,27 +322,44 @@ def line_fields(record: dict) -> dict[str, str]:
         # what a system card names: the GPU driver and the image (its digest)
         "driver": record.get("gpu_driver"),
         "container": ((record.get("container") or {}).get("sha256") or "")[:12] or None,
+        "hipblaslt_allow_tf32": record.get("hipblaslt_allow_tf32"),
     }
     return {k: report.word(v) for k, v in values.items()}
 
 
-def report_load_at_end() -> None:
-    """One line for the table on how busy the host was while training ran:
+def _first_on_its_host(rank: int, hostnames: list[str]) -> bool:
+    """The first rank on each host measures that host's contention."""
+    return hostnames.index(hostnames[rank]) == rank
+
+
+def report_load_at_end(dist: Dist, hostnames: list[str]) -> None:
+    """One line for the table on how busy the hosts were while training ran:
     a benchmark that started beside this one after its start shows here, and
-    the CPU share of every process outside the job (foreign_cpu_pct, the row
-    model's contention flag)."""
-    foreign = _RUN_WINDOW.end()
+    the share of the host CPU time that went outside the job on the busiest
+    host of the job (foreign_cpu_pct, the row model's contention flag), with
+    each host's own (foreign_cpu_pct_by_host). Every rank calls it."""
+    mine = _RUN_WINDOW.end() if _first_on_its_host(dist.rank, hostnames) else None
+    shares = [r[0] for r in dist.gather_floats([math.nan if mine is None else mine])]
+    if not dist.is_main:
+        return
+    by_host = {hostnames[rank]: share for rank, share in enumerate(shares)
+               if _first_on_its_host(rank, hostnames) and share == share}
+    foreign = max(by_host.values()) if len(by_host) == len(set(hostnames)) else None
     report.emit("host at end", load=round(os.getloadavg()[0], 2), cpus=os.cpu_count(),
                 other_benchmarks="-" if (n := other_benchmarks()) is None else n,
-                foreign_cpu_pct="-" if foreign is None else round(foreign, 1))
+                foreign_cpu_pct="-" if foreign is None else round(foreign, 1),
+                foreign_cpu_pct_by_host=";".join(f"{h}={v:.1f}" for h, v in by_host.items())
+                or "-")
 
 
 def record(dist: Dist, folder: str | Path | None, hostnames: list[str]) -> None:
     """Rank 0 writes the file into folder (none without one) and prints the
-    table's line; hostnames: every rank's, in rank order."""
+    table's line; hostnames: every rank's, in rank order. The first rank on
+    each host opens that host's contention window."""
+    if _first_on_its_host(dist.rank, hostnames):
+        _RUN_WINDOW.begin()
     if not dist.is_main:
         return
-    _RUN_WINDOW.begin()
     facts = collect(dist.device.type, dist.world_size, hostnames)
     if folder is not None:
         out = Path(folder)

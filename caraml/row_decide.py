@@ -9,7 +9,7 @@ from __future__ import annotations
 from caraml import benchmarks, device_peaks
 from caraml.benchmarks import Benchmark
 from caraml.row_evidence import Evidence
-from caraml.row_facts import MEMORY, Facts, energy, last_kv, provenance
+from caraml.row_facts import MEMORY, Facts, energy, last_kv, measured_peak, mfu_flags, provenance
 from caraml.row_status import MEASURED, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
@@ -84,7 +84,7 @@ def _mfu(g: dict[str, str], device_name: str | None, named: str | None) -> dict 
     return {"value": value, "model_tflops_per_device": _num(g.get("model_tflops_per_device")),
             "hardware_tflops_per_device": _num(g.get("tflops_per_device")),
             "peak_tflops": peak, "peak_basis": "measured-matmul" if measured else "datasheet",
-            "peak_source": source}
+            "peak_source": source, "measured_peak": measured_peak(g)}
 
 
 def flags(ev: Evidence, status: Status, energy_row: dict | None) -> list[str]:
@@ -114,7 +114,7 @@ def flags(ev: Evidence, status: Status, energy_row: dict | None) -> list[str]:
     done, planned = _int(g.get("iterations_total")), _int(ev.params.get("planned_iterations"))
     if done is not None and planned and done < planned:
         out.append(f"stopped-early({done}-of-{planned}-iterations)")
-    return out
+    return out + mfu_flags(g)
 
 
 def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:

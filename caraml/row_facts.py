@@ -12,7 +12,7 @@ from dataclasses import dataclass
 MEMORY = ("max_allocated_gib", "max_reserved_gib", "device_gib")
 # The provenance line's keys (caraml/provenance.py writes them, in this order)
 PROVENANCE_KEYS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
-                   "cpus", "other_benchmarks", "driver", "container")
+                   "cpus", "other_benchmarks", "driver", "container", "hipblaslt_allow_tf32")
 
 
 def kv(text: str) -> dict[str, str]:
@@ -51,7 +51,29 @@ def provenance(job_out: str) -> dict:
             "torch": _value(line.get("torch")), "cuda": _value(line.get("cuda")),
             "rocm": _value(line.get("rocm")), "date": _value(job.get("start")),
             "host": _value(job.get("host")), "device_name": _value(line.get("device_name")),
-            "driver": _value(line.get("driver")), "container": _value(line.get("container"))}
+            "driver": _value(line.get("driver")), "container": _value(line.get("container")),
+            # ROCm's TF32 switch as the run had it (caraml/rocm_tf32.py)
+            "hipblaslt_allow_tf32": _value(line.get("hipblaslt_allow_tf32"))}
+
+
+def measured_peak(g: dict[str, str]) -> dict | None:
+    """The windows behind a measured matmul-rate peak (llm_training/
+    matmul_rate.py: the best window is kept): how many, the slowest, the
+    median and the spread; None where the peak was not measured."""
+    windows = _num(g.get("peak_windows"))
+    if g.get("peak_source") != "measured-matmul" or not windows:
+        return None
+    return {"rule": "best-window", "windows": int(windows),
+            "min_tflops": _num(g.get("peak_min_tflops")),
+            "median_tflops": _num(g.get("peak_median_tflops")),
+            "spread_pct": _num(g.get("peak_spread_pct"))}
+
+
+def mfu_flags(g: dict[str, str]) -> list[str]:
+    """An MFU the driver refused, with why (a measured peak below the
+    model's own rate, llm_training/metrics.py)."""
+    why = _value(g.get("mfu_unavailable"))
+    return [f"mfu-not-available({why})"] if why else []
 
 
 @dataclass(frozen=True)

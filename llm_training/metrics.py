@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from caraml.timing import rate
 from llm_training.flops import IterationFlops, iteration_flops, iteration_tokens
+from llm_training.matmul_rate import MatmulRate
 from llm_training.model_sizes import GPTConfig
 
 
@@ -44,10 +45,37 @@ MEASURED = "measured-matmul"
 class Peak:
     tflops: float  # nan: unknown
     source: str  # datasheet | MEASURED | none
+    # MEASURED: every window timed (llm_training/matmul_rate.py), of which tflops is the best
+    rate: MatmulRate | None = None
 
     @classmethod
     def none(cls) -> Peak:
         return cls(math.nan, "none")
+
+    @classmethod
+    def measured(cls, rate: MatmulRate) -> Peak:
+        return cls(rate.tflops, MEASURED, rate)
+
+    def fields(self) -> dict[str, float | int | str]:
+        """The summary's words on the peak: for a measured one, the windows'
+        count, the slowest, the median and the spread (else nan)."""
+        r = self.rate
+        return dict(peak_tflops=self.tflops, peak_source=self.source,
+                    peak_windows=len(r.windows) if r else 0,
+                    peak_min_tflops=min(r.windows) if r else math.nan,
+                    peak_median_tflops=r.median if r else math.nan,
+                    peak_spread_pct=r.spread_pct if r else math.nan)
+
+
+def mfu_unavailable(model_tflops: float, peak: Peak) -> str | None:
+    """Why a measured peak cannot be MFU's denominator, or None. The floor:
+    the device's dense matmul rate cannot be below the rate the model's own
+    matmuls reached on it; a window held by another job through every
+    product (or a clock gone wrong) gives such a rate, and MFU above 1."""
+    if peak.source == MEASURED and model_tflops > peak.tflops:
+        return (f"measured-matmul-rate-{peak.tflops:.4g}-TFLOP/s-is-below-the-model's-own-"
+                f"{model_tflops:.4g}-TFLOP/s-per-device")
+    return None
 
 
 def throughput(workload: Workload, mean_s: float, median_s: float, peak: Peak) -> dict[str, float]:
@@ -63,5 +91,7 @@ def throughput(workload: Workload, mean_s: float, median_s: float, peak: Peak) -
         tokens_per_s_per_device=tokens_per_s / workload.devices,
         tflops_per_device=workload.tflops_per_device(mean_s),
         model_tflops_per_device=model_tflops,
-        mfu=model_tflops / peak.tflops,  # nan when the peak is unknown
+        # nan when the peak is unknown or refused (mfu_unavailable says why)
+        mfu=math.nan if mfu_unavailable(model_tflops, peak) else model_tflops / peak.tflops,
+        mfu_unavailable=mfu_unavailable(model_tflops, peak) or "-",
     )

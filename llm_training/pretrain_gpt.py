@@ -24,11 +24,11 @@ from caraml.driver import EnergyMeter
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
 from caraml.timing import TimingStats, summarize
-from llm_training import arguments, memory_plan, training
+from llm_training import arguments, matmul_rate, memory_plan, training
 from llm_training.arguments import Args, Layout
 from llm_training.batches import micro_batches
 from llm_training.flops import parameter_count
-from llm_training.matmul_rate import measure_tflops
+from llm_training.matmul_rate import MatmulRate
 from llm_training.metrics import MEASURED, Peak, Workload, throughput
 from llm_training.model_sizes import GPTConfig
 
@@ -112,9 +112,11 @@ def peak_of(args: Args, dist: Dist) -> Peak:
         if known is not None:
             return Peak(known.tflops, "datasheet")
     if args.peak_tflops in ("auto", "measure"):
-        # All ranks measure at once, sharing the host as they do in training.
-        mine = measure_tflops(dist.device, precision.DTYPES[args.precision])
-        return Peak(statistics.fmean(r[0] for r in dist.gather_floats([mine])), MEASURED)
+        # All ranks measure at once, sharing the host as they do in training;
+        # each window's rate is the ranks' mean.
+        mine = matmul_rate.measure(dist.device, precision.DTYPES[args.precision])
+        ranks = dist.gather_floats(list(mine.windows))
+        return Peak.measured(MatmulRate(tuple(map(statistics.fmean, zip(*ranks)))))
     return Peak(args.peak_tflops, "datasheet")
 
 
@@ -145,8 +147,7 @@ def global_line(setup: Setup, backend: training.Backend, workload: Workload, pea
         seq_length=gpt.seq_length,
         precision=args.precision,
         **(throughput(workload, job.mean_s, job.median_s, peak) if job else {}),
-        peak_tflops=peak.tflops,
-        peak_source=peak.source,
+        **peak.fields(),
         tokens_total=iterations * workload.tokens,
         tokens_timed=(job.iterations if job else 0) * workload.tokens,
         recompute=args.recompute,
@@ -174,10 +175,11 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
         result = driver.train_loop(lambda: backend.train_step(batches), args, dist, stop, energy,
                                    progress(args, workload))
         if peak.source == MEASURED and result.iterations >= args.train_iters:
-            # On a shared host another job can hold a core for a whole window and
-            # halve the measured rate; it rarely does so for both. A run stopped
-            # by a signal or its budget reports at once instead.
-            peak = Peak(max(peak.tflops, peak_of(args, dist).tflops), MEASURED)
+            # On a shared host another job can hold a core for whole windows and
+            # halve the measured rate; windows after training as well make it rarer
+            # that it holds all of them. A run stopped by a signal or its budget
+            # reports at once instead.
+            peak = Peak.measured(peak.rate + peak_of(args, dist).rate)
     except torch.OutOfMemoryError:
         raise BenchmarkInputError(memory.out_of_memory(
             layout.micro_batch_size, dist.device, "lower --micro-batch-size (gradient "

@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from caraml import report  # noqa: E402
+from caraml import report, rocm_tf32  # noqa: E402
 from caraml.row_status import SIGNAL_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,7 @@ FACTS = (
     "samples_per_device", "threads_per_proc", "procs_per_task", "device_kind",
     "devices_per_node", "visible_devices", "master_addr_suffix", "env_setup", "launcher",
     "container", "container_flags", "container_python", "jpwr_python", "energy_methods",
-    "energy_dir", "srun_flags", "srun_env", "data", "job_command",
+    "energy_dir", "srun_flags", "srun_env", "data", "job_command", "job_precision",
 )
 
 # which devices a process sees, unless Slurm binds them per task
@@ -143,6 +143,16 @@ def device_env(f: dict[str, str]) -> str:
         granted or ",".join(str(i) for i in range(int(f["devices_per_node"]))))
 
 
+def precision_env(f: dict[str, str]) -> str:
+    """What the job's precision needs in the environment (ROCm's TF32); a
+    container job inherits it from the job script."""
+    if f["building_container"] == "yes":
+        return ""
+    exports = rocm_tf32.exports(f["device_kind"], f["job_precision"])
+    return " ".join(["export", *(f"{k}={shlex.quote(v)}" for k, v in exports.items())]) \
+        if exports else ""
+
+
 def python_for_job(f: dict[str, str], root: Path) -> str:
     return f["container_python"] if f["container"] else str(suite_python(root))
 
@@ -217,6 +227,7 @@ def job_script(f: dict[str, str], template: Path = TEMPLATE) -> str:
         "#VARIABLES#": "\n".join(variables(f, root)),
         "#THREADS_PER_PROC#": str(int(f["threads_per_proc"])),
         "#DEVICE_ENV#": device_env(f),
+        "#PRECISION_ENV#": precision_env(f),
         "#ENV_SETUP#": f["env_setup"],
         "#LAUNCH#": launch_line(f, root),
     }

@@ -52,7 +52,8 @@ def test_a_driver_run_writes_the_file_and_the_line(tmp_path, capsys):
                 "other_benchmark_processes"):
         assert key in facts
     at_end = parse_caraml(out)["host at end"]
-    assert list(at_end) == ["load", "cpus", "other_benchmarks", "foreign_cpu_pct"]
+    assert list(at_end) == ["load", "cpus", "other_benchmarks", "foreign_cpu_pct",
+                            "foreign_cpu_pct_by_host"]
     assert float(at_end["load"]) >= 0
     line = parse_caraml(out)["provenance"]
     assert line["commit"] == facts["commit"][:12] and line["torch"] == torch.__version__
@@ -114,3 +115,17 @@ def test_the_line_names_the_gpu_driver_and_the_images_digest_for_the_system_card
     job_out = f"CARAML provenance: {' '.join(f'{k}={v}' for k, v in fields.items())}\n"
     assert (row_facts.provenance(job_out)["driver"], row_facts.provenance(job_out)["container"]) == \
         ("nvidia_550.54.15", "ab" * 6)
+
+
+@pytest.mark.parametrize("value, shown", [("1", "1"), (None, "-")])
+def test_rocms_tf32_switch_reaches_the_file_the_line_and_the_row(monkeypatch, value, shown):
+    if value is None:
+        monkeypatch.delenv("HIPBLASLT_ALLOW_TF32", raising=False)
+    else:
+        monkeypatch.setenv("HIPBLASLT_ALLOW_TF32", value)
+    facts = provenance.collect("cpu", 1, ["host"])
+    assert facts["hipblaslt_allow_tf32"] == value
+    fields = provenance.line_fields(facts)
+    assert fields["hipblaslt_allow_tf32"] == shown
+    job_out = f"CARAML provenance: {' '.join(f'{k}={v}' for k, v in fields.items())}\n"
+    assert row_facts.provenance(job_out)["hipblaslt_allow_tf32"] == value

@@ -139,6 +139,14 @@ def test_mfu_says_its_peak_and_where_the_peak_comes_from(tmp_path):
     mfu = decide(tmp_path / "d", params={"peak_tflops": "MI250-GCD"},
                  job_out=finished_job(global_line=named))["mfu"]
     assert mfu["peak_tflops"] == 181.05 and "MI250 data sheet" in mfu["peak_source"]
+    assert mfu["measured_peak"] is None  # the old line names no windows
+    windowed = LLM_GLOBAL.replace(
+        "peak_tflops=312 peak_source=datasheet",
+        "peak_tflops=0.38 peak_source=measured-matmul peak_windows=10 peak_min_tflops=0.1 "
+        "peak_median_tflops=0.35 peak_spread_pct=73.7 mfu_unavailable=-")
+    mfu = decide(tmp_path / "e", job_out=finished_job(global_line=windowed))["mfu"]
+    assert mfu["measured_peak"] == {"rule": "best-window", "windows": 10, "min_tflops": 0.1,
+                                    "median_tflops": 0.35, "spread_pct": 73.7}
     stated = LLM_GLOBAL.replace("peak_tflops=312", "peak_tflops=300")
     mfu = decide(tmp_path / "c", job_out=finished_job(global_line=stated))["mfu"]
     assert mfu["peak_source"] == "--peak-tflops 300 given to the driver"
@@ -419,3 +427,16 @@ def test_the_driver_cores_figures_reach_the_tables_through_the_row_line(tmp_path
     assert (fields["timed_iterations"], fields["memory_max_allocated_gib"],
             fields["memory_max_reserved_gib"], fields["memory_device_gib"]) == ("90", "1.5", "2.25", "40")
     assert float(fields["time_per_iteration_s"]) == float(last_kv(line, "global")["time_per_iteration_s"])
+
+
+def test_an_mfu_the_driver_refused_is_no_figure_and_says_why(tmp_path):
+    refused = LLM_GLOBAL.replace(
+        "mfu=0.410256 peak_tflops=312 peak_source=datasheet",
+        "mfu=nan peak_tflops=0.0014 peak_source=measured-matmul peak_windows=5 "
+        "peak_min_tflops=0.001 peak_median_tflops=0.0012 peak_spread_pct=28.6 "
+        "mfu_unavailable=measured-matmul-rate-0.0014-TFLOP/s-is-below-the-model's-own-"
+        "0.05-TFLOP/s-per-device")
+    row = decide(tmp_path, job_out=finished_job(global_line=refused))
+    assert row["mfu"] is None and row["status"]["state"] == "ok"
+    assert "mfu-not-available(measured-matmul-rate-0.0014-TFLOP/s-is-below-the-model's-own-" \
+           "0.05-TFLOP/s-per-device)" in row["flags"]

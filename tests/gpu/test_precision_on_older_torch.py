@@ -76,6 +76,21 @@ def test_tf32_on_an_mi250_is_refused_rather_than_run_as_fp32(rocm_device):
     precision.check("bf16", CUDA)
 
 
-def test_tf32_on_an_mi300_is_allowed(rocm_device):
+def test_tf32_on_an_mi300_is_allowed_where_hipblaslt_may_use_it(rocm_device, monkeypatch):
     rocm_device("gfx942:sramecc+:xnack-", "AMD Instinct MI300A")
+    monkeypatch.setenv("HIPBLASLT_ALLOW_TF32", "1")
     precision.check("tf32", CUDA)
+
+
+@pytest.mark.parametrize("value", [None, "0"])
+def test_tf32_on_an_mi300_without_hipblaslts_switch_is_refused(rocm_device, monkeypatch, value):
+    """ROCm's torch would run IEEE fp32: the row would be fp32 under a tf32 label."""
+    rocm_device("gfx942:sramecc+:xnack-", "AMD Instinct MI300X")
+    if value is None:
+        monkeypatch.delenv("HIPBLASLT_ALLOW_TF32", raising=False)
+    else:
+        monkeypatch.setenv("HIPBLASLT_ALLOW_TF32", value)
+    with pytest.raises(BenchmarkInputError,
+                       match=r"precision tf32 on ROCm needs HIPBLASLT_ALLOW_TF32=1 .*IEEE fp32"):
+        precision.check("tf32", CUDA)
+    precision.check("bf16", CUDA)

@@ -43,29 +43,6 @@ def test_only_fp16_scales_the_loss(name, scaled):
     assert precision.grad_scaler(name, CPU).is_enabled() == scaled
 
 
-@pytest.fixture
-def restore_fp32_math():
-    saved = (torch.backends.cuda.matmul.fp32_precision,
-             torch.backends.cudnn.conv.fp32_precision,
-             torch.backends.cudnn.rnn.fp32_precision)
-    yield
-    (torch.backends.cuda.matmul.fp32_precision,
-     torch.backends.cudnn.conv.fp32_precision,
-     torch.backends.cudnn.rnn.fp32_precision) = saved
-
-
-@pytest.mark.parametrize("name, mode", [
-    ("fp32", "ieee"), ("tf32", "tf32"), ("bf16", "ieee"), ("fp16", "ieee")])
-def test_tf32_math_only_under_tf32_on_a_gpu(restore_fp32_math, name, mode):
-    # The flags can be set without a GPU; cuDNN's default for convolutions is tf32.
-    torch.backends.cudnn.conv.fp32_precision = "tf32" if mode == "ieee" else "ieee"
-    precision.set_fp32_math(name, torch.device("cuda", 0))
-    assert torch.backends.cuda.matmul.fp32_precision == mode
-    assert torch.backends.cudnn.conv.fp32_precision == mode
-    assert torch.backends.cudnn.rnn.fp32_precision == mode
-
-
-
 @pytest.mark.parametrize("name, size, named", [
     ("vit_b_16", 32, "Wrong image height"),   # ViT takes exactly its configured size
     ("alexnet", 32, "Output size is too small"),

@@ -14,6 +14,7 @@ from llm_helpers import PYTHON, REPO, TINY
 
 from caraml import driver
 from llm_training import pretrain_gpt
+from llm_training.matmul_rate import MatmulRate
 from llm_training.pretrain_gpt import main
 from tests.driver_runs import Child, count_lines, parse_caraml
 
@@ -23,7 +24,8 @@ SUMMARY_KEYS = [
     "micro_batch_size", "seq_length", "precision", "iterations", "iterations_total",
     "time_per_iteration_s", "time_per_iteration_median_s", "tokens_per_s",
     "tokens_per_s_per_device", "tflops_per_device", "model_tflops_per_device", "mfu",
-    "peak_tflops", "peak_source", "tokens_total", "loss",
+    "mfu_unavailable", "peak_tflops", "peak_source", "peak_windows", "peak_min_tflops",
+    "peak_median_tflops", "peak_spread_pct", "tokens_total", "loss",
 ]
 # TINY's model (L 1, h 32, ffn 128, s 16, V 128) for a batch of 4, by hand:
 # per token forward 2(4h^2 + 2hf) + 4sh + 2hV = 24,576 + 2,048 + 8,192 = 34,816;
@@ -93,20 +95,23 @@ def test_measured_peak(capsys):
     assert close(g["mfu"], float(g["model_tflops_per_device"]) / float(g["peak_tflops"]))
 
 
-@pytest.mark.parametrize("flags, calls, peak", [
-    (["--train-iters", "3"], 2, 0.5),  # before and after training: the faster
-    (["--train-iters", "1000000", "--exit-duration-in-mins", "0.1"], 1, 0.25),  # stopped: once
+@pytest.mark.parametrize("flags, calls, peak, windows", [
+    # before and after training: the best window of both
+    (["--train-iters", "3"], 2, 0.5, 4),
+    (["--train-iters", "1000000", "--exit-duration-in-mins", "0.1"], 1, 0.25, 2),  # stopped: once
 ])
-def test_measured_peak_is_the_faster_of_two_windows_when_the_run_completes(
-        capsys, monkeypatch, ticking_budget, flags, calls, peak):
-    rates = iter([0.25, 0.5])
+def test_measured_peak_is_the_best_window_before_and_after_a_completed_run(
+        capsys, monkeypatch, ticking_budget, flags, calls, peak, windows):
+    rates = iter([MatmulRate((0.25, 0.002)), MatmulRate((0.5, 0.1))])
     measured = []
-    monkeypatch.setattr(pretrain_gpt, "measure_tflops",
+    monkeypatch.setattr(pretrain_gpt.matmul_rate, "measure",
                         lambda *a: measured.append(a) or next(rates))
     code, lines, _ = run(capsys, *flags, "--warmup-iters", "1", "--energy-methods", "none",
                          "--peak-tflops", "measure")
+    g = lines["global"]
     assert code == 0 and len(measured) == calls
-    assert float(lines["global"]["peak_tflops"]) == peak
+    assert float(g["peak_tflops"]) == peak and int(g["peak_windows"]) == windows
+    assert float(g["peak_min_tflops"]) == 0.002
 
 
 @pytest.fixture

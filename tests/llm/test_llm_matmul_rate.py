@@ -1,10 +1,16 @@
 """The measured matmul rate behind --peak-tflops measure: its arithmetic,
-with a clock the test controls."""
+with a clock the test controls, the rule that keeps one rate of several
+windows, and the floor below which MFU is refused."""
+
+import math
 
 import pytest
 import torch
 
 from llm_training import matmul_rate
+from llm_training.matmul_rate import MatmulRate
+from llm_training.metrics import MEASURED, Peak, Workload, throughput
+from llm_training.model_sizes import GPTConfig
 
 
 class TickingClock:
@@ -50,3 +56,61 @@ def test_matrices_grow_while_a_product_is_quick(monkeypatch):
     monkeypatch.setattr(matmul_rate.time, "perf_counter", TickingClock(0.01))
     rate = matmul_rate.measure_tflops(torch.device("cpu"), torch.float32, seconds=0.6)
     assert rate == pytest.approx(2 * 512**3 / 0.01 / 1e12)
+
+
+# Five windows in a row on the shared development host, one of them held by
+# another job through every product (TFLOP/s)
+COLLAPSING = (0.204, 0.0014, 0.211, 0.190, 0.030)
+
+
+def test_the_best_window_is_kept_and_the_spread_reported():
+    rate = MatmulRate(COLLAPSING)
+    assert rate.tflops == 0.211
+    assert rate.median == 0.190
+    assert rate.spread_pct == pytest.approx(100 * (0.211 - 0.0014) / 0.211)
+    # windows after training join those before it
+    assert (rate + MatmulRate((0.25,))).tflops == 0.25
+
+
+def test_a_measurement_is_several_windows_each_its_fastest_product(monkeypatch):
+    monkeypatch.setattr(matmul_rate, "LARGEST_SIDE", 512)
+    monkeypatch.setattr(matmul_rate.time, "perf_counter", TickingClock(0.01))
+    rate = matmul_rate.measure(torch.device("cpu"), torch.float32, windows=4, seconds=4.0)
+    assert rate.windows == pytest.approx((2 * 512**3 / 0.01 / 1e12,) * 4)
+
+
+def test_a_real_measurement_gives_plausible_windows():
+    rate = matmul_rate.measure(torch.device("cpu"), torch.float32, windows=3, seconds=0.3)
+    assert len(rate.windows) == 3 and all(w > 0 for w in rate.windows)
+    assert rate.tflops == max(rate.windows)
+
+
+def _model_tflops_at(seconds: float) -> tuple[Workload, float]:
+    gpt = GPTConfig(num_layers=4, hidden_size=256, num_attention_heads=4, ffn_hidden_size=1024,
+                    seq_length=256, vocab_size=4096)
+    workload = Workload.of(gpt, 4, "none", 1)
+    return workload, workload.model_tflops_per_device(seconds)
+
+
+def test_a_measured_peak_below_the_models_own_rate_refuses_mfu():
+    workload, model = _model_tflops_at(0.5)
+    low = Peak.measured(MatmulRate((model / 10, model / 20)))
+    figures = throughput(workload, 0.5, 0.5, low)
+    assert math.isnan(figures["mfu"])
+    assert figures["mfu_unavailable"].startswith("measured-matmul-rate-")
+    assert "below-the-model's-own" in figures["mfu_unavailable"]
+    assert " " not in figures["mfu_unavailable"] and "," not in figures["mfu_unavailable"]
+    ok = Peak.measured(MatmulRate((model * 2, model * 4)))
+    figures = throughput(workload, 0.5, 0.5, ok)
+    assert figures["mfu"] == pytest.approx(0.25) and figures["mfu_unavailable"] == "-"
+    # a stated peak is the user's: never refused
+    stated = throughput(workload, 0.5, 0.5, Peak(model / 10, "datasheet"))
+    assert stated["mfu"] == pytest.approx(10) and stated["mfu_unavailable"] == "-"
+
+
+def test_the_summary_names_the_windows_behind_a_measured_peak():
+    fields = Peak.measured(MatmulRate(COLLAPSING)).fields()
+    assert fields == {"peak_tflops": 0.211, "peak_source": MEASURED, "peak_windows": 5,
+                      "peak_min_tflops": 0.0014, "peak_median_tflops": 0.190,
+                      "peak_spread_pct": pytest.approx(99.34, abs=0.01)}
+    assert Peak(312.0, "datasheet").fields()["peak_windows"] == 0

@@ -158,7 +158,8 @@ def _combos() -> list[tuple[str, tuple[str, ...]]]:
     combos += [(LLM_SCRIPT, ("CPU",)), (IPU_SCRIPT, ("synthetic",)), (IPU_SCRIPT, ())]
     combos += [(OP_SCRIPT, (system,)) for system in ["CPU", *SYSTEMS]]
     combos += [(OP_SCRIPT, ("JEDI", "pic3d", "navier_stokes2d", "compile")),
-               (OP_SCRIPT, ("A100", "rbc3d", "precision"))]
+               (OP_SCRIPT, ("A100", "rbc3d", "precision")),
+               (OP_SCRIPT, ("MI300X", "rbc3d", "precision"))]
     # the sweep with the default size and with another one
     combos += [(LLM_SCRIPT, ("A100", "sweep")), (LLM_SCRIPT, ("117M", "A100", "sweep"))]
     return combos

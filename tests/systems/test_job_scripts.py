@@ -47,6 +47,8 @@ def check_environment(pkg, system: str) -> None:
     assert 'export SRUN_CPUS_PER_TASK="$SLURM_CPUS_PER_TASK"' in job
     assert ("NCCL_SOCKET_IFNAME=ib0 GLOO_SOCKET_IFNAME=ib0" in job) == e.infiniband_env
     assert ("MIOPEN_USER_DB_PATH=/tmp/caraml-miopen-${SLURM_JOB_ID:-0}" in job) == (e.kind == "rocm")
+    # no default row asks for tf32: ROCm's TF32 switch stays off (the sweep's tf32 rows set it)
+    assert "HIPBLASLT_ALLOW_TF32" not in job
     visible = ",".join(str(i) for i in range(e.devices))
     if e.kind == "cuda" and not e.gpus_per_task:
         assert f"\nexport CUDA_VISIBLE_DEVICES={visible}\n" in job

@@ -30,6 +30,7 @@ FACTS = {
     "container": "", "container_flags": "", "container_python": "python3", "jpwr_python": "",
     "energy_methods": "auto", "energy_dir": "energy", "srun_flags": "", "srun_env": "",
     "data": "synthetic", "job_command": '-m some.driver --data "$CARAML_DATA"',
+    "job_precision": "",
 }
 
 
@@ -114,6 +115,23 @@ def test_a_host_that_granted_some_gpus_exports_those_and_no_others(tmp_path, gra
     job = jobplan.job_script(jobplan.read_facts(facts))
     [line] = [ln for ln in job.splitlines() if "CUDA_VISIBLE_DEVICES=" in ln]
     assert shlex.split(line) == ["export", f"CUDA_VISIBLE_DEVICES={exported}"]
+
+
+@pytest.mark.parametrize("kind, precision, building, exported", [
+    ("rocm", "tf32", "no", True), ("rocm", "bf16", "no", False), ("rocm", "fp32", "no", False),
+    ("cuda", "tf32", "no", False), ("rocm", "tf32", "yes", False), ("rocm", "", "no", False)])
+def test_rocm_gets_tf32_only_where_the_job_asks_for_tf32(tmp_path, kind, precision, building,
+                                                        exported):
+    """ROCm's torch uses TF32 only with HIPBLASLT_ALLOW_TF32=1: a tf32 job
+    must have it, a bf16 or fp32 job must not (its fp32 ops stay IEEE)."""
+    facts = write_facts(tmp_path / "job.facts", device_kind=kind, devices_per_node="2",
+                        job_precision=precision, building_container=building)
+    job = jobplan.job_script(jobplan.read_facts(facts))
+    lines = [shlex.split(ln) for ln in job.splitlines() if "HIPBLASLT_ALLOW_TF32" in ln]
+    assert lines == ([["export", "HIPBLASLT_ALLOW_TF32=1"]] if exported else [])
+    # exported before the launch, so the ranks (and a container) inherit it
+    if exported:
+        assert job.index("HIPBLASLT_ALLOW_TF32") < job.index(" &\nchild=$!")
 
 
 def test_a_value_with_a_line_break_is_refused_with_one_line(tmp_path, capsys):

@@ -83,3 +83,16 @@ def test_the_precision_sweep_leaves_out_what_the_driver_refuses(dryruns, root):
     drivers = [check_launch(pkg, "A100", 1, root, rundir_of(pkg)) for pkg in packages]
     assert sorted(_value(d, "--precision") for d in drivers) == ["bf16", "fp32", "tf32"]
     assert {_value(d, "--problem") for d in drivers} == {"rbc3d"}
+
+
+@pytest.mark.parametrize("system", ["A100", "MI300X"])
+def test_rocms_tf32_switch_is_on_for_the_tf32_row_alone(dryruns, root, system):
+    """ROCm's torch uses TF32 only with HIPBLASLT_ALLOW_TF32=1
+    (caraml/rocm_tf32.py): the MI300X tf32 row exports it, its fp32 and bf16
+    rows do not, and no NVIDIA row does."""
+    exported = {}
+    for pkg in dryruns[(OP_SCRIPT, (system, "rbc3d", "precision"))]:
+        driver = check_launch(pkg, system, 1, root, rundir_of(pkg))
+        exported[_value(driver, "--precision")] = \
+            "\nexport HIPBLASLT_ALLOW_TF32=1\n" in pkg.job
+    assert exported == {"fp32": False, "bf16": False, "tf32": SYSTEMS[system].kind == "rocm"}
