@@ -138,9 +138,10 @@ def device_env(f: dict[str, str]) -> str:
     name = VISIBLE_DEVICES.get(f["device_kind"])
     if not name or f["gpus_per_task"].strip():
         return ""
-    granted = f["visible_devices"].strip()
+    # JUBE's value holds the list with `;` for its commas (report.parameter)
+    granted = report.parameter_list(f["visible_devices"])
     return f"export {name}=" + shlex.quote(
-        granted or ",".join(str(i) for i in range(int(f["devices_per_node"]))))
+        ",".join(granted or [str(i) for i in range(int(f["devices_per_node"]))]))
 
 
 def python_for_job(f: dict[str, str], root: Path) -> str:
