@@ -47,15 +47,25 @@ def path_value(path: str | Path) -> str:
     return urllib.parse.quote(str(path))
 
 
+# what a comma becomes in a value JUBE takes
+COMMA = ";"
+
+
 def one_line(message: str) -> str:
     """A message as one line without commas (they become semicolons)."""
-    return " ".join(message.split()).replace(",", ";")
+    return " ".join(message.split()).replace(",", COMMA)
 
 
 def parameter(value: str) -> None:
     """A value for a JUBE shell-mode parameter on stdout: one line without
     commas, and no newline (JUBE would keep it in the value)."""
     sys.stdout.write(one_line(value))
+
+
+def parameter_list(value: str) -> list[str]:
+    """The entries of a comma list that parameter() carried through JUBE
+    (device ids: indices, UUIDs, MIG ids, none of which holds a `;`)."""
+    return [entry for entry in value.strip().split(COMMA) if entry]
 
 
 def _fmt(value: object) -> str:

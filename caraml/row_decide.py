@@ -9,7 +9,8 @@ from __future__ import annotations
 from caraml import benchmarks, device_peaks
 from caraml.benchmarks import Benchmark
 from caraml.row_evidence import Evidence
-from caraml.row_facts import MEMORY, Facts, energy, last_kv, measured_peak, mfu_flags, provenance
+from caraml.row_facts import (MEMORY, Facts, energy, energy_flags, last_kv, measured_peak, mfu_flags,
+                              provenance)
 from caraml.row_status import MEASURED, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
@@ -92,15 +93,7 @@ def flags(ev: Evidence, status: Status, energy_row: dict | None) -> list[str]:
     measurement (its status says what went wrong)."""
     if status.state not in MEASURED:
         return []
-    out = []
-    if energy_row is not None:
-        missing = energy_row["windows"]["run"]["missing_pct"]
-        if energy_row.get("incomplete"):
-            # jpwr gives no percentage where a file was lost or samples stopped early
-            out.append(f"energy-incomplete({missing:.0f}%-of-samples-missing)" if missing is not None
-                       else "energy-incomplete(samples-or-files-lost)")
-        if "+" in (energy_row.get("scope") or ""):
-            out.append("energy-scopes-differ-between-hosts")
+    out = energy_flags(energy_row) if energy_row is not None else []
     start = last_kv(ev.text("job.out"), "provenance")
     end = last_kv(ev.text("job.out"), "host at end")
     for when, line in (("running", start), ("at-end", end)):

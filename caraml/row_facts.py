@@ -95,13 +95,18 @@ def _num(value: str | None) -> float | None:
 
 
 def _window(wh: float | None, devices: int | None, seconds: float | None, work: float | None,
-            missing: float | None, complete: bool) -> dict:
+            missing: float | None, complete: bool, covered: float | None) -> dict:
+    """One energy window. A window that is not whole keeps its partial Wh
+    (labelled: the row's energy source says incomplete) and has no work per
+    Wh, so it is never a headline ratio."""
     per_device = wh / devices if wh is not None and devices else None
+    complete = complete and wh is not None
     return {"wh": wh, "wh_per_device": per_device,
-            "work_per_wh": work / wh if work is not None and wh else None,
+            "work_per_wh": work / wh if work is not None and wh and complete else None,
             "mean_power_w_per_device": per_device * 3600 / seconds
             if per_device is not None and seconds else None,
-            "seconds": seconds, "complete": complete and wh is not None, "missing_pct": missing}
+            "seconds": seconds, "complete": complete, "missing_pct": missing,
+            "covered_pct": 100.0 if complete else covered}
 
 
 def energy(jpwr_text: str, facts: Facts) -> dict | None:
@@ -124,20 +129,29 @@ def energy(jpwr_text: str, facts: Facts) -> dict | None:
     missing = _num(s.get("missing_pct"))
     incomplete = s.get("source") == "incomplete"
     methods = s.get("methods") or ""
+    # jpwr calls a figure incomplete where its samples cover under 95 % of
+    # the run (aggregate.MISSING_LIMIT) or files were lost; the share
+    # covered is unknown (None) where jpwr could not count what is missing
     run = _window(wh, int(devices) if devices else None, _num(s.get("duration_s")),
-                  facts.work_total, missing, not incomplete)
+                  facts.work_total, missing, not incomplete,
+                  None if missing is None else 100.0 - missing)
     windows_out = {"run": run}
+    headline = "run"
     if timed is not None:
+        # jpwr gives a window with a gap no total; a counter or whole samples
+        # make a timed window whole even where the run as a whole is not
         windows_out["timed"] = _window(_num(timed.get("total_wh")), int(_num(timed.get("devices"))
                                        or 0) or None, _num(timed.get("duration_s")),
-                                       facts.work_timed, missing, not incomplete)
+                                       facts.work_timed, missing,
+                                       "incomplete" not in (timed.get("basis") or ""), None)
+        headline = "timed" if windows_out["timed"]["complete"] else "run"
     by_scope = {k: _num(v) for k, v in kv(_last(jpwr_text, "jpwr-scopes:")).items()}
     by_node = {k: _num(v) for k, v in kv(_last(jpwr_text, "jpwr-hosts:")).items()}
     return {"scope": scope, "estimated": s.get("source") == "estimated"
             or "estimate" in re.split(r"[+/_]", methods),
             "incomplete": incomplete, "methods": methods or None,
             "basis": s.get("basis") or None, "devices": int(devices) if devices else None,
-            "headline_window": "timed" if timed is not None else "run",
+            "headline_window": headline,
             "windows": windows_out, "by_scope": by_scope, "by_node": by_node,
             "counter_vs_integrated_pct": _num(s.get("counter_vs_integrated_pct"))}
 
@@ -145,3 +159,18 @@ def energy(jpwr_text: str, facts: Facts) -> dict | None:
 def _last(text: str, prefix: str) -> str:
     found = re.findall(rf"^{re.escape(prefix)} (.*)$", text, re.MULTILINE)
     return found[-1] if found else ""
+
+
+def energy_flags(energy_row: dict) -> list[str]:
+    """The flags of a measured row's energy, one word each: a run whose
+    figure is not whole (with the share its samples cover) and scopes that
+    differ between hosts."""
+    out = []
+    run = energy_row["windows"]["run"]
+    if not run["complete"]:
+        covered = run["covered_pct"]
+        share = "an-unknown-share" if covered is None else f"{covered:.0f}%"
+        out.append(f"energy-incomplete(covers-{share}-of-the-run-window)")
+    if "+" in (energy_row.get("scope") or ""):
+        out.append("energy-scopes-differ-between-hosts")
+    return out

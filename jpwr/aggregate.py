@@ -33,6 +33,10 @@ from jpwr.notice import one_line, say
 
 FROM_ENERGY = "energy file"
 FROM_SAMPLES = "flushed samples (run did not finish)"
+# the run ended and its meta file says how many samples it took, so the
+# ones its power file lacks are counted as missing
+FROM_COUNTED_SAMPLES = "flushed samples (energy file not written)"
+PARTIAL = (FROM_SAMPLES, FROM_COUNTED_SAMPLES)
 TABLE_COLUMNS = ["host", "rank", *ENERGY_COLUMNS[:3], "counted", *ENERGY_COLUMNS[3:],
                  *COUNTER_COLUMNS, "origin", "file"]
 # A counted channel that missed more than this share of its samples makes
@@ -160,6 +164,11 @@ def read_run(run: Run, problems: list[str] | None = None) -> pd.DataFrame | None
         table, origin, path = energy_table(samples), FROM_SAMPLES, power_path
         table.insert(0, "host", meta.get("host", "unknown"))
         table.insert(1, "rank", meta.get("rank"))
+        taken = meta.get("samples") if meta.get("complete") else None
+        if isinstance(taken, int):
+            flushed = table["samples"] + table["missing"]
+            table["missing"] += (taken - flushed).clip(lower=0)
+            origin = FROM_COUNTED_SAMPLES
     if "rank" not in table or table["rank"].isna().all():
         found = _RANK_IN_SUFFIX.search(run.suffix)
         table["rank"] = int(found.group(1)) if found else meta.get("rank")
@@ -235,10 +244,11 @@ def summarize(table: pd.DataFrame) -> dict:
     by_counter = known[known["basis"] == COUNTER]
     counter_total = float(by_counter["counter_wh"].sum())
     # A run that never wrote its energy file covers only what it flushed:
-    # how much is missing after that is not known, so the figure is
-    # incomplete however few samples its channels missed.
-    partial = int(known.loc[known["origin"] == FROM_SAMPLES, "file"].nunique()) \
-        if "origin" in known else 0
+    # the figure is incomplete however few samples its channels missed, and
+    # how many are missing is known only where its meta file counted them.
+    origins = known["origin"] if "origin" in known else pd.Series(dtype=str)
+    partial = int(known.loc[origins.isin(PARTIAL), "file"].nunique())
+    uncounted = int(known.loc[origins == FROM_SAMPLES, "file"].nunique())
     unreadable = len(table.attrs.get(UNREADABLE, []))
     if (counting["source"] == ESTIMATED).any():
         source = ESTIMATED
@@ -261,8 +271,8 @@ def summarize(table: pd.DataFrame) -> dict:
         "counter_vs_integrated_pct": (100 * (float(by_counter["integrated_wh"].sum())
                                              - counter_total) / counter_total
                                       if counter_total else np.nan),
-        # unknown (nan) where a run's samples stop early or a file is lost
-        "missing_pct": np.nan if partial or unreadable else 100 * missing_share,
+        # unknown (nan) where a run stopped without counting its samples or a file is lost
+        "missing_pct": np.nan if uncounted or unreadable else 100 * missing_share,
     }
 
 
@@ -327,7 +337,7 @@ def notes(table: pd.DataFrame) -> list[str]:
     counted channels without data."""
     lines = [f"{problem}; it is left out, the figure is marked {INCOMPLETE}"
              for problem in table.attrs.get(UNREADABLE, [])]
-    for path, rows in table[table["origin"] == FROM_SAMPLES].groupby("file", sort=False):
+    for path, rows in table[table["origin"].isin(PARTIAL)].groupby("file", sort=False):
         lines.append(f"{path}: the run did not finish or could not write its energy file; its "
                      f"figure comes from the samples it flushed, {rows['duration_s'].max():.1f} s "
                      f"of them, and is marked {INCOMPLETE}")
@@ -338,7 +348,7 @@ def notes(table: pd.DataFrame) -> list[str]:
         elif row.missing:
             marked = (f"; more than {MISSING_LIMIT:.0%} missing: the figure is marked {INCOMPLETE}"
                       if row.missing > MISSING_LIMIT * (row.samples + row.missing) else "")
-            lines.append(f"{where}: {row.missing} samples missing (it did not answer); "
+            lines.append(f"{where}: {row.missing} samples missing (unanswered or not written); "
                          f"its energy covers only the answered intervals{marked}")
     scopes = table[table["counted"] & table["energy_wh"].notna()]["scope"].unique()
     if len(scopes) > 1:

@@ -359,10 +359,16 @@ class PowerScope:
                 files.write_table(table, f"additional_{name}")
             if files.filetype != "csv":
                 files.write_table(self.samples(), "power")
-            files.write_meta(self._meta())
         except Exception as err:  # noqa: BLE001 - disk, pandas and h5 errors alike
             say(f"error: could not write the results to {files.dir} ({one_line(err)}); "
                 f"the samples are in {files.path('power', 'csv')}")
+        # whatever else failed: the run's end and sample count tell `jpwr
+        # combine` how many samples the power file lacks
+        try:
+            files.write_meta(self._meta())
+        except Exception as err:  # noqa: BLE001
+            say(f"error: could not complete {files.path('meta', 'json')} ({one_line(err)}); "
+                f"the share of samples missing from the power file is not known")
 
     def _meta(self) -> dict:
         finished = self.end_time is not None

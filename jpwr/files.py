@@ -7,7 +7,9 @@ suffix (e.g. "_rank3"):
   additional_<method><suffix>.<csv|h5>   hardware counters next to the
                             integrated energy, for methods that have them
   meta<suffix>.json         host, rank, methods, channels, interval; written
-                            at the start and completed at the end, so a
+                            at the start and completed at the end (its end
+                            and sample count, in the room the first version
+                            kept where no new file can be written), so a
                             killed run can still be interpreted"""
 
 from __future__ import annotations
@@ -104,8 +106,38 @@ class RunFiles:
             _whole(path, lambda partial: table.to_csv(partial, index=False))
 
     def write_meta(self, meta: dict) -> None:
-        _whole(self.path("meta", "json"),
-               lambda partial: partial.write_text(json.dumps(meta, indent=1) + "\n"))
+        """The meta file, padded with blanks (JSON allows them) to keep room
+        for its final version: where a full disk or a folder that became
+        unwritable refuses a new file at the end, the run's end and sample
+        count still go into the room the file holds."""
+        path = self.path("meta", "json")
+        text = json.dumps(meta, indent=1) + "\n"
+        try:
+            _whole(path, lambda partial: partial.write_text(text.ljust(max(META_ROOM, 2 * len(text)))))
+        except OSError:
+            if not _in_place(path, text):
+                raise
+
+
+# bytes a meta file holds at least: room for its final version
+META_ROOM = 4096
+
+
+def _in_place(path: Path, text: str) -> bool:
+    """Overwrites `path` within the bytes it already holds (no new block is
+    needed); False where it is not there, too small or not writable."""
+    data = text.encode()
+    try:
+        size = path.stat().st_size
+        if len(data) > size:
+            return False
+        with open(path, "r+b") as f:
+            f.write(data.ljust(size))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError:
+        return False
+    return True
 
 
 def _whole(path: Path, write) -> None:

@@ -39,3 +39,36 @@ def slurm2n(tmp_path_factory):
                        "two-node Slurm cluster")
     yield cluster
     cluster.stop()
+
+
+# Partitions that refuse by their own rules: `alpha` lets only the account
+# alpha in (without an accounting database Slurm knows no account, so it
+# takes no job at all), `short` runs 5 minutes at most; the default
+# partition is alpha.
+LIMITED_PARTITIONS = ("PartitionName=alpha Nodes=localhost AllowAccounts=alpha Default=YES "
+                      "MaxTime=INFINITE State=UP\n"
+                      "PartitionName=short Nodes=localhost MaxTime=00:05:00 State=UP\n")
+
+
+def _limited(tmp_path_factory, enforce: str):
+    cluster = LocalSlurm(tmp_path_factory.mktemp(f"slurm-limits-{enforce.lower()}"),
+                         extra_config=LIMITED_PARTITIONS + f"EnforcePartLimits={enforce}\n")
+    return _started(cluster, "local Slurm cluster with partition limits")
+
+
+@pytest.fixture(scope="module")
+def strict_slurm(tmp_path_factory):
+    """A one-node cluster whose sbatch refuses a job that breaks a
+    partition's limits or AllowAccounts (EnforcePartLimits=ALL)."""
+    cluster = _limited(tmp_path_factory, "ALL")
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def lenient_slurm(tmp_path_factory):
+    """The same partitions, and sbatch takes such a job, which then pends
+    for ever (EnforcePartLimits=NO)."""
+    cluster = _limited(tmp_path_factory, "NO")
+    yield cluster
+    cluster.stop()

@@ -62,9 +62,11 @@ class LocalSlurm:
     # seconds between the TERM and the KILL of a cancelled job
     kill_wait_s = 10
 
-    def __init__(self, root: Path, cpus: int | None = None):
+    def __init__(self, root: Path, cpus: int | None = None, extra_config: str = ""):
         self.root = Path(root)
         self.cpus = cpus or os.cpu_count() or 1
+        # slurm.conf lines after the nodes' (partitions, EnforcePartLimits)
+        self.extra_config = extra_config
         self.conf = self.root / "slurm.conf"
         self.munge_socket = self.root / "munge" / "munge.socket.2"
 
@@ -115,7 +117,7 @@ ReturnToService=1
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 KillWait={self.kill_wait_s}
-""" + self._nodes_config(mem_mb))
+""" + self._nodes_config(mem_mb) + self.extra_config)
 
     def start(self, timeout_s: float = 60) -> LocalSlurm:
         ensure_installed()
@@ -139,9 +141,11 @@ KillWait={self.kill_wait_s}
         deadline = time.monotonic() + timeout_s
         states: list[str] = []
         while time.monotonic() < deadline:
-            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%T"], env=self.env,
+            # a node of several partitions is listed once for each
+            out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], env=self.env,
                                  capture_output=True, text=True)
-            states = out.stdout.split()
+            nodes = dict(line.split() for line in out.stdout.splitlines() if line.strip())
+            states = list(nodes.values())
             if len(states) == self.node_count and set(states) == {"idle"}:
                 return
             time.sleep(0.5)

@@ -50,7 +50,10 @@ DONE, JOB_OUT = "ready", "job.out"
 NEVER_BY_WAITING = ("ReqNodeNotAvail", "Nodes required for job are DOWN", "PartitionDown",
                     "PartitionInactive", "PartitionNodeLimit", "PartitionTimeLimit",
                     "DependencyNeverSatisfied", "InvalidAccount", "InvalidQOS", "JobHeldAdmin",
-                    "JobHeldUser", "BadConstraints", "AccountNotAllowed", "QOSNotAllowed")
+                    "JobHeldUser", "BadConstraints", "AccountNotAllowed", "QOSNotAllowed",
+                    # Slurm 22.05's words for an account a partition's AllowAccounts
+                    # leaves out, and its first for a job over a partition's limit
+                    "Job's account not known", "PartitionConfig")
 # Limits on how many jobs may run at once clear as this run's own jobs end;
 # with none of them running, they do not.
 WHILE_OTHERS_RUN = ("AssocMaxJobsLimit", "AssocGrpJobsLimit", "QOSMaxJobsPerUserLimit")

@@ -138,9 +138,10 @@ def device_env(f: dict[str, str]) -> str:
     name = VISIBLE_DEVICES.get(f["device_kind"])
     if not name or f["gpus_per_task"].strip():
         return ""
-    granted = f["visible_devices"].strip()
+    # JUBE's value holds the list with `;` for its commas (report.parameter)
+    granted = report.parameter_list(f["visible_devices"])
     return f"export {name}=" + shlex.quote(
-        granted or ",".join(str(i) for i in range(int(f["devices_per_node"]))))
+        ",".join(granted or [str(i) for i in range(int(f["devices_per_node"]))]))
 
 
 def precision_env(f: dict[str, str]) -> str:
@@ -258,10 +259,45 @@ def submit(facts_path: Path) -> int:
                                        preexec_fn=_default_sigint))
         return 0
     if facts["submit_mode"] == "slurm":
-        os.chdir(work)
-        os.execvp("sbatch", ["sbatch", "job.sh"])
+        return sbatch(work, facts)
     raise PlanError(f"submit_mode {facts['submit_mode']!r} of {facts['system_name']} is "
                     "neither local nor slurm (platform.xml)")
+
+
+# sbatch's reason for a refusal -> what to change, for facts f
+REFUSALS = {
+    "Invalid account or account/partition combination": lambda f: (
+        f"submit with an account that may use partition {f['partition'] or '(the default)'}: "
+        "set CARAML_ACCOUNT (sacctmgr show associations user=$USER lists yours; "
+        "scontrol show partition its AllowAccounts)"),
+    "Invalid partition name": lambda f: (
+        f"fix the partition {f['partition']!r} of {f['system_name']} in platform.xml "
+        "(sinfo -s lists this cluster's)"),
+    "Requested time limit is invalid": lambda f: (
+        f"lower the time limit {f['job_timelimit']} to at most the partition's MaxTime "
+        f"(scontrol show partition {f['partition']})"),
+}
+
+
+def sbatch(work: Path, facts: dict[str, str]) -> int:
+    """Submits job.sh; a refusal is one line with sbatch's own reason and
+    the fix, which the row names (its job never reaches the queue)."""
+    try:
+        done = subprocess.run(["sbatch", "job.sh"], cwd=work, capture_output=True, text=True,
+                              timeout=300)
+    except subprocess.TimeoutExpired:
+        raise PlanError("sbatch did not answer within 300 s: the Slurm controller is not "
+                        "reachable; try again when scontrol ping says it is UP") from None
+    sys.stdout.write(done.stdout)
+    if done.returncode == 0:
+        sys.stderr.write(done.stderr)
+        return 0
+    said = [line.split("error:", 1)[-1].strip() for line in done.stderr.splitlines() if line.strip()]
+    reason = said[-1].removeprefix("Batch job submission failed:").strip() if said else \
+        f"exit status {done.returncode}"
+    fix = next((fix(facts) for known, fix in REFUSALS.items() if reason.startswith(known)),
+               f"fix the job's Slurm options in platform.xml ({work / 'job.sh'})")
+    raise PlanError(f"sbatch refused the job: {reason}; {fix}")
 
 
 def _default_sigint() -> None:

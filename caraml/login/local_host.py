@@ -251,8 +251,13 @@ def check(devices_per_node: int, host: Host | None = None) -> None:
                          f"{has}{granted}; set {SELECT} to at most {host.found}")
 
 
-if __name__ == "__main__":
+def main(argv: list[str]) -> None:
+    """Writes one value for JUBE (platform.xml's LOCAL block)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from caraml.report import parameter
 
-    parameter(value(sys.argv[1], detect()))
+    parameter(value(argv[0], detect()))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

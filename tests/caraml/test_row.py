@@ -169,14 +169,40 @@ def test_a_system_that_names_its_scope_gets_that_scopes_energy(tmp_path):
     assert energy["windows"]["run"]["wh"] == 48.0 and energy["windows"]["timed"]["wh"] == 43.2
 
 
-def test_an_estimate_is_labelled_and_an_incomplete_figure_flagged(tmp_path):
-    jpwr = (JPWR.replace("source=measured", "source=incomplete").replace("missing_pct=0.0",
-                                                                          "missing_pct=88.76"))
-    row = decide(tmp_path / "a", job_out=finished_job(), jpwr=jpwr)
-    assert "energy-incomplete(89%-of-samples-missing)" in row["flags"]
-    assert row["energy"]["windows"]["run"]["complete"] is False
+def test_an_estimate_is_labelled(tmp_path):
     estimated = JPWR.replace("methods=pynvml source=measured", "methods=estimate source=estimated")
-    assert decide(tmp_path / "b", job_out=finished_job(), jpwr=estimated)["energy"]["estimated"]
+    assert decide(tmp_path, job_out=finished_job(), jpwr=estimated)["energy"]["estimated"]
+
+
+# jpwr's summary of a run whose counted samples cover 11 % of it
+PARTIAL = JPWR.replace("source=measured", "source=incomplete").replace("missing_pct=0.0",
+                                                                        "missing_pct=88.76")
+
+
+def test_a_partial_run_is_never_a_work_per_wh_and_says_what_it_covers(tmp_path):
+    # the issue's sensor gap: 0.266 Wh and 92,411 tokens/Wh from 13 % of the run
+    jpwr = PARTIAL.replace("counted=yes total_wh=36.0", "counted=yes total_wh=nan")
+    row = decide(tmp_path, job_out=finished_job(), jpwr=jpwr)
+    assert [f for f in row["flags"] if f.startswith("energy")] == [
+        "energy-incomplete(covers-11%-of-the-run-window)"]
+    energy = row["energy"]
+    assert energy["headline_window"] == "run"
+    assert all(w["work_per_wh"] is None and not w["complete"] for w in energy["windows"].values())
+    fields = row_model.table_fields(row)
+    # the partial figure stays, labelled; the ratio cell is empty
+    assert (fields["work_per_wh"], fields["work_per_wh_run"], fields["work_per_wh_timed"]) == ("-",) * 3
+    assert (fields["wh"], fields["wh_run"], fields["energy_window"]) == ("40", "40", "run")
+    assert fields["energy_source"] == "incomplete(pynvml)"
+
+
+def test_a_whole_timed_window_stays_the_headline_of_a_partial_run(tmp_path):
+    # the timed window's figure comes from the GPUs' counters, whole
+    row = decide(tmp_path, job_out=finished_job(), jpwr=PARTIAL)
+    energy = row["energy"]
+    assert energy["headline_window"] == "timed"
+    assert energy["windows"]["timed"]["work_per_wh"] == pytest.approx(524288 / 36.0)
+    assert energy["windows"]["run"]["work_per_wh"] is None
+    assert "energy-incomplete(covers-11%-of-the-run-window)" in row["flags"]
 
 
 def test_energy_lost_without_a_percentage_and_a_timed_window_with_a_gap(tmp_path):
@@ -186,10 +212,18 @@ def test_energy_lost_without_a_percentage_and_a_timed_window_with_a_gap(tmp_path
             .replace("missing_pct=0.0", "missing_pct=nan")
             .replace("counted=yes total_wh=36.0", "counted=yes total_wh=nan"))
     row = decide(tmp_path, job_out=finished_job(), jpwr=jpwr)
-    assert "energy-incomplete(samples-or-files-lost)" in row["flags"]
-    assert not any("0%" in flag for flag in row["flags"])
+    assert "energy-incomplete(covers-an-unknown-share-of-the-run-window)" in row["flags"]
+    assert not any("%" in flag for flag in row["flags"])
     timed = row["energy"]["windows"]["timed"]
     assert timed["wh"] is None and timed["work_per_wh"] is None and timed["complete"] is False
+    assert row_model.table_fields(row)["work_per_wh"] == "-"
+
+
+def test_a_gap_in_the_timed_window_of_a_whole_run_makes_the_run_the_headline(tmp_path):
+    jpwr = JPWR.replace("counted=yes total_wh=36.0", "counted=yes total_wh=nan")
+    row = decide(tmp_path, job_out=finished_job(), jpwr=jpwr)
+    assert row["energy"]["headline_window"] == "run" and not row["flags"]
+    assert row["energy"]["windows"]["run"]["work_per_wh"] == pytest.approx(1048576 / 40.0)
 
 
 def test_competition_from_outside_the_job_is_flagged_and_its_own_load_is_not(tmp_path):

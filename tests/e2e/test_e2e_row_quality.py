@@ -44,7 +44,7 @@ def test_doubtful_runs_are_flagged_in_the_row(tmp_path):
     (run.run_dir / "analyse.xml").unlink(missing_ok=True)  # JUBE reads the files again
     row = run.table().iloc[0]
     flags = row["Flags"].split()
-    assert flags == ["energy-incomplete(89%-of-samples-missing)",
+    assert flags == ["energy-incomplete(covers-11%-of-the-run-window)",
                      "other-benchmarks-running(3)",
                      "other-benchmarks-at-end(1)",
                      "cpu-contention(47%-of-host-CPU-used-by-other-processes)",

@@ -8,8 +8,10 @@ import pandas as pd
 import pytest
 
 from jpwr.aggregate import (
+    FROM_COUNTED_SAMPLES,
     FROM_ENERGY,
     FROM_SAMPLES,
+    INCOMPLETE,
     NoEnergyData,
     combine,
     notes,
@@ -121,6 +123,22 @@ def test_killed_run_is_integrated_from_its_flushed_samples(tmp_path):
     assert row.energy_wh == pytest.approx(250 * 10 / 3600)
     assert row.samples == len(t) and row.missing == 0
     assert any("did not finish" in line for line in notes(table))
+
+
+def test_a_run_that_counted_its_samples_has_the_unwritten_ones_missing(tmp_path):
+    """A full disk took the power file's tail and the energy file; the meta
+    file, completed in its room, says 400 samples were taken."""
+    (tmp_path / "meta_rank0.json").write_text(
+        json.dumps({"host": "n1", "rank": 0, "complete": True, "samples": 400}) + " " * 100)
+    lines = ["time,method,device,source,power_w"]
+    lines += [f"{x / 10:.6f},hwmon,s0,measured,100.0000" for x in range(100)]
+    (tmp_path / "power_rank0.csv").write_text("\n".join(lines) + "\n")
+    table = combine([tmp_path])
+    row = table.iloc[0]
+    assert (row.origin, row.samples, row.missing) == (FROM_COUNTED_SAMPLES, 100, 300)
+    summary = summarize(table)
+    assert summary["source"] == INCOMPLETE and summary["missing_pct"] == pytest.approx(75.0)
+    assert any("did not finish or could not write" in line for line in notes(table))
 
 
 def test_finished_and_killed_ranks_combine(tmp_path, synthetic, wait):

@@ -58,7 +58,7 @@ def test_a_figure_the_row_lacks_is_no_variable():
     ("ok", [], True),
     ("ok-stopped-early", ["stopped-early(4-of-6-iterations)"], True),
     ("ok", ["cpu-contention(51%-of-host-CPU-used-by-other-processes)"], True),
-    ("ok", ["energy-incomplete(20%-of-samples-missing)"], False),
+    ("ok", ["energy-incomplete(covers-80%-of-the-run-window)"], False),
     ("ok", ["energy-scopes-differ-between-hosts"], False),
     ("failed", [], False),
 ])

@@ -62,7 +62,11 @@ def test_a_disk_that_fills_during_the_run_gives_an_incomplete_figure_that_says_s
         combined = jpwr("combine", str(disk))
     assert combined.returncode == 0, combined.stderr
     summary = next(ln for ln in combined.stdout.splitlines() if ln.startswith("jpwr-summary:"))
-    assert f"source={INCOMPLETE}" in summary and "missing_pct=nan" in summary, summary
+    assert f"source={INCOMPLETE}" in summary, summary
+    # the meta file kept room for the run's end: the samples the power file
+    # lacks are counted (32 KiB hold well under half of 3 s at 2 ms)
+    missing = float(summary.split("missing_pct=")[1].split()[0])
+    assert 50 < missing < 100, summary
     assert f"{disk}/power_rank0.csv: the run did not finish or could not write" in combined.stderr
 
 

@@ -6,19 +6,24 @@ jpwr measures only those, with CUDA's device order mapped onto NVML's."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-from caraml.login import local_host
+from caraml.login import jobplan, local_host
 from jpwr.gpu.pynvml import NvmlPower
+from jpwr.gpu.rocm import RocmPower
 from jpwr.method import MethodUnavailable
-from tests.jpwr.jpwr_fakes import FakeNvml
+from tests.jpwr.jpwr_fakes import FakeAmdSmi, FakeNvml
 
 VARIABLES = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES",
              "CUDA_DEVICE_ORDER", local_host.SELECT)
+BASH = shutil.which("bash")  # the AMD host's PATH holds neither nvidia-smi nor rocm-smi
 UUIDS = ["GPU-aaaa1111", "GPU-bbbb2222", "GPU-cccc3333", "GPU-dddd4444"]
 
 
@@ -115,15 +120,20 @@ def test_index_grants_on_mixed_gpus_need_the_pci_order(host, monkeypatch):
     assert local_host.detect().names == ["NVIDIA T4"]
 
 
-def test_amd_applies_rocr_then_hip_visible_devices(tmp_path, monkeypatch):
-    for variable in VARIABLES:
-        monkeypatch.delenv(variable, raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))
-    for node, simds in enumerate([0, 440, 440, 440, 440]):  # node 0 is the CPU
+def fake_kfd(tmp_path: Path, monkeypatch) -> None:
+    """A KFD topology of a CPU (node 0) and four AMD GPUs, unique ids 1001..1004."""
+    for node, simds in enumerate([0, 440, 440, 440, 440]):
         (tmp_path / "kfd" / str(node)).mkdir(parents=True)
         (tmp_path / "kfd" / str(node) / "properties").write_text(
             f"simd_count {simds}\nunique_id {1000 + node}\n")
     monkeypatch.setattr(local_host, "KFD_NODES", tmp_path / "kfd")
+
+
+def test_amd_applies_rocr_then_hip_visible_devices(tmp_path, monkeypatch):
+    for variable in VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    fake_kfd(tmp_path, monkeypatch)
     monkeypatch.setenv("ROCR_VISIBLE_DEVICES", f"1,GPU-{1004:016x},3")
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")
     found = local_host.detect()
@@ -131,7 +141,38 @@ def test_amd_applies_rocr_then_hip_visible_devices(tmp_path, monkeypatch):
     assert "ROCR_VISIBLE_DEVICES" in found.grant and "HIP_VISIBLE_DEVICES=1" in found.grant
 
 
-# jpwr measures the granted GPUs, whatever order NVML lists them in
+# a grant of several GPUs reaches the job as it was given: LOCAL's value
+# through JUBE (report.parameter), job.sh's export, and what torch and jpwr
+# make of the exported variable
+
+def job_sees(capsys) -> tuple[str, str]:
+    """The device variable job.sh exports on this host and its value as
+    bash sees it: LOCAL's values as JUBE gets them (what platform.xml's
+    expand_tool prints), then the planner's export line."""
+    facts = {"gpus_per_task": ""}
+    for fact, what in (("device_kind", "kind"), ("devices_per_node", "devices"),
+                       ("visible_devices", "visible_devices")):
+        local_host.main([what])
+        facts[fact] = capsys.readouterr().out
+    line = jobplan.device_env(facts)
+    name = jobplan.VISIBLE_DEVICES[facts["device_kind"]]
+    shown = subprocess.run([BASH, "-c", f'{line}\nprintf %s "${name}"'], text=True,
+                           capture_output=True, check=True, timeout=60).stdout
+    return name, shown
+
+
+def torch_parses(monkeypatch, name: str, value: str, hip: bool) -> list:
+    """torch.cuda's own reading of the visibility variables (HIP's rules on a ROCm build)."""
+    monkeypatch.setenv(name, value)
+    monkeypatch.setattr(torch.version, "hip", "6.2" if hip else None)
+    return torch.cuda._parse_visible_devices()
+
+
+AMD_UUIDS = [f"{1000 + n:016x}" for n in range(1, 5)]
+MIG_LISTING = ("GPU 0: NVIDIA A100 (UUID: GPU-aaaa1111)\nGPU 1: NVIDIA A100 (UUID: GPU-bbbb2222)\n"
+               "GPU 2: NVIDIA A100 (UUID: GPU-cccc3333)\n"
+               "  MIG 1g.10gb Device 0: (UUID: MIG-7777)\n  MIG 1g.10gb Device 1: (UUID: MIG-8888)\n"
+               "GPU 3: NVIDIA A100 (UUID: GPU-dddd4444)\n")
 
 def nvml(names=None, buses=None, migs=None) -> FakeNvml:
     gpus = []
@@ -192,18 +233,74 @@ def test_jpwr_names_a_mig_instance_that_is_nowhere(binding, monkeypatch):
 
 
 @pytest.mark.jube
-def test_a_jube_run_on_local_exports_the_granted_gpu(tmp_path):
-    """The issue's case: two GPUs, CUDA_VISIBLE_DEVICES=1 and
-    CARAML_LOCAL_DEVICES=1 exported CUDA_VISIBLE_DEVICES=0 to the job."""
+@pytest.mark.parametrize("gpus, grant, exported", [
+    # CUDA_VISIBLE_DEVICES=1 and CARAML_LOCAL_DEVICES=1 once exported 0
+    (2, {"CUDA_VISIBLE_DEVICES": "1", local_host.SELECT: "1"}, "1"),
+    # every list of several GPUs once came out with semicolons
+    (4, {}, "0,1,2,3"),
+    (4, {"CUDA_VISIBLE_DEVICES": "2,3"}, "2,3"),
+])
+def test_a_jube_run_on_local_exports_the_granted_gpus(tmp_path, gpus, grant, exported):
     from tests.jube_runs import JubeRun
 
     tool = tmp_path / "bin"
-    fake_nvidia_smi(tool, ["NVIDIA A100-SXM4-40GB"] * 2, [400, 400])
-    env = {**os.environ, "PATH": f"{tool}{os.pathsep}{os.environ['PATH']}",
-           "CUDA_VISIBLE_DEVICES": "1", local_host.SELECT: "1"}
+    fake_nvidia_smi(tool, ["NVIDIA A100-SXM4-40GB"] * gpus, [400] * gpus)
+    env = {**{k: v for k, v in os.environ.items() if k not in VARIABLES},
+           "PATH": f"{tool}{os.pathsep}{os.environ['PATH']}", **grant}
     run = JubeRun("image_classification/image_classification_torch_benchmark.xml", tmp_path / "run",
                   env=env)
     run.run("LOCAL", "dryrun")
     scripts = [(work / "job.sh").read_text() for work in run.work_dirs("execute")]
-    assert scripts and all("\nexport CUDA_VISIBLE_DEVICES=1\n" in s for s in scripts), scripts[0]
-    assert all("granted by CUDA_VISIBLE_DEVICES=1" in s for s in scripts)
+    assert scripts and all(f"\nexport CUDA_VISIBLE_DEVICES={exported}\n" in s
+                           for s in scripts), scripts[0]
+    # the description is free text: its commas are semicolons
+    assert all(("granted by CUDA_VISIBLE_DEVICES=" in s) == bool(grant) for s in scripts)
+
+
+@pytest.mark.parametrize("grant, value, torch_sees, measured", [
+    (None, "0,1,2,3", [0, 1, 2, 3], ["gpu0", "gpu1", "gpu2", "gpu3"]),
+    ("2,3", "2,3", [2, 3], ["gpu2", "gpu3"]),
+    ("3,0,1,2", "3,0,1,2", [3, 0, 1, 2], ["gpu3", "gpu0", "gpu1", "gpu2"]),
+    ("GPU-cccc3333,GPU-dddd4444", "GPU-cccc3333,GPU-dddd4444", ["GPU-cccc3333", "GPU-dddd4444"],
+     ["gpu2", "gpu3"]),
+    ("GPU-aaaa1111,GPU-bbbb2222,GPU-cccc3333,GPU-dddd4444",
+     "GPU-aaaa1111,GPU-bbbb2222,GPU-cccc3333,GPU-dddd4444", UUIDS, ["gpu0", "gpu1", "gpu2", "gpu3"]),
+    ("MIG-7777,MIG-8888", "MIG-7777,MIG-8888", ["MIG-7777", "MIG-8888"], ["gpu2"]),
+])
+def test_a_cuda_grant_of_several_gpus_reaches_torch_and_jpwr_whole(
+        host, binding, capsys, monkeypatch, grant, value, torch_sees, measured):
+    if grant is not None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", grant)
+    host(["NVIDIA A100"] * 4, MIG_LISTING)
+    name, shown = job_sees(capsys)
+    assert (name, shown) == ("CUDA_VISIBLE_DEVICES", value)
+    assert torch_parses(monkeypatch, name, shown, hip=False) == torch_sees
+    binding(nvml(migs={2: ["MIG-7777", "MIG-8888"]}))
+    monkeypatch.setenv(name, shown)
+    assert [c.device for c in NvmlPower().channels] == measured
+
+
+@pytest.mark.parametrize("rocr, hip, value, torch_sees, measured", [
+    (None, None, "0,1,2,3", [0, 1, 2, 3], ["gpu0", "gpu1", "gpu2", "gpu3"]),
+    ("2,3", None, "0,1", [0, 1], ["gpu2", "gpu3"]),
+    (f"GPU-{AMD_UUIDS[1]},GPU-{AMD_UUIDS[3]}", None, "0,1", [0, 1], ["gpu1", "gpu3"]),
+    ("0,1,2,3", "3,2", "3,2", [3, 2], ["gpu3", "gpu2"]),
+    (None, "1,2", "1,2", [1, 2], ["gpu1", "gpu2"]),
+    (None, f"GPU-{AMD_UUIDS[0]},GPU-{AMD_UUIDS[2]}", f"GPU-{AMD_UUIDS[0]},GPU-{AMD_UUIDS[2]}",
+     [f"GPU-{AMD_UUIDS[0]}", f"GPU-{AMD_UUIDS[2]}"], ["gpu0", "gpu2"]),
+])
+def test_a_rocm_grant_of_several_gpus_reaches_torch_and_jpwr_whole(
+        tmp_path, capsys, monkeypatch, rocr, hip, value, torch_sees, measured):
+    for variable in VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    fake_kfd(tmp_path, monkeypatch)
+    for variable, grant in (("ROCR_VISIBLE_DEVICES", rocr), ("HIP_VISIBLE_DEVICES", hip)):
+        if grant is not None:
+            monkeypatch.setenv(variable, grant)
+    name, shown = job_sees(capsys)
+    assert (name, shown) == ("HIP_VISIBLE_DEVICES", value)
+    # torch counts HIP's entries within ROCR's, as the runtime does
+    assert torch_parses(monkeypatch, name, shown, hip=True) == torch_sees
+    monkeypatch.setitem(sys.modules, "amdsmi", FakeAmdSmi([{"uuid": u} for u in AMD_UUIDS]))
+    assert [c.device for c in RocmPower().channels] == measured

@@ -106,8 +106,9 @@ def test_the_job_script_says_what_the_system_asks_for(tmp_path):
     assert "VISIBLE_DEVICES" not in jobplan.job_script(jobplan.read_facts(facts))
 
 
+# JUBE's value of a list holds `;` for its commas (report.parameter)
 @pytest.mark.parametrize("granted, exported", [
-    ("1", "1"), ("GPU-cccc,GPU-aaaa", "GPU-cccc,GPU-aaaa"),
+    ("1", "1"), ("GPU-cccc;GPU-aaaa", "GPU-cccc,GPU-aaaa"), ("0;1;2;3", "0,1,2,3"),
     ("MIG-GPU-aaaa/1/0", "MIG-GPU-aaaa/1/0"), ("", "0,1")])
 def test_a_host_that_granted_some_gpus_exports_those_and_no_others(tmp_path, granted, exported):
     facts = write_facts(tmp_path / "job.facts", device_kind="cuda", devices_per_node="2",
