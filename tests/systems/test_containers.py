@@ -131,6 +131,9 @@ def test_requirements_leave_out_what_the_image_has(tmp_path):
 def test_the_result_of_a_container_build_is_its_table(tmp_path, script, tags, system, container):
     run = JubeRun(script, tmp_path / "run", env={**os.environ, "CARAML_ACCOUNT": "p"})
     run.run(*tags, "container", "dryrun")
+    # a dry run ends at once, its job scripts where docs/systems.md says
+    assert run.status() == "FINISHED"
+    assert all((work / "job.sh").is_file() for work in run.work_dirs("build_container"))
     shown = run.jube("result", str(run.outpath), "-i", "last")
     lines = shown.strip().splitlines()
     assert lines[0] == "container:" and "result:" not in lines and "issues:" not in lines, shown
