@@ -29,6 +29,8 @@ _START = re.compile(r"^CARAML job: start=(\S+)", re.MULTILINE)
 _END = re.compile(r"^CARAML job: end=\S+ status=(-?\d+)", re.MULTILINE)
 _STOP = re.compile(r"^CARAML stop: (.*)$", re.MULTILINE)
 _SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
+_DRY_RUN = re.compile(r"^CARAML dryrun: (.*) written and not submitted$", re.MULTILINE)
+_NO_ACCOUNT = re.compile(r"^CARAML warning: no --account line:", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,15 @@ def _last_line(text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
+def _dry_run_reason(job: str, no_account: bool) -> str:
+    """The job script's path from the run's folder (<id>/<package>_execute/work/job.sh),
+    and the account it lacks where the system refuses such a job."""
+    short = "/".join(job.split("/")[-4:])
+    if no_account:
+        return f"no --account in {short}: export CARAML_ACCOUNT=<project>"
+    return f"job script {short} written and not submitted"
+
+
 def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> Status:
     """The status of a work package from its markers, first rule that holds."""
     signal = _received(ev)
@@ -111,8 +122,10 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
     error = None if signal else _first_error(ev)
     if error:
         return Status("failed", error)
-    if "CARAML dryrun: " in ev.text("stderr", "stdout"):
-        return Status("dry-run", "job script written and not submitted")
+    planned = ev.text("stderr", "stdout")
+    dry_run = _DRY_RUN.search(planned)
+    if dry_run:
+        return Status("dry-run", _dry_run_reason(dry_run.group(1), bool(_NO_ACCOUNT.search(planned))))
     job_out = ev.text("job.out")
     if not _START.search(job_out):
         submitted = _SUBMITTED.search(ev.text("stdout"))

@@ -21,18 +21,36 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from caraml.login import systems  # noqa: E402
+from caraml import report  # noqa: E402
 from caraml.report import BenchmarkInputError, error, line  # noqa: E402
 from llm_training.arguments import parse, resolve_layout  # noqa: E402
+
+
+def _driver_args(model_size: str, backend: str, global_batch: str) -> list[str]:
+    argv = ["--model-size", model_size, "--backend", backend, "--train-iters", "2",
+            "--synthetic", "--energy-methods", "none"]
+    return argv + (["--global-batch-size", global_batch] if global_batch else [])
+
+
+def asked(field: str, model_size: str, backend: str, global_batch: str,
+          nodes: int, devices_per_node: int) -> str:
+    """What the job asks for as the driver will resolve it (`global_batch`,
+    `precision`), for the row of a job that has not run; empty where the
+    layout does not fit (the check then fails the row and says why)."""
+    args = parse(_driver_args(model_size, backend, global_batch))
+    if field == "precision":
+        return args.precision
+    try:
+        return str(resolve_layout(args, world_size=nodes * devices_per_node).global_batch_size)
+    except BenchmarkInputError:
+        return ""
 
 
 def layout_line(system: str, model_size: str, backend: str, global_batch: str,
                 nodes: int, devices_per_node: int) -> str:
     """The `CARAML layout:` line; a BenchmarkInputError that names the job's
     devices where the size's layout does not fit them."""
-    argv = ["--model-size", model_size, "--backend", backend, "--train-iters", "2",
-            "--synthetic", "--energy-methods", "none"]
-    if global_batch:
-        argv += ["--global-batch-size", global_batch]
+    argv = _driver_args(model_size, backend, global_batch)
     devices = nodes * devices_per_node
     try:
         layout = resolve_layout(parse(argv), world_size=devices)
@@ -63,7 +81,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--global-batch-size", default="", help="empty: the size's default")
     ap.add_argument("--nodes", type=int, default=1, help="nodes the job asks for")
     ap.add_argument("--devices-per-node", type=int, default=1)
+    ap.add_argument("--asked", choices=["global_batch", "precision"],
+                    help="print only this value of the job (a JUBE parameter), no check")
     args = ap.parse_args(argv)
+    if args.asked:
+        report.parameter(asked(args.asked, args.model_size, args.backend, args.global_batch_size,
+                               args.nodes, args.devices_per_node))
+        return 0
     try:
         print(layout_line(args.system, args.model_size, args.backend, args.global_batch_size,
                           args.nodes, args.devices_per_node))

@@ -30,6 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from caraml import report, rocm_tf32  # noqa: E402
+from caraml.login import systems  # noqa: E402
 from caraml.row_status import SIGNAL_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -237,6 +238,16 @@ def job_script(f: dict[str, str], template: Path = TEMPLATE) -> str:
                   template.read_text())
 
 
+def account_warning(f: dict[str, str]) -> str | None:
+    """A job without an account on a system whose partitions refuse one
+    (platform.xml, account_required): what to set."""
+    system = systems.load().get(f["system_name"])
+    if f["account"].strip() or system is None or system.params.get("account_required") != "yes":
+        return None
+    return (f"no --account line: {f['system_name']}'s partitions refuse such a job; "
+            "export CARAML_ACCOUNT=<your Slurm project> and run again")
+
+
 def submit(facts_path: Path) -> int:
     """Writes job.sh beside the facts and starts it the system's way."""
     facts = read_facts(facts_path)
@@ -244,6 +255,9 @@ def submit(facts_path: Path) -> int:
     job = work / "job.sh"
     job.write_text(job_script(facts))
     job.chmod(0o755)
+    warning = account_warning(facts)
+    if warning:
+        report.warning(warning)
     if facts["dry_run"] == "yes":
         print(f"CARAML dryrun: {job} written and not submitted", file=sys.stderr)
         # the step's done file: a dry run is finished once its script is written

@@ -104,9 +104,16 @@ def test_a_job_that_ended_without_its_figures_is_no_ok(tmp_path):
     assert state(row) == ("failed", "the job ended without a throughput line: see job.out")
 
 
-def test_a_dry_run(tmp_path):
-    row = decide(tmp_path, jpwr=None, stderr="CARAML dryrun: /x/job.sh written and not submitted\n")
-    assert state(row) == ("dry-run", "job script written and not submitted")
+def test_a_dry_run_names_its_job_script_from_the_run_folder(tmp_path):
+    job = "/runs/llm run/000003/000007_execute/work/job.sh"
+    row = decide(tmp_path / "a", jpwr=None, stderr=f"CARAML dryrun: {job} written and not submitted\n")
+    assert state(row) == ("dry-run", "job script 000003/000007_execute/work/job.sh written and not submitted")
+    # a system whose partitions refuse a job without an account: the row says what to set
+    row = decide(tmp_path / "b", jpwr=None, stderr=f"CARAML dryrun: {job} written and not submitted\n",
+                 stdout="CARAML warning: no --account line: A100's partitions refuse such a job; "
+                        "export CARAML_ACCOUNT=<your Slurm project> and run again\n")
+    assert state(row) == ("dry-run", "no --account in 000003/000007_execute/work/job.sh: "
+                                     "export CARAML_ACCOUNT=<project>")
 
 
 def test_submitted_and_not_started_is_queued_or_pending_with_slurms_reason(tmp_path):

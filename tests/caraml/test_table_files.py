@@ -85,6 +85,13 @@ def test_the_llm_tables_have_the_shared_columns_and_keys():
     [csv] = [t for t in result["table"] if t["name"] == "result_csv"]
     assert [(c["title"], c["_"], c.get("format")) for c in csv["column"]] == \
         _xml_columns(["head", "llm", "tail"])
+    [container] = [t for t in result["table"] if t["name"] == "container"]
+    assert [(c["title"], c["_"], c.get("format")) for c in container["column"]] == \
+        _xml_columns(["container"])
+    # a container build has only the container table; a benchmark run every other one
+    assert {t["name"]: t["tag"] for t in result["table"]} == {
+        "result": "!container", "issues": "!container", "result_csv": "!container",
+        "container": "container"}
     root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
     [database] = result["database"]
     assert database["key"] == [k.text for s in ("all", "llm") for k in root.findall(f"key[@set='{s}']")]
@@ -100,6 +107,11 @@ def test_the_xml_tables_include_the_shared_columns(script, own, database):
     [db] = result.findall("database")
     assert db.get("name") == database and db.get("file") == "results/caraml_rows.sqlite"
     assert [i.get("path") for i in db.iter("include")] == ["key[@set='all']", f"key[@set='{own}']"]
+    container = result.find("table[@name='container']")
+    assert [i.get("path") for i in container.iter("include")] == ["column[@set='container']"]
+    assert {t.get("name"): t.get("tag") for t in result.iter("table")} == {
+        "result": "!container", "issues": "!container", "result_csv": "!container",
+        "container": "container"}
 
 
 def test_the_operator_set_reads_the_operator_scripts_patterns_and_parameters():

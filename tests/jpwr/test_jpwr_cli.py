@@ -6,6 +6,7 @@ import re
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -137,6 +138,16 @@ def test_sigkilled_run_leaves_its_flushed_samples_for_combine(cli_env, tmp_path)
     assert "did not finish" in result.stderr
     assert len([s for s in result.stdout.splitlines() if s.startswith("jpwr-summary:")]) == 1
     assert "source=estimated" in result.stdout
+    # jpwr/README.md shows this run's output: the same columns, lines and note
+    readme = (Path(__file__).resolve().parents[2] / "jpwr" / "README.md").read_text()
+    shown = readme.split("    $ jpwr combine jpwr-killed\n", 1)[1].split("\n\n", 1)[0]
+    shown = [line.removeprefix("    ") for line in shown.splitlines()]
+
+    def shape(lines):
+        # a line's words with every figure and the folder's name masked
+        return [re.sub(r"\S*jpwr-killed|\S*/out", "DIR", re.sub(r"\d+(\.\d+)?|nan|vm|\S+(?= +0 +estimate)",
+                                                              "N", line)).split() for line in lines]
+    assert shape(shown) == shape(result.stdout.splitlines() + result.stderr.splitlines())
 
 
 def test_combine_prints_a_table_and_exactly_one_summary_line(tmp_path, capsys):

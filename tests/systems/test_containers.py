@@ -4,6 +4,7 @@ without one is."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.jube_runs import ROOT
+from tests.jube_runs import ROOT, JubeRun
 
 CONTAINERS = ROOT / "containers"
 DEFINITIONS = sorted(CONTAINERS.glob("*.def"))
@@ -116,3 +117,44 @@ def test_requirements_leave_out_what_the_image_has(tmp_path):
     assert no_deps.stdout.split() == ["torchrun-jsc>=0.0.19"]
     unknown = requirements(tmp_path, "pyproject.toml", "tpu", "--no-deps")
     assert unknown.returncode == 1 and "no extra tpu" in unknown.stderr
+
+
+# `jube result` after a container build: the `container` table (the build
+# job of each system), never the benchmark's tables nor JUBE's error about a
+# step the build does not have
+@pytest.mark.parametrize("script, tags, system, container", [
+    ("image_classification/image_classification_torch_benchmark.xml", ("A100",), "A100", "nvidia_x86"),
+    ("llm_training/llm_benchmark_nvidia_amd.yaml", ("800M", "JEDI"), "JEDI", "nvidia_arm64"),
+    ("llm_training/llm_benchmark_ipu.yaml", ("synthetic",), "GC200", "ipu"),
+    ("operator_benchmark/fno_benchmark.xml", ("MI300X",), "MI300X", "rocm"),
+], ids=["image", "llm", "ipu", "operator"])
+def test_the_result_of_a_container_build_is_its_table(tmp_path, script, tags, system, container):
+    run = JubeRun(script, tmp_path / "run", env={**os.environ, "CARAML_ACCOUNT": "p"})
+    run.run(*tags, "container", "dryrun")
+    # a dry run ends at once, its job scripts where docs/systems.md says
+    assert run.status() == "FINISHED"
+    assert all((work / "job.sh").is_file() for work in run.work_dirs("build_container"))
+    shown = run.jube("result", str(run.outpath), "-i", "last")
+    lines = shown.strip().splitlines()
+    assert lines[0] == "container:" and "result:" not in lines and "issues:" not in lines, shown
+    assert [c.strip() for c in lines[1].strip("|").split("|")] == ["System", "Container", "Status", "Cause"]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[3:]]
+    assert rows and all(row[:3] == [system, container, "dry-run"] for row in rows), shown
+
+    # the build job's end decides: built with status 0, failed otherwise
+    [work, *_] = run.work_dirs("build_container")
+    for status, expected in (("0", "built"), ("1", "failed")):
+        (work / "job.out").write_text("CARAML job: start=2026-11-26T10:00:00+00:00 host=n1 job_id=7\n"
+                                      f"CARAML job: end=2026-11-26T10:30:00+00:00 status={status}\n")
+        shown = run.jube("result", str(run.outpath), "-i", "last", "-a")
+        first = [c.strip() for c in shown.strip().splitlines()[3].strip("|").split("|")]
+        assert first[2] == expected, shown
+
+
+def test_a_container_build_that_cannot_start_says_why_in_its_table(tmp_path):
+    run = JubeRun("image_classification/image_classification_torch_benchmark.xml", tmp_path / "run")
+    run.run("CPU", "container")
+    shown = run.jube("result", str(run.outpath), "-i", "last")
+    [row] = [line for line in shown.splitlines() if line.startswith("|    CPU")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "failed" and "CPU has no container" in cells[3], shown

@@ -158,6 +158,21 @@ def test_a_dry_run_writes_the_script_and_ends_the_step(tmp_path, capsys):
         f"CARAML dryrun: {tmp_path}/job.sh written and not submitted\n"
 
 
+@pytest.mark.parametrize("system, account, warned", [
+    ("A100", "", True), ("A100", "myproject", False), ("CPU", "", False), ("MILA", "", False)])
+def test_a_job_without_the_account_its_system_needs_warns_once_with_what_to_set(
+        tmp_path, capsys, system, account, warned):
+    facts = write_facts(tmp_path / "job.facts", dry_run="yes", system_name=system, account=account)
+    assert jobplan.main(["submit", str(facts)]) == 0
+    out = capsys.readouterr().out
+    warnings = [line for line in out.splitlines() if line.startswith("CARAML warning: ")]
+    if warned:
+        assert warnings == [f"CARAML warning: no --account line: {system}'s partitions refuse such "
+                            "a job; export CARAML_ACCOUNT=<your Slurm project> and run again"]
+    else:
+        assert warnings == []
+
+
 def test_the_suite_python_honours_caraml_venv(tmp_path):
     assert jobplan.suite_python(tmp_path, {}) == tmp_path / ".venv" / "bin" / "python"
     assert jobplan.suite_python(tmp_path, {"CARAML_VENV": "/opt/env"}) == \

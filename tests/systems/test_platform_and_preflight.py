@@ -177,6 +177,29 @@ def test_missing_image_names_the_tag_that_builds_it(capsys, run_config, script, 
     assert run(capsys, run_config, script, ["A100"], *args)[0] == 0
 
 
+def test_the_asked_batch_and_precision_are_the_drivers(capsys):
+    """What a row that never ran shows: the layout's global batch and the size's precision."""
+    def asked(*args):
+        assert layout_check.main(["--system", "JEDI", *args]) == 0
+        return capsys.readouterr().out
+
+    assert asked("--model-size", "117M", "--devices-per-node", "4", "--asked", "global_batch") == "32"
+    assert asked("--model-size", "800M", "--devices-per-node", "4", "--asked", "global_batch") == "512"
+    assert asked("--model-size", "13B", "--nodes", "44", "--devices-per-node", "4",
+                 "--asked", "global_batch") == "5632"
+    assert asked("--model-size", "117M", "--global-batch-size", "64", "--devices-per-node", "4",
+                 "--asked", "global_batch") == "64"
+    # a layout that does not fit: nothing asked; the check itself fails the row
+    assert asked("--model-size", "175B", "--asked", "global_batch") == ""
+    assert [asked("--model-size", size, "--asked", "precision")
+            for size in ("cpu-small", "800M", "175B")] == ["fp32", "fp16", "bf16"]
+
+
+def test_the_jsc_systems_refuse_a_job_without_an_account():
+    required = {tag for tag, s in systems.load().items() if s["account_required"] == "yes"}
+    assert required == {"A100", "H100", "WAIH100", "GH200", "JEDI", "JUPITER", "MI250", "GC200"}
+
+
 def test_layout_line_and_impossible_layouts(capsys):
     def check(*args):
         code = layout_check.main(list(args))
