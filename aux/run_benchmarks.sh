@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The README's main command: set up this machine, run every benchmark (image
-# classification, LLM, operator learning)
-# through JUBE on one system and print the result tables. Usage:
+# The README's main command: set up this machine, run every benchmark of
+# the benchmark table (caraml/benchmarks.py) through JUBE on one system and
+# print the result tables. Usage:
 #   bash aux/run_benchmarks.sh [SYSTEM_TAG [MORE_TAGS...]]
 # Default: LOCAL, this host with its own GPUs (the LLM as a smoke run there)
 # or its CPUs where it has none.
@@ -14,13 +14,14 @@ caraml_check_checkout_path "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)" ||
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
 cd "$CARAML_ROOT"
 tags=("$@")
-llm_tags=("$@")
+smoke_tags=("$@")
 if [ $# -eq 0 ]; then
     tags=(LOCAL)
     # On GPUs the LLM's full default is 100 iterations of 800M at batch 512
-    # (tens of minutes); its smoke run checks the whole path in a few.
-    llm_tags=(LOCAL)
-    [ "$(python3 caraml/login/local_host.py kind)" = cpu ] || llm_tags+=(smoke)
+    # (tens of minutes); its smoke run checks the whole path in a few (the
+    # benchmark table's local_smoke says which benchmarks).
+    smoke_tags=(LOCAL)
+    [ "$(python3 caraml/login/local_host.py kind)" = cpu ] || smoke_tags+=(smoke)
 fi
 
 # JUBE's run, followed to its end by caraml/login/follow.py: one line per
@@ -28,10 +29,12 @@ fi
 # job's state at a steady pace (CARAML_PACE_S, default 60 s), and an end
 # with status 1 where Slurm says a job cannot start as things stand. Tags
 # that belong to another benchmark (a model size, a problem) are left out.
-image=image_classification/image_classification_torch_benchmark.xml
-llm=llm_training/llm_benchmark_nvidia_amd.yaml
-operator=operator_benchmark/fno_benchmark.xml
-scripts=("$image" "$llm" "$operator")
+# The benchmarks, their scripts and outpaths: the table (caraml/benchmarks.py)
+table=$("$VENV/bin/python" -m caraml.benchmarks scripts)
+scripts=()
+while IFS=$'\t' read -r _ script _ _; do
+    scripts+=("$script")
+done <<< "$table"
 failed=0
 run_benchmark() {
     local script=$1 handle=$2 run_dir listed tag other others=() own_tags=() tag_args=() status=0
@@ -58,7 +61,12 @@ run_benchmark() {
     "$VENV/bin/python" -m caraml.login.rows "$run_dir" || failed=1
 }
 
-run_benchmark "$image" image_classification/image_classification_benchmark_run "${tags[@]}"
-run_benchmark "$llm" llm_training/llm_benchmark_nvidia_amd_run "${llm_tags[@]}"
-run_benchmark "$operator" operator_benchmark/operator_benchmark_run "${tags[@]}"
+# fd 3: the jobs' commands read stdin, not the table
+while IFS=$'\t' read -r -u 3 _ script outpath smoke; do
+    if [ "$smoke" = yes ]; then
+        run_benchmark "$script" "$outpath" "${smoke_tags[@]}"
+    else
+        run_benchmark "$script" "$outpath" "${tags[@]}"
+    fi
+done 3<<< "$table"
 exit "$failed"

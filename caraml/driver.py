@@ -1,12 +1,16 @@
-"""The driver core both benchmarks share: from the command line to the exit
+"""The driver core every benchmark's driver shares: from the command line to the exit
 status. A benchmark brings its options, its set-up and one training step;
 everything a row's figures depend on is defined here once:
 
 - a timed iteration: from the start of one step to the start of the next,
   with the step's batch fetched, its work done on the device (synchronised)
   and the all-ranks decision whether to stop; the first `--warmup-iters`
-  are run and not timed. The timed iterations thus add up to the wall time
-  of the timed phase: nothing the loop does is left out.
+  are run and not timed. What lies between two timed iterations is not
+  timed: the progress line every `--log-interval` iterations (a gather over
+  the ranks and a print), so the timed iterations add up to less than the
+  wall time of the timed phase, and the whole run (set-up, warm-up, the
+  summary) takes longer still; time per iteration is the timed
+  iterations' own.
 - the stop: the iteration count, the wall-clock budget or a signal, taken
   by all ranks after the same iteration, and named once (with the rank
   that saw a signal first);

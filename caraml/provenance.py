@@ -21,7 +21,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from caraml import report
+from caraml import benchmarks, report
 from caraml.dist import Dist
 from caraml.row_facts import PROVENANCE_KEYS
 
@@ -30,9 +30,9 @@ FILE_NAME = "provenance.json"
 # The fields of the table line, in order (the row model reads them by the
 # same names); the rest is in the file.
 LINE_FIELDS = PROVENANCE_KEYS
-# What a benchmark process of this suite has in its command line.
-BENCHMARK_MARKERS = ("llm_training.pretrain_gpt", "image_classification.image_classification_torch",
-                     "image_classification_torch.py")
+# What a benchmark process of this suite has in its command line: each
+# driver of the benchmark table, as a module or a file
+BENCHMARK_MARKERS = tuple(marker for entry in benchmarks.all_benchmarks() for marker in entry.markers)
 # The job script's identity of its job, which every process it starts
 # inherits (the launcher too: torchrun hands its workers a MASTER_PORT of its
 # own, so that cannot tell a job's processes from another job's).
@@ -119,8 +119,8 @@ def container() -> dict | None:
             for block in iter(lambda: f.read(1 << 22), b""):
                 digest.update(block)
     except OSError:
-        return {"image": image, "sha256": None}
-    return {"image": image, "sha256": digest.hexdigest()}
+        return {"path": image, "sha256": None}
+    return {"path": image, "sha256": digest.hexdigest()}
 
 
 def software(device_type: str) -> dict:

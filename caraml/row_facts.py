@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+# The driver core's peak-memory figures (memory_<name> in its summary line)
+MEMORY = ("max_allocated_gib", "max_reserved_gib", "device_gib")
 # The provenance line's keys (caraml/provenance.py writes them, in this order)
 PROVENANCE_KEYS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
                    "cpus", "other_benchmarks", "driver", "container")

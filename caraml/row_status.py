@@ -1,5 +1,5 @@
 """A row's status: the one vocabulary of the suite and the one rule that
-picks from it (caraml/row.py calls it; the tables, the README's main command
+picks from it (caraml/row_decide.py calls it; the tables, the README's main command
 and caraml-compare read what it decided).
 
     ok                 a measurement that ran its planned iterations
@@ -17,10 +17,8 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from caraml.row import Evidence
+from caraml.row_evidence import SIGNAL_FILE, Evidence
 
 STATES = ("ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending", "running")
 # The states that are measurements; every other row is left out of every figure.
@@ -31,9 +29,6 @@ _START = re.compile(r"^CARAML job: start=(\S+)", re.MULTILINE)
 _END = re.compile(r"^CARAML job: end=\S+ status=(-?\d+)", re.MULTILINE)
 _STOP = re.compile(r"^CARAML stop: (.*)$", re.MULTILINE)
 _SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
-# The job script writes each signal that reached it here, one name a line
-# (aux/job.sh.in); jobwatch.py reads it too
-SIGNAL_FILE = "signal"
 
 
 @dataclass(frozen=True)

@@ -10,18 +10,24 @@ from pathlib import Path
 
 import pytest
 
+from caraml import benchmarks
+
 REPO = Path(__file__).resolve().parents[1]
-BENCHMARKS = ("llm_training", "image_classification", "operator_benchmark")
+# the benchmarks' packages, from the benchmark table: each driver's top package
+BENCHMARKS = tuple(sorted({entry.driver.split(".")[0] for entry in benchmarks.BUILT_IN}))
 
 
-def imported(path: Path) -> set[str]:
-    """Top-level names of every module the file imports, at any depth."""
+def imported(path: Path, members: bool = False) -> set[str]:
+    """Every module the file imports, at any depth; with members, also each
+    name of `from package import name` as package.name (a module or not)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             names.add(node.module)
+            if members:
+                names |= {f"{node.module}.{alias.name}" for alias in node.names}
     return names
 
 
@@ -58,9 +64,10 @@ def test_jpwr_knows_nothing_of_jube():
 
 
 # What the login node's python3 may import of the suite: the JUBE adapter,
-# the row model and the peak table it reads, all standard library only.
-LOGIN_SAFE = ("caraml/report.py", "caraml/row.py", "caraml/row_status.py", "caraml/row_facts.py",
-              "caraml/device_peaks.py")
+# the row model and the peak and benchmark tables it reads, all standard library only.
+LOGIN_SAFE = ("caraml/report.py", "caraml/row.py", "caraml/row_evidence.py", "caraml/row_decide.py",
+              "caraml/row_print.py", "caraml/row_status.py", "caraml/row_facts.py",
+              "caraml/device_peaks.py", "caraml/benchmarks.py")
 
 
 def test_login_tools_need_the_standard_library_and_the_jube_adapter_only():
@@ -72,3 +79,24 @@ def test_login_tools_need_the_standard_library_and_the_jube_adapter_only():
                          and n.split(".")[0] not in sys.stdlib_module_names
                          and not n.startswith("caraml.login")})}
     assert found == {}
+
+
+def _module(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_no_module_of_the_suite_imports_one_that_imports_it_back():
+    """No circle between modules, not even for a type."""
+    paths = [p for package in ("caraml", "jpwr", *BENCHMARKS) for p in modules(package)]
+    known = {_module(p) for p in paths}
+    graph = {_module(p): {n for n in imported(p, members=True) if n in known} for p in paths}
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and not seen.add(n) and reaches(n, goal, seen))
+                   for n in graph.get(start, ()))
+    assert sorted(m for m in graph if reaches(m, m, set())) == []
+
+
+def test_the_row_model_is_read_in_files_of_at_most_300_lines():
+    long = {p: n for p in LOGIN_SAFE if (n := len((REPO / p).read_text().splitlines())) > 300}
+    assert long == {}

@@ -9,9 +9,11 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from caraml import benchmarks
+
 # Parameters per model size with GPT-2's vocabulary padded as Megatron pads it
 # (cpu-small: the local 8192-token BPE of the CPU runs), as
-# llm_training.flops.parameter_count gives them; a row's own Params column
+# the LLM benchmark's flops.parameter_count gives them; a row's own Params column
 # wins. caraml may not import the benchmarks, so the counts are written
 # here and tests/compare checks them against that function.
 PARAMETERS = {
@@ -22,18 +24,13 @@ PARAMETERS = {
     "175B": 174_590_681_088,
 }
 IMAGENET_TRAIN_IMAGES = 1_281_167
-# The operator driver's epoch on synthetic fields (operator_benchmark/config.py,
-# SYNTHETIC_EPOCH; tests/compare checks the two agree)
+# The operator driver's epoch on synthetic fields (the SYNTHETIC_EPOCH of
+# its config.py; tests/compare checks the two agree)
 OPERATOR_SAMPLES_PER_EPOCH = 1024
-# The configurations that stand for the job, as the CARAML paper ran it: the
-# 800M GPT at sequence length 2048, ResNet-50 on 224 px images; and of the
-# operator benchmark, the FNO on upstream's 3D convection problem (5 fields
-# on 64x64x32), the heaviest of upstream's shapes, in any compile mode (None:
-# the operator rows have no size). A smoke configuration (resnet18 at 64 px,
-# cpu-small, a CPU-sized problem) says nothing about the time a real
-# training takes, so it gets no time or energy to solution.
-REPRESENTATIVE = {"llm": ("800M", 2048.0), "image": ("resnet50", 224.0),
-                  "operator": ("FNO rbc3d", None)}
+# The configuration that stands for each benchmark's job is its entry's
+# `representative` (caraml/benchmarks.py). A smoke configuration (resnet18
+# at 64 px, cpu-small, a CPU-sized problem) says nothing about the time a
+# real training takes, so it gets no time or energy to solution.
 
 
 @dataclass(frozen=True)
@@ -47,25 +44,24 @@ class Jobs:
     operator_samples_per_epoch: int = OPERATOR_SAMPLES_PER_EPOCH
 
     def representative(self, row: pd.Series) -> bool:
-        """Whether the row's model and size are the job's (REPRESENTATIVE);
-        a fixed --llm-tokens job takes any LLM model."""
-        if row["benchmark"] == "llm" and self.llm_tokens is not None:
-            return True
-        if row["benchmark"] not in REPRESENTATIVE:
+        """Whether the row's model and size are the job's (its benchmark's
+        `representative`); a fixed --llm-tokens job takes any LLM model."""
+        entry = benchmarks.find(row["benchmark"])
+        if entry is None or entry.representative is None:
             return False
-        model, size = REPRESENTATIVE[row["benchmark"]]
+        if entry.job_epochs is None and self.llm_tokens is not None:
+            return True
+        model, size = entry.representative
         return row["model"] == model and (size is None or row["size"] == size)
 
     def work(self, row: pd.Series) -> tuple[float, str]:
         """Units of work (tokens, images or samples) of the job for this
         row's configuration, and how it was chosen."""
-        if row["benchmark"] == "image":
-            return (self.epochs * self.images_per_epoch,
-                    f"{self.epochs:g} epochs of {self.images_per_epoch:,} images".replace(",", " "))
-        if row["benchmark"] == "operator":
-            return (self.operator_epochs * self.operator_samples_per_epoch,
-                    f"{self.operator_epochs:g} epochs of {self.operator_samples_per_epoch:,} samples"
-                    .replace(",", " "))
+        entry = benchmarks.get(row["benchmark"])
+        if entry.job_epochs is not None:
+            epochs, per_epoch = (getattr(self, name) for name in entry.job_epochs)
+            return (epochs * per_epoch,
+                    f"{epochs:g} epochs of {per_epoch:,} {entry.unit}".replace(",", " "))
         if self.llm_tokens is not None:
             return self.llm_tokens, f"{self.llm_tokens:.3g} tokens"
         params, origin = row["params"], "the row's Params"

@@ -15,12 +15,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from caraml import benchmarks
 from caraml.compare import CompareError
 from caraml.compare.rows import ran
 from caraml.login import systems
 
 DEFAULT_FILE = Path(__file__).with_name("references.yaml")
-BENCHMARKS = ("llm", "image", "operator")
 # Figures where more is better, so that "below" is a regression
 FIGURES = ("throughput", "throughput_per_device", "throughput_per_node", "mfu", "work_per_wh")
 # Where a reference figure comes from; only a figure read off a paper's
@@ -75,7 +75,7 @@ def _check(path: Path, index: int, entry, known: set[str]) -> dict:
     if str(entry["system"]) not in known:
         raise CompareError(f"{where}: unknown system {entry['system']!r}; "
                            f"use a tag of platform.xml ({' '.join(sorted(known))})")
-    for key, allowed in (("benchmark", BENCHMARKS), ("figure", FIGURES), ("kind", tuple(KINDS))):
+    for key, allowed in (("benchmark", benchmarks.names()), ("figure", FIGURES), ("kind", tuple(KINDS))):
         if entry[key] not in allowed:
             raise CompareError(f"{where}: {key} {entry[key]!r} is not one of {'; '.join(allowed)}")
     value, lower, upper = (_number(entry[k]) for k in ("value", "lower", "upper"))

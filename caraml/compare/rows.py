@@ -16,13 +16,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from caraml import benchmarks
 from caraml import row as row_model
 from caraml.compare import CompareError
 from caraml.row_status import MEASURED
 
 # Files JUBE keeps in every run directory (outpath/<id>)
 RUN_MARKERS = ("configuration.xml", "workpackages.xml")
-UNITS = {"llm": "tokens", "image": "images", "operator": "samples"}
 # A row is a measurement only with at least this many timed iterations
 # lasting at least this long (docs/compare.md says why these two); a shorter
 # row is a smoke run: shown, marked, never ranked, divided or extrapolated.
@@ -83,14 +83,15 @@ def _size(benchmark: str, config: dict) -> tuple[float, str]:
     length, the image benchmark's image size. An operator row's problem,
     in its model's name, fixes its grid: it has no size, and its label
     says how the model ran (eager, or the torch.compile mode)."""
-    if benchmark == "llm":
-        size = _num(config.get("sequence_length"))
-        return size, f"seq {size:g}" if size == size else "seq n/a"
-    if benchmark == "operator":
+    entry = benchmarks.find(benchmark)
+    if entry is None:
+        return math.nan, "size n/a"
+    if entry.size is None:
         mode = config.get("compile")
         return math.nan, "eager" if mode in (None, "", "none") else f"compile {mode}"
-    size = _num(config.get("image_size"))
-    return size, f"{size:g}px" if size == size else "size n/a"
+    key, label, missing = entry.size
+    size = _num(config.get(key))
+    return size, label.format(size) if size == size else missing
 
 
 def smoke(line: dict | pd.Series) -> str:
@@ -125,12 +126,13 @@ def flatten(row: dict, run: RunDir, path: Path) -> dict:
     seconds = _num(timed.get("seconds")) if math.isnan(seconds) else seconds
     line = {
         "system": run.system or platform, "platform": platform, "benchmark": benchmark,
-        "unit": tput.get("unit") or UNITS.get(benchmark, "work"),
+        "unit": tput.get("unit") or getattr(benchmarks.find(benchmark), "unit", "work"),
         "model": model, "precision": precision, "size": size, "size_label": size_label,
         # torch.compile's mode: eager and compiled rows are not like for like
         "compile": _text(config.get("compile")),
         "like": f"{model} {precision} {size_label}",
-        "variant": backend if benchmark == "llm" else size_label,
+        "variant": backend if getattr(benchmarks.find(benchmark), "variant_by_backend", False)
+        else size_label,
         "backend": backend, "label": _text(config.get("label"), ""),
         "description": _text(system.get("description")), "device_kind": _text(system.get("device_kind")),
         "device_unit": _text(system.get("device_unit"), "device"), "tdp_w": _num(system.get("tdp_w")),
@@ -224,8 +226,8 @@ def check_comparable(rows: pd.DataFrame) -> None:
         reasons = "; ".join(dict.fromkeys(f"{s}: {r}" for s, r in zip(rows["system"], rows["reason"])))
         raise CompareError(f"nothing to compare: no row of the {rows['system'].nunique()} system(s) ran "
                            f"({reasons[:300]})")
-    benchmarks = ok.groupby("system", sort=False)["benchmark"].agg(lambda b: sorted(set(b)))
-    if len(benchmarks) >= 2 and ok.groupby("benchmark")["system"].nunique().max() < 2:
-        which = "; ".join(f"{system} ran {' and '.join(b)}" for system, b in benchmarks.items())
+    by_system = ok.groupby("system", sort=False)["benchmark"].agg(lambda b: sorted(set(b)))
+    if len(by_system) >= 2 and ok.groupby("benchmark")["system"].nunique().max() < 2:
+        which = "; ".join(f"{system} ran {' and '.join(b)}" for system, b in by_system.items())
         raise CompareError(f"{ok['run_dir'].iloc[0]} and the other runs: no common benchmark ({which}); "
                            "give runs of one benchmark from at least two systems")

@@ -12,8 +12,9 @@ end, saying what happens while it waits:
   that can never be met) ends the wait: the job stays queued, so nothing
   is lost and Slurm starts it once the cause is gone; the line says how to
   follow it then or how to cancel it, and the work package's `slurm_state`
-  file (`state=PENDING reason=<reason, spaces as _>`) gives the row its
-  reason.
+  file (`state=PENDING reason=<reason, spaces as _>`) keeps what Slurm
+  said when the wait ended (the row model asks Slurm itself for a row's
+  `pending` reason, caraml/row_status.py).
 
     python -m caraml.login.follow [--pace S] HANDLE -- jube run SCRIPT ...
 

@@ -3,7 +3,7 @@ JUBE ignores a tag it does not know and runs on without a system tag, and
 Slurm would only find out on the nodes that a job asks for more nodes than
 the partition has or an image that is not there. Each problem is one `CARAML ERROR:` line and a non-zero exit,
 so the work package fails and the result table shows a failed row that says
-why. A benchmark's own checks (the LLM's layout: llm_training/layout_check.py)
+why. A benchmark's own checks (the LLM's layout check, in its own folder)
 run after these, from the benchmark_checks parameter of platform.xml.
 
 Standard library only: it runs where the suite's environment may be missing

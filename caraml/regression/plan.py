@@ -9,7 +9,8 @@ which the row model reads. The dry run submits nothing; the check runs that
 job.sh in its stage directory and decides the row there
 (caraml/row_standalone.py).
 
-A benchmark with a data step (the LLM) names its preparation in its entry;
+A benchmark with a data step (the LLM) names its preparation in its entry
+of the benchmark table (caraml/benchmarks.py);
 it runs where ReFrame runs (the login node, which can download a corpus),
 before the job, as JUBE's data step does, with the work package's values."""
 
@@ -24,9 +25,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from caraml.benchmarks import Benchmark
 from caraml.login.jobplan import ROOT, suite_python
 from caraml.report import ERROR_PREFIX
-from caraml.row import workpackage_params, workpackage_parent
+from caraml.row_evidence import workpackage_params, workpackage_parent
 
 PLAN_DIR = "jube_plan"
 # a corpus download and tokenisation may take long, but not for ever
@@ -44,22 +46,6 @@ class PlanError(Exception):
 
 
 @dataclass(frozen=True)
-class Benchmark:
-    """One benchmark of the suite, as the checks run it: the JUBE script
-    that plans it, the row model's name for it, the JUBE tags that make a
-    configuration one work package (the operator benchmark runs two problems
-    without a problem tag), and, where it has a data step, the
-    preparation's arguments to the suite's Python ({param} is the work
-    package's value; {ENV|param} the environment's where it is set)."""
-
-    name: str
-    script: str
-    row: str
-    prepare: tuple[str, ...] = ()
-    tags: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
 class Plan:
     job_script: Path
     params: dict[str, str]
@@ -74,7 +60,7 @@ def fill(words: tuple[str, ...], params: dict[str, str], environ=os.environ) -> 
             return environ[env]
         if name not in params:
             raise PlanError(f"the preparation names {name!r}, which the work package does not "
-                            "have: fix the benchmark's entry in regression/checks")
+                            "have: fix the benchmark's ReFrame entry (caraml/benchmarks.py)")
         return params[name]
     return [_FIELD.sub(value, word) for word in words]
 
@@ -131,11 +117,11 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
     shutil.copy(script, stage / JOB_SCRIPT)
     (stage / PARAMS_FILE).write_text(json.dumps(params, indent=1) + "\n")
     prepare = []
-    if benchmark.prepare:
+    if benchmark.reframe.prepare:
         python = str(suite_python())
         (stage / DATA_DIR).mkdir(exist_ok=True)
         prepare = [python, str(ROOT / "caraml" / "failure.py"), "--run", "data step", "--",
-                   python, *fill(benchmark.prepare, data_params, environ or os.environ)]
+                   python, *fill(benchmark.reframe.prepare, data_params, environ or os.environ)]
     return Plan(stage / JOB_SCRIPT, params, prepare)
 
 

@@ -12,17 +12,17 @@ from pathlib import Path
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import parameter, run_before, sanity_function, variable
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import ReframeError
 
 # appended, not inserted: ReFrame removes the folder it added by its position
 sys.path.append(str(Path(__file__).resolve().parents[2]))
+from caraml.benchmarks import all_benchmarks  # noqa: E402
 from caraml.compare import CompareError  # noqa: E402
 from caraml.login.jobplan import suite_python  # noqa: E402
 from caraml.regression import figures  # noqa: E402
 from caraml.regression.plan import (  # noqa: E402
     PARAMS_FILE,
-    Benchmark,
     PlanError,
     job_resources,
     plan,
@@ -30,19 +30,10 @@ from caraml.regression.plan import (  # noqa: E402
 )
 from caraml.row import read  # noqa: E402
 
-# One entry per benchmark: its JUBE script, the row model's name for it and
-# its data preparation, if any ({param}: the work package's value,
-# {ENV|param}: the environment variable where it is set).
-BENCHMARKS = [
-    Benchmark("image", "image_classification/image_classification_torch_benchmark.xml", "image"),
-    Benchmark("llm", "llm_training/llm_benchmark_nvidia_amd.yaml", "llm", prepare=(
-        "-m", "llm_training.data.prepare", "--driver-args-file", "prepare_data/data.args",
-        "--model-size", "{model_size}", "--corpus", "{CARAML_LLM_CORPUS|default_corpus}",
-        "--out-dir", "{CARAML_LLM_DATA|data_dir}")),
-    Benchmark("operator", "operator_benchmark/fno_benchmark.xml", "operator", tags=("rbc2d",)),
-]
-# The JUBE tags of a configuration besides the system's (one work package each)
-CONFIGURATIONS = ["smoke"]
+# One check per benchmark of the table (caraml/benchmarks.py) and each of its
+# configurations (JUBE tags besides the system's)
+BENCHMARKS = list(all_benchmarks())
+CONFIGURATIONS = sorted({c for b in BENCHMARKS for c in b.reframe.configurations})
 
 
 @rfm.simple_test
@@ -77,9 +68,14 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     keep_files = ["job.sh", "params.json", "job.out", "job.err", "energy", "energy_summary.csv",
                   "jpwr.out", "jpwr.err", "row.json"]
 
+    @run_after("init")
+    def a_configuration_of_the_benchmark(self):
+        self.skip_if(self.configuration not in self.benchmark.reframe.configurations,
+                     f"{self.benchmark.name} has no configuration {self.configuration}")
+
     @run_before("run")
     def plan_the_job(self):
-        tags = [*self.current_partition.extras["caraml_tags"], *self.benchmark.tags,
+        tags = [*self.current_partition.extras["caraml_tags"], *self.benchmark.reframe.tags,
                 *self.configuration.split(), *self.extra_tags.split()]
         try:
             planned = plan(self.benchmark, tags, Path(self.stagedir))
@@ -94,7 +90,7 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
         self.time_limit = resources["time_limit"]
         self.job.options += resources["options"]
         self.postrun_cmds = [shlex.join([str(suite_python()), "-m", "caraml.row_standalone", "--benchmark",
-                                         self.benchmark.row, "--params", PARAMS_FILE, "."])]
+                                         self.benchmark.name, "--params", PARAMS_FILE, "."])]
 
     def _row(self):
         return read(Path(self.stagedir) / "row.json")

@@ -89,8 +89,10 @@ def test_other_benchmarks_on_the_host_are_counted_and_this_jobs_ranks_are_not(tm
     # another job's rank, and a driver started by hand
     fake_process(tmp_path, 102, "python -m llm_training.pretrain_gpt --x", CARAML_JOB="vm-4300")
     fake_process(tmp_path, 103, "python image_classification/image_classification_torch.py")
+    # every driver of the benchmark table counts, the operator driver too
+    fake_process(tmp_path, 105, "python -m operator_benchmark.fno_training --x", CARAML_JOB="vm-4300")
     fake_process(tmp_path, 104, "sleep 100")
-    assert provenance.other_benchmarks(tmp_path) == 2
+    assert provenance.other_benchmarks(tmp_path) == 3
 
 
 def test_a_gpu_run_names_its_cuda():

@@ -13,6 +13,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from caraml import row as row_model
+from caraml import row_print
+from caraml.row_facts import last_kv
 from caraml.row_status import STATES
 from tests.caraml.row_packages import (
     IMAGE_GLOBAL,
@@ -234,7 +236,7 @@ def test_every_benchmark_writes_the_same_config_keys(tmp_path):
 
 def test_an_unfinished_operator_work_package_is_decided_as_an_operator_row(tmp_path):
     """decide_now (the main command, caraml-compare) takes the benchmark from
-    the work package's row_benchmark, not the image default."""
+    the work package's row_benchmark (there is no default benchmark)."""
     run = run_dir(tmp_path, {"row_benchmark": "operator", "problem": "rbc2d"})
     write(execute(run), job_out=finished_job(global_line=OPERATOR_GLOBAL.replace("rbc3d", "rbc2d")))
     row = row_model.decide_now(execute(run))
@@ -261,7 +263,7 @@ def test_graphcores_gpt2_figures_come_from_its_last_step(tmp_path):
 
 def test_the_lines_for_the_tables_keep_jubes_value_rules(tmp_path, capsys):
     row = decide(tmp_path, job_out=finished_job(stop="signal SIGUSR1, then more"))
-    row_model.print_lines(row)
+    row_print.print_lines(row)
     out = capsys.readouterr().out.splitlines()
     fields = dict(w.split("=", 1) for w in out[0].removeprefix("CARAML row: ").split())
     assert fields["state"] == "ok-stopped-early" and fields["notable"] == "yes"
@@ -279,7 +281,7 @@ def test_row_json_is_written_with_the_contracts_keys(tmp_path):
     stored = json.loads(path.read_text())
     assert stored["schema"] == "caraml-row/1"
     assert list(stored) == ["schema", "benchmark", "work_package", "system", "config",
-                            "throughput", "mfu", "energy", "status", "flags", "provenance"]
+                            "throughput", "mfu", "energy", "memory", "status", "flags", "provenance"]
     assert isinstance(stored["throughput"]["per_s"], float)
 
 
@@ -296,7 +298,7 @@ def test_every_field_of_the_row_line_is_read_by_a_pattern_of_platform_xml(tmp_pa
     patterns = ET.parse(ROOT / "platform.xml").getroot().find("patternset[@name='rowPatterns']")
     read = {re.search(r"(?:\\b|: )(\w+)=\(", p.text).group(1)
             for p in patterns if "row: " in p.text}
-    fields = set(row_model.table_fields(decide(tmp_path, job_out=finished_job())))
+    fields = set(row_print.table_fields(decide(tmp_path, job_out=finished_job())))
     assert fields == read
 
 
@@ -370,7 +372,7 @@ def test_a_failed_row_keeps_the_energy_drawn_and_no_figure_that_means_nothing(tm
     assert energy["windows"]["run"]["wh"] > 0
     assert energy["headline_window"] == "run" and "timed" not in energy["windows"]
     assert energy["windows"]["run"]["work_per_wh"] is None
-    fields = row_model.table_fields(row)
+    fields = row_print.table_fields(row)
     assert fields["wh_timed"] == fields["work_per_wh_timed"] == fields["work_per_wh_run"] == "-"
     assert fields["wh_run"] != "-"
 
@@ -404,3 +406,16 @@ def test_a_work_package_never_begun_after_a_failed_data_step_names_that_failure(
     shutil.rmtree(run / "000001_execute")
     [row] = row_model.rows_of_run(run, slurm_state=lambda job_id: None)
     assert state(row) == ("failed", "corpus file /x.txt does not exist")
+
+
+@pytest.mark.parametrize("benchmark, line", [("llm", LLM_GLOBAL), ("image", IMAGE_GLOBAL),
+                                             ("operator", OPERATOR_GLOBAL)])
+def test_the_driver_cores_figures_reach_the_tables_through_the_row_line(tmp_path, benchmark, line):
+    """Iterations, time per iteration and peak memory: one line of the
+    driver core for every benchmark, read by the row model alone."""
+    memory = " memory_max_allocated_gib=1.5 memory_max_reserved_gib=2.25 memory_device_gib=40"
+    row = decide(tmp_path, benchmark, job_out=finished_job(global_line=line + memory))
+    fields = row_print.table_fields(row)
+    assert (fields["timed_iterations"], fields["memory_max_allocated_gib"],
+            fields["memory_max_reserved_gib"], fields["memory_device_gib"]) == ("90", "1.5", "2.25", "40")
+    assert float(fields["time_per_iteration_s"]) == float(last_kv(line, "global")["time_per_iteration_s"])

@@ -1,5 +1,5 @@
-"""The JUBE files only read what the row model decided: no pattern is a
-program (at most three lines of a python-mode expression), and the full
+"""The JUBE files only read what the row model decided: no parameter or
+pattern is a program (a python-mode value is one line), and the full
 table's columns are the ones of aux/caraml_columns.xml in every benchmark
 script. JUBE 2.5.1 reads no XML include inside a YAML table, so the LLM
 scripts' table file writes the same sets out; this keeps the two equal."""
@@ -16,6 +16,9 @@ from tests.jube_runs import ROOT
 XML_FILES = ["platform.xml", "image_classification/image_classification_torch_benchmark.xml",
              "operator_benchmark/fno_benchmark.xml"]
 YAML_FILES = ["llm_training/llm_benchmark_nvidia_amd.yaml", "llm_training/llm_benchmark_ipu.yaml"]
+# every JUBE file of the suite: the benchmarks' scripts and what they include
+JUBE_XML = [*XML_FILES, "aux/caraml_columns.xml"]
+JUBE_YAML = [*YAML_FILES, "llm_training/llm_steps.yaml", "llm_training/llm_tables.yaml"]
 
 
 class _Loader(yaml.SafeLoader):
@@ -29,18 +32,46 @@ def _yaml(path: str) -> dict:
     return yaml.load((ROOT / path).read_text(), Loader=_Loader)
 
 
-def test_no_pattern_is_a_program():
-    long = []
-    for path in XML_FILES:
-        for p in ET.parse(ROOT / path).getroot().iter("pattern"):
-            if p.get("mode") == "python" and len((p.text or "").strip().splitlines()) > 3:
-                long.append((path, p.get("name")))
-    for path in YAML_FILES:
-        for patternset in _yaml(path)["patternset"]:
-            for p in patternset.get("pattern", []):
-                if p.get("mode") == "python" and len(str(p["_"]).strip().splitlines()) > 3:
-                    long.append((path, p["name"]))
+def _python_mode_lines_yaml(text: str) -> list[tuple[str, int]]:
+    """(name, source lines) of every python-mode value of a YAML text: the
+    lines as written (a folded `>-` block is one line to JUBE, several to
+    the reader)."""
+    found = []
+
+    def walk(node):
+        if isinstance(node, yaml.MappingNode):
+            pairs = {k.value: v for k, v in node.value if isinstance(k, yaml.ScalarNode)}
+            mode, value = pairs.get("mode"), pairs.get("_")
+            if getattr(mode, "value", None) == "python" and value is not None:
+                written = text[value.start_mark.index:value.end_mark.index].strip().splitlines()
+                if value.style in (">", "|"):
+                    written = written[1:]  # the block's indicator line
+                found.append((getattr(pairs.get("name"), "value", "?"), len(written)))
+            for _, child in node.value:
+                walk(child)
+        elif isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                walk(child)
+
+    walk(yaml.compose(text, Loader=_Loader))
+    return found
+
+
+def test_every_python_mode_value_of_every_jube_file_is_one_line():
+    """A JUBE file declares; a decision is tested Python. A python-mode
+    parameter or pattern is one expression on one line."""
+    long = [(path, e.get("name")) for path in JUBE_XML for e in ET.parse(ROOT / path).getroot().iter()
+            if e.get("mode") == "python" and len((e.text or "").strip().splitlines()) > 1]
+    long += [(path, name) for path in JUBE_YAML
+             for name, lines in _python_mode_lines_yaml((ROOT / path).read_text()) if lines > 1]
     assert long == []
+
+
+def test_the_one_line_check_sees_a_folded_yaml_block():
+    folded = ("parameterset:\n  - name: p\n    parameter:\n      - name: x\n"
+              "        mode: python\n        _: >-\n          1 +\n          2\n"
+              "      - {name: y, mode: python, _: '3'}\n")
+    assert _python_mode_lines_yaml(folded) == [("x", 2), ("y", 1)]
 
 
 def _xml_columns(sets: list[str]) -> list[tuple[str, str, str | None]]:
@@ -75,7 +106,8 @@ def test_the_operator_set_reads_the_operator_scripts_patterns_and_parameters():
     """A column of a name the script neither reads nor sets stays empty in every row."""
     root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
     script = ET.parse(ROOT / XML_FILES[2]).getroot()
-    named = {e.get("name") for e in script.iter() if e.tag in ("pattern", "parameter")}
+    rows = ET.parse(ROOT / "platform.xml").getroot().find("patternset[@name='rowPatterns']")
+    named = {e.get("name") for e in [*script.iter(), *rows] if e.tag in ("pattern", "parameter")}
     own = {c.text for c in root.findall("column[@set='operator']")} | \
         {k.text for k in root.findall("key[@set='operator']")}
     assert {c for c in own if not c.startswith("row_")} <= named

@@ -4,14 +4,16 @@ preparation, the scheduler's resources; and the row decided outside JUBE."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
+from caraml import benchmarks
+from caraml.benchmarks import ReFrame
 from caraml.regression.plan import (
-    Benchmark,
     Plan,
     PlanError,
     fill,
@@ -22,9 +24,9 @@ from caraml.regression.plan import (
 )
 from caraml.row_standalone import main as row_main
 
-IMAGE = Benchmark("image", "image_classification/image_classification_torch_benchmark.xml", "image")
-LLM = Benchmark("llm", "llm_training/llm_benchmark_nvidia_amd.yaml", "llm", prepare=(
-    "--model-size", "{model_size}", "--out-dir", "{CARAML_LLM_DATA|data_dir}"))
+IMAGE = benchmarks.get("image")
+LLM = dataclasses.replace(benchmarks.get("llm"), reframe=ReFrame(prepare=(
+    "--model-size", "{model_size}", "--out-dir", "{CARAML_LLM_DATA|data_dir}")))
 
 
 def test_fill_takes_the_environment_first_then_the_work_package():

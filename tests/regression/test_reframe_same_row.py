@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from caraml.row import workpackage_params
+from caraml.row_evidence import workpackage_params
 from caraml.row_standalone import main as row_main
 from tests.jube_runs import JubeRun
 

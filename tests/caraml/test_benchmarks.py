@@ -1,0 +1,47 @@
+"""The benchmark table: every benchmark once, each entry's script and driver
+in the checkout, and a site's own benchmark joining through CARAML_BENCHMARKS."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from caraml import benchmarks
+
+
+def test_each_built_in_benchmark_has_its_script_driver_and_outpath_in_the_checkout():
+    for entry in benchmarks.BUILT_IN:
+        assert benchmarks.script_path(entry).is_file(), entry.script
+        assert (benchmarks.ROOT / (entry.driver.replace(".", "/") + ".py")).is_file(), entry.driver
+        # JUBE's outpath is the script's folder's: the table's is the same from the checkout
+        assert entry.outpath.rsplit("/", 1)[0] == entry.script.rsplit("/", 1)[0]
+        assert os.path.basename(entry.outpath) in benchmarks.script_path(entry).read_text()
+
+
+def test_a_registered_file_adds_a_benchmark_and_a_wrong_one_is_named(tmp_path):
+    extra = tmp_path / "mine.py"
+    extra.write_text("from caraml.benchmarks import Benchmark, Figures\n"
+                     "BENCHMARK = Benchmark('mine', 'mine.train', 'mine/mine.xml', 'mine/run', "
+                     "'samples', Figures('samples_per_s_mean', 'samples_per_s_median', "
+                     "'samples_per_s_per_device'))\n")
+    environ = {benchmarks.REGISTRY_ENV: str(extra)}
+    assert benchmarks.names(environ) == ("image", "llm", "operator", "mine")
+    assert benchmarks.get("mine", environ).per_wh_name == "samples/Wh"
+    with pytest.raises(benchmarks.UnknownBenchmark, match="unknown benchmark 'mine'"):
+        benchmarks.get("mine", {})
+    twice = {benchmarks.REGISTRY_ENV: os.pathsep.join([str(extra), str(extra)])}
+    with pytest.raises(benchmarks.UnknownBenchmark, match="mine is defined twice"):
+        benchmarks.names(twice)
+    empty = tmp_path / "empty.py"
+    empty.write_text("X = 1\n")
+    with pytest.raises(benchmarks.UnknownBenchmark, match="defines no BENCHMARK"):
+        benchmarks.names({benchmarks.REGISTRY_ENV: str(empty)})
+    with pytest.raises(benchmarks.UnknownBenchmark, match="which is no Python file"):
+        benchmarks.names({benchmarks.REGISTRY_ENV: str(tmp_path / "nowhere.py")})
+
+
+def test_every_driver_is_a_contention_marker():
+    from caraml import provenance
+    for entry in benchmarks.BUILT_IN:
+        assert entry.driver in provenance.BENCHMARK_MARKERS
