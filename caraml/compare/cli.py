@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from caraml.compare import CompareError, figures, plots, power, reference, report, rows
+from caraml.compare import CompareError, figures, plots, power, reference, report, rows, trend
 from caraml.compare.jobs import IMAGENET_TRAIN_IMAGES, OPERATOR_SAMPLES_PER_EPOCH, Jobs
 from jpwr.version import VersionAction
 
@@ -24,9 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="caraml-compare",
         description="Compare JUBE runs of this suite's benchmarks from several systems: tables, time and "
                     "energy to solution, scaling efficiency, reference bands, plots and report.html.")
-    p.add_argument("runs", nargs="+", metavar="[SYSTEM=]RUN_DIR",
+    p.add_argument("runs", nargs="*", metavar="[SYSTEM=]RUN_DIR",
                    help="a JUBE run directory, its outpath (latest run) or a directory of outpaths; "
                         "SYSTEM= names the system (default: the name in its row.json)")
+    p.add_argument("--history", type=Path, metavar="DB",
+                   help="instead of runs: the results history (results/caraml_rows.sqlite) as "
+                        "DIR/history.html, each system's figure over its runs' dates and commits")
     p.add_argument("--out", required=True, type=Path, help="directory to write the comparison into")
     p.add_argument("--reference-system",
                    help="system the ratios are taken against (default: the first given)")
@@ -83,7 +86,25 @@ def _timelines(table: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+def draw_history(args: argparse.Namespace) -> int:
+    """--history: exit 3 when a series' latest point is below its reference band."""
+    refs = reference.load(args.references) if not args.no_references else reference.load_empty()
+    drops, ending_below = trend.write(args.history, refs, args.out)
+    for line in drops:
+        print(f"BELOW BAND: {line}")
+    status = BELOW_BAND if ending_below else 0
+    print(f"wrote {args.out}/history.html ({len(drops)} points below their band, {ending_below} series "
+          f"ending below it); exit status {status}")
+    return status
+
+
 def compare(args: argparse.Namespace) -> int:
+    if args.history is not None:
+        if args.runs:
+            raise CompareError("give run directories or --history, not both")
+        return draw_history(args)
+    if not args.runs:
+        raise CompareError("no run directory given; give [SYSTEM=]RUN_DIR... or --history DB")
     table = rows.load(args.runs, args.all_runs)
     rows.check_comparable(table)
     ref_system = _reference_system(table, args.reference_system)

@@ -189,5 +189,9 @@ _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_nam
                           autoescape=True, undefined=jinja2.StrictUndefined)
 
 
+def page(template: str, **context) -> str:
+    return _ENV.get_template(template).render(**context)
+
+
 def html_page(**context) -> str:
-    return _ENV.get_template("report.html.j2").render(method=METHOD, solution_note=SOLUTION_NOTE, **context)
+    return page("report.html.j2", method=METHOD, solution_note=SOLUTION_NOTE, **context)
