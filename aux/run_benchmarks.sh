@@ -55,7 +55,7 @@ run_benchmark() {
     [ "$status" -eq 0 ] || failed=1
     [ "$status" -ne 2 ] || return 0  # no run, no table
     run_dir=$(ls -d "$handle"/[0-9]*/ | tail -n 1)
-    # every table and the SQLite database are written; the screen shows the two that fit
+    # every table is written; the screen shows the two that fit
     jube result "$handle" -i last -a >/dev/null
     jube result "$handle" -i last -o result issues
     "$VENV/bin/python" -m caraml.login.rows "$run_dir" || failed=1

@@ -29,7 +29,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from caraml import benchmarks, report
+from caraml import benchmarks, history, report
 from caraml.row_decide import SCHEMA, decide_row
 from caraml.row_evidence import Evidence, data_step, gather, workpackage_params
 from caraml.row_print import print_lines
@@ -159,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if row["status"]["reason"].startswith("the row model could not decide"):
         report.error(row["status"]["reason"])
     write(row, Path.cwd())
+    history.record(row, Path.cwd())
     print_lines(row)
     return 0
 

@@ -1,5 +1,6 @@
-"""Fixtures shared by the test suite: real Slurm clusters, one node on
-localhost and two nodes in namespaces of this machine."""
+"""Fixtures shared by the test suite: a temporary results history, real
+Slurm clusters, one node on localhost and two nodes in namespaces of this
+machine."""
 
 from __future__ import annotations
 
@@ -7,7 +8,23 @@ import os
 
 import pytest
 
+from caraml import history
 from tests.slurm_cluster import LocalSlurm, NamespacedSlurm, SlurmUnavailable
+
+
+@pytest.fixture(scope="session", autouse=True)
+def history_file(tmp_path_factory):
+    """The results history of every row the tests' runs decide: a temporary
+    file, never the checkout's results/caraml_rows.sqlite (the row model and
+    every JUBE run the tests start read $CARAML_HISTORY)."""
+    path = tmp_path_factory.mktemp("history") / "caraml_rows.sqlite"
+    before = os.environ.get(history.ENV)
+    os.environ[history.ENV] = str(path)
+    yield path
+    if before is None:
+        os.environ.pop(history.ENV, None)
+    else:
+        os.environ[history.ENV] = before
 
 
 def _started(cluster: LocalSlurm, what: str):

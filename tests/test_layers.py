@@ -67,7 +67,7 @@ def test_jpwr_knows_nothing_of_jube():
 # the row model and the peak and benchmark tables it reads, all standard library only.
 LOGIN_SAFE = ("caraml/report.py", "caraml/row.py", "caraml/row_evidence.py", "caraml/row_decide.py",
               "caraml/row_print.py", "caraml/row_status.py", "caraml/row_facts.py",
-              "caraml/device_peaks.py", "caraml/benchmarks.py")
+              "caraml/device_peaks.py", "caraml/benchmarks.py", "caraml/history.py")
 
 
 def test_login_tools_need_the_standard_library_and_the_jube_adapter_only():

@@ -1,7 +1,7 @@
 """caraml-compare RUN_DIR... --out DIR: JUBE runs of several systems side by
 side, from the row.json files of their work packages (docs/compare.md).
-Exit status 0; 1 when a system has no measured row (the report is still
-written, with its failure); 2 on bad input or nothing to compare (one line
+Exit status 0; 1 when a system has a benchmark with no measured row (the
+report is still written, with its failure); 2 on bad input or nothing to compare (one line
 on stderr); 3 when a figure falls below its reference band (3 wins over 1)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from caraml.compare import CompareError, figures, plots, power, reference, report, rows
+from caraml.compare import CompareError, figures, plots, power, reference, report, rows, trend
 from caraml.compare.jobs import IMAGENET_TRAIN_IMAGES, OPERATOR_SAMPLES_PER_EPOCH, Jobs
 from jpwr.version import VersionAction
 
@@ -24,9 +24,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="caraml-compare",
         description="Compare JUBE runs of this suite's benchmarks from several systems: tables, time and "
                     "energy to solution, scaling efficiency, reference bands, plots and report.html.")
-    p.add_argument("runs", nargs="+", metavar="[SYSTEM=]RUN_DIR",
+    p.add_argument("runs", nargs="*", metavar="[SYSTEM=]RUN_DIR",
                    help="a JUBE run directory, its outpath (latest run) or a directory of outpaths; "
                         "SYSTEM= names the system (default: the name in its row.json)")
+    p.add_argument("--history", type=Path, metavar="DB",
+                   help="instead of runs: the results history (results/caraml_rows.sqlite) as "
+                        "DIR/history.html, each system's figure over its runs' dates and commits")
     p.add_argument("--out", required=True, type=Path, help="directory to write the comparison into")
     p.add_argument("--reference-system",
                    help="system the ratios are taken against (default: the first given)")
@@ -49,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _reference_system(table: pd.DataFrame, wanted: str | None) -> str:
-    systems = list(dict.fromkeys(rows.measured(table)["system"]))
+    # smoke runs only: the report still shows them, with no ratio to anything
+    systems = list(dict.fromkeys(rows.measured(table)["system"])) or \
+        list(dict.fromkeys(rows.ran(table)["system"]))
     if wanted is None:
         return systems[0]
     if wanted not in systems:
@@ -58,20 +63,21 @@ def _reference_system(table: pd.DataFrame, wanted: str | None) -> str:
     return wanted
 
 
-def _failed_systems(table: pd.DataFrame) -> list[str]:
-    """One line per system that has no measured row, with its causes."""
+def _failed_benchmarks(table: pd.DataFrame) -> list[str]:
+    """One line per system and benchmark it ran without a measured row, with its causes."""
     lines = []
-    for system, group in table.groupby("system", sort=False):
+    for (system, benchmark), group in table.groupby(["system", "benchmark"], sort=False):
         if rows.measured(group).empty:
-            causes = "; ".join(dict.fromkeys(f"{s}: {r}" if r else s for s, r in zip(group["status"],
-                                                                                       group["reason"])))
-            lines.append(f"{system}: no measured row ({len(group)} rows: {causes})")
+            causes = "; ".join(dict.fromkeys(k or (f"{s}: {r}" if r else s) for s, r, k in
+                                             zip(group["status"], group["reason"], group["smoke"])))
+            name = system if benchmark == "n/a" else f"{system} {benchmark}"
+            lines.append(f"{name}: no measured row ({len(group)} rows: {causes})")
     return lines
 
 
 def _timelines(table: pd.DataFrame, out: Path) -> list[Path]:
     paths = []
-    for index, row in rows.measured(table).iterrows():
+    for index, row in rows.ran(table).iterrows():  # a smoke run's power is worth a look too
         line = power.timeline(row["work_package"])
         if line is not None:
             title = f"{row['system']} {row['benchmark']} {row['like']} batch {row['global_batch']:g}"
@@ -80,7 +86,25 @@ def _timelines(table: pd.DataFrame, out: Path) -> list[Path]:
     return paths
 
 
+def draw_history(args: argparse.Namespace) -> int:
+    """--history: exit 3 when a series' latest point is below its reference band."""
+    refs = reference.load(args.references) if not args.no_references else reference.load_empty()
+    drops, ending_below = trend.write(args.history, refs, args.out)
+    for line in drops:
+        print(f"BELOW BAND: {line}")
+    status = BELOW_BAND if ending_below else 0
+    print(f"wrote {args.out}/history.html ({len(drops)} points below their band, {ending_below} series "
+          f"ending below it); exit status {status}")
+    return status
+
+
 def compare(args: argparse.Namespace) -> int:
+    if args.history is not None:
+        if args.runs:
+            raise CompareError("give run directories or --history, not both")
+        return draw_history(args)
+    if not args.runs:
+        raise CompareError("no run directory given; give [SYSTEM=]RUN_DIR... or --history DB")
     table = rows.load(args.runs, args.all_runs)
     rows.check_comparable(table)
     ref_system = _reference_system(table, args.reference_system)
@@ -91,14 +115,14 @@ def compare(args: argparse.Namespace) -> int:
                 operator_samples_per_epoch=args.operator_samples_per_epoch)
 
     table = figures.mark_best(table)
-    checks = reference.verdicts(table, refs)
+    checks = reference.verdicts(rows.measured(table), refs)  # a smoke run is checked against no band
     table["verdict"] = reference.row_verdicts(table, checks)
     table = figures.add_ratios(table, ref_system)
     head, refused = figures.headline(table, ref_system)
     solutions = figures.time_and_energy_to_solution(table, jobs)
     scaling = figures.scaling_efficiency(table)
-    failed_systems = _failed_systems(table)
-    failed_rows = table[~table["status"].isin(rows.MEASURED)]
+    failed_systems = _failed_benchmarks(table)
+    failed_rows = table.drop(index=rows.measured(table).index)  # failed, not run, or a smoke run
 
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -135,9 +159,11 @@ def compare(args: argparse.Namespace) -> int:
     status = BELOW_BAND if not below.empty else SYSTEM_FAILED if failed_systems else 0
     summary = [f"{len(systems)} systems: {', '.join(systems)}; reference system {ref_system}.",
                f"{len(rows.measured(table))} measured rows, {len(failed_rows)} not measurements, "
-               f"{len(failed_systems)} systems without a measurement, {len(below)} figures below their band.",
+               f"{len(failed_systems)} benchmarks of a system without a measurement, "
+               f"{len(below)} figures below their band.",
                f"Exit status {status}: " + {0: "every system measured, no figure below its band.",
-                                            SYSTEM_FAILED: "a system has no measured row (listed below).",
+                                            SYSTEM_FAILED: "a system has a benchmark without a measured "
+                                                           "row (listed below).",
                                             BELOW_BAND: "a figure is below its reference band."}[status]]
     (out / "report.html").write_text(report.html_page(
         title="caraml-compare: " + " vs ".join(systems), summary=summary, reference=ref_system,
@@ -146,15 +172,17 @@ def compare(args: argparse.Namespace) -> int:
         timelines=[report.image(p) for p in timelines],
         scaling=report.plain_display(scaling), scaling_plots=[report.image(p) for p in scaling_plots],
         verdicts=report.plain_display(checks.drop(columns="row")),
-        references=report.plain_display(refs[["system", "benchmark", "model", "global_batch", "devices",
-                                               "figure", "value", "lower", "upper", "origin", "source"]]),
+        references=report.plain_display(refs[["system", "benchmark", "model", "precision", "size",
+                                               "global_batch", "devices", "figure", "value", "lower", "upper",
+                                               "kind", "source"]]),
         failed_rows=report.plain_display(failed_rows[["system", "benchmark", "like", "status", "reason",
-                                                      "row_file"]])))
+                                                      "smoke", "row_file"]])))
 
     for line in failed_systems:
-        print(f"failed system: {line}")
+        print(f"failed benchmark: {line}")
     for row in failed_rows.itertuples():
-        print(f"failed row: {row.system} {row.benchmark} {row.like}: {row.status} {row.reason}".rstrip())
+        why = row.smoke or f"{row.status} {row.reason}".rstrip()
+        print(f"not a measurement: {row.system} {row.benchmark} {row.like}: {why}")
     for row in below.itertuples():
         print(f"BELOW BAND: {row.system} {row.like} batch {row.global_batch:g} {row.figure} "
               f"{row.measured:.4g} < {row.low:.4g} ({row.origin}: {row.source})")

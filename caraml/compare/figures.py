@@ -10,7 +10,7 @@ import math
 import pandas as pd
 
 from caraml.compare.jobs import Jobs
-from caraml.compare.rows import measured
+from caraml.compare.rows import measured, ran
 from caraml.row_status import MEASURED
 
 # Rows are like for like when these agree: same benchmark, model, precision,
@@ -90,8 +90,8 @@ def add_ratios(rows: pd.DataFrame, reference_system: str) -> pd.DataFrame:
     extra = []
     for _, row in rows.iterrows():
         key = tuple(row[MATCH])
-        ref = ref_rows.loc[key] if row["status"] in MEASURED and key in ref_rows.index \
-            else None
+        measurement = row["status"] in MEASURED and not row["smoke"]
+        ref = ref_rows.loc[key] if measurement and key in ref_rows.index else None
         values, reasons = ratios(row, ref, "")
         extra.append({**values, "ratio_note": "; ".join(reasons)})
     return pd.concat([rows.reset_index(drop=True), pd.DataFrame(extra, index=range(len(rows)))], axis=1)
@@ -114,7 +114,12 @@ def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, l
             notes += [f"{benchmark} {row['like']}: {reason}" for reason in reasons]
     for benchmark, group in rows.groupby("benchmark", sort=False):
         for system, sys_rows in group.groupby("system", sort=False):
-            if measured(sys_rows).empty:
+            smoke = ran(sys_rows)
+            if measured(sys_rows).empty and not smoke.empty:
+                # a smoke run: shown with its figures and marked, no ratio, no rank
+                line = smoke.loc[smoke["throughput_per_device"].fillna(0).idxmax()].to_dict()
+                lines.append({**line, **ratios(pd.Series(line), None, "")[0]})
+            elif measured(sys_rows).empty:
                 line = sys_rows.iloc[0].to_dict()
                 line["reason"] = "; ".join(dict.fromkeys(r for r in sys_rows["reason"] if r)) or \
                     "no row is a measurement"
@@ -160,6 +165,8 @@ def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
                              how))
         fastest = group.loc[group["throughput"].idxmax()]
         nodes = fastest["nodes"]
+        if nodes == 1:
+            continue  # the fastest on one node: no faster than the one-node line, and no second line
         out.append(_solution(fastest, work, fastest["throughput"],
                              f"fastest measured ({nodes:g} node{'' if nodes == 1 else 's'})", nodes, how))
     return pd.DataFrame(out)

@@ -2,8 +2,10 @@
 (never two models on one axis) and one energy panel per scope and window
 (never a superchip figure beside a GPU-only one on one axis). Bars run
 horizontally so that 12 systems' labels do not overlap; legends sit outside
-the axes; numbers are in engineering notation with their unit. Estimated
-energy is hatched, published reference figures are grey."""
+the axes; numbers have 3 significant digits, thousands separated, and their unit. Estimated
+energy is hatched; literature figures are grey (dark: a paper's table or
+figure; light: derived from a paper's text or an upstream README example),
+each only in the panel of its exact configuration."""
 
 from __future__ import annotations
 
@@ -15,22 +17,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import EngFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 
+from caraml.compare import reference  # noqa: E402
 from caraml.compare.figures import LIKE  # noqa: E402
 from caraml.compare.power import Timeline  # noqa: E402
 from caraml.compare.rows import measured  # noqa: E402
+from caraml.compare.units import number  # noqa: E402
 
 DPI = 80
 BAR_HEIGHT_IN = 0.32  # per bar, so that labels never overlap
-MEASURED, ESTIMATED, PUBLISHED = "tab:blue", "tab:orange", "0.65"
+MEASURED, ESTIMATED, PUBLISHED, LITERATURE = "tab:blue", "tab:orange", "0.55", "0.82"
 
 
-def eng(value: float, unit: str = "") -> str:
-    """A number in engineering notation with its unit (24.4 ktokens/s)."""
-    if pd.isna(value):
-        return "n/a"
-    return EngFormatter(unit=unit, places=3 if abs(value) < 1 else 1, sep=" ")(value).strip()
+# axis ticks as the tables write numbers: 3 significant digits, thousands separated
+TICKS = FuncFormatter(lambda value, _: number(value))
 
 
 def _safe(text: str) -> str:
@@ -43,11 +44,11 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def _published(refs: pd.DataFrame, benchmark: str, model: str, figure: str) -> pd.DataFrame:
-    """Published per-device references of one model; a total on one device counts as per device."""
-    if refs.empty:
-        return refs
-    pub = refs[(refs["origin"] == "published") & (refs["benchmark"] == benchmark) & (refs["model"] == model)]
+def _literature(refs: pd.DataFrame, group: pd.DataFrame, figure: str) -> pd.DataFrame:
+    """The literature figures of exactly this panel's configuration; a total on one device counts as
+    per device."""
+    first = group.iloc[0]
+    pub = reference.in_panel(refs, first["benchmark"], first["model"], first["precision"], first["size"])
     if figure == "throughput_per_device":
         one_device = (pub["figure"] == "throughput") & (pd.to_numeric(pub["devices"]) == 1)
         return pub[(pub["figure"] == figure) | one_device]
@@ -62,33 +63,34 @@ def _barh(ax, labels: list[str], values: list[float], colours: list[str], hatche
             bar.set_facecolor("white")
             bar.set_edgecolor(ESTIMATED)
     for bar, value in zip(bars_, values):
-        ax.annotate(" " + eng(value, unit), (bar.get_width(), bar.get_y() + bar.get_height() / 2),
+        ax.annotate(" " + number(value, unit), (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                     va="center", fontsize=7)
     ax.set_yticks(range(len(values)), labels, fontsize=7)
     ax.invert_yaxis()
-    ax.xaxis.set_major_formatter(EngFormatter(sep=" "))
+    ax.xaxis.set_major_formatter(TICKS)
     ax.margins(x=0.25)  # room for the value labels
     ax.tick_params(axis="x", labelsize=7)
 
 
 def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
     """Per like-for-like group: throughput per device of each system's best
-    row beside the published figures of the same model, and its work per Wh
+    row beside the literature figures of exactly that configuration, and its work per Wh
     in one panel per energy scope and window."""
     paths = []
     ok = measured(headline)
-    for (benchmark, model, *_), group in ok.groupby(LIKE, sort=False, dropna=False):
+    for (benchmark, *_), group in ok.groupby(LIKE, sort=False, dropna=False):
         unit, like = group["unit"].iloc[0], group["like"].iloc[0]
         scopes = list(group.groupby(["energy_scope", "energy_window"], sort=False))
-        pub = _published(refs, benchmark, model, "throughput_per_device")
+        pub = _literature(refs, group, "throughput_per_device")
         height = 1.2 + BAR_HEIGHT_IN * (len(group) + len(pub))
         fig, axes = plt.subplots(1, 1 + len(scopes), figsize=(4.2 * (1 + len(scopes)), height), squeeze=False)
         labels = [f"{r.system} batch {r.global_batch:g} x{r.devices:g} {r.device_unit}"
                   for r in group.itertuples()]
-        labels += [f"{p.system}{'' if pd.isna(p.global_batch) else f' batch {p.global_batch:g}'} (published)"
+        labels += [f"{p.system}{'' if pd.isna(p.global_batch) else f' batch {p.global_batch:g}'} ({p.kind})"
                    for p in pub.itertuples()]
         values = [*group["throughput_per_device"], *pub["value"]]
-        colours = [MEASURED] * len(group) + [PUBLISHED] * len(pub)
+        colours = [MEASURED] * len(group) + [PUBLISHED if o == "published" else LITERATURE
+                                             for o in pub["origin"]]
         _barh(axes[0][0], labels, values, colours, [False] * len(values), "")
         axes[0][0].set_title(f"{unit}/s per device", fontsize=9)
         for ax, ((scope, window), rows) in zip(axes[0][1:], scopes):
@@ -97,8 +99,9 @@ def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
             ax.set_title(f"{unit}/Wh, scope {scope}, {window} window", fontsize=9)
         handles = [Patch(color=MEASURED, label="measured"),
                    Patch(facecolor="white", edgecolor=ESTIMATED, hatch="//", label="energy estimated"),
-                   Patch(color=PUBLISHED, label="published (not a run of this suite)")]
-        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8,
+                   Patch(color=PUBLISHED, label="published: paper table/figure"),
+                   Patch(color=LITERATURE, label="paper text or upstream README, not published")]
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8,
                    frameon=False)
         fig.suptitle(f"{benchmark} {like}: best configuration per system", fontsize=10)
         fig.tight_layout()
@@ -117,14 +120,14 @@ def heatmaps(rows: pd.DataFrame, out: Path) -> list[Path]:
         image = ax.imshow(grid.to_numpy(), cmap="viridis", aspect="auto", origin="lower")
         middle = (grid.min().min() + grid.max().max()) / 2
         for (i, j), value in pd.DataFrame(grid.to_numpy()).stack().items():
-            ax.text(j, i, eng(value), ha="center", va="center", fontsize=8,
+            ax.text(j, i, number(value), ha="center", va="center", fontsize=8,
                     color="k" if value > middle else "w")  # readable on viridis' light and dark ends
         ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns], fontsize=8)
         ax.set_yticks(range(grid.shape[0]), [f"{i:g}" for i in grid.index], fontsize=8)
         ax.set_xlabel("global batch size")
         ax.set_ylabel("devices")
         ax.set_title(f"{system} {like}: {group['unit'].iloc[0]}/s", fontsize=8)
-        fig.colorbar(image, ax=ax, format=EngFormatter(sep=" "))
+        fig.colorbar(image, ax=ax, format=TICKS)
         paths.append(_save(fig, out / f"heatmap_{_safe(f'{system}_{like}')}.png"))
     return paths
 
@@ -140,7 +143,7 @@ def power_timeline(line: Timeline, title: str, path: Path) -> Path:
     if not line.windows.empty:
         ax.axvspan(0, line.windows["start"].min(), color="0.5", alpha=0.12, label="warm-up")
     ax.set_xlabel("seconds since the job's first sample", fontsize=8)
-    ax.yaxis.set_major_formatter(EngFormatter(unit="W", sep=" "))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: number(value, "W")))
     ax.tick_params(labelsize=7)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
               ncol=1 + len(ax.get_legend_handles_labels()[1]) // 12)

@@ -1,9 +1,11 @@
 """Reference figures with tolerance bands (YAML or CSV), and each measured
 row's verdict against them: within, above or below. A reference names a
 system tag of platform.xml, a benchmark, a model and one figure; the keys
-global_batch, nodes, devices, precision and variant narrow the rows it
-applies to. Without global_batch, nodes or devices it applies to the
-system's best row for that figure (a published "up to" figure)."""
+global_batch, nodes, devices, precision, size and variant narrow the rows
+it applies to; model, precision and size (sequence length or image size)
+fix the one plot panel it is drawn in. Without global_batch, nodes or
+devices it applies to the system's best row for that figure (an "up to"
+figure)."""
 
 from __future__ import annotations
 
@@ -15,17 +17,21 @@ import yaml
 
 from caraml import benchmarks
 from caraml.compare import CompareError
-from caraml.compare.rows import measured
+from caraml.compare.rows import ran
 from caraml.login import systems
 
 DEFAULT_FILE = Path(__file__).with_name("references.yaml")
 # Figures where more is better, so that "below" is a regression
 FIGURES = ("throughput", "throughput_per_device", "throughput_per_node", "mfu", "work_per_wh")
-ORIGINS = ("published", "measured")
-REQUIRED = ("system", "benchmark", "model", "figure", "value", "lower", "upper", "origin", "source")
-NARROWING = ("precision", "variant", "global_batch", "nodes", "devices")
-NUMERIC_NARROWING = ("global_batch", "nodes", "devices")
-COLUMNS = [*REQUIRED, *NARROWING, "low", "high"]
+# Where a reference figure comes from; only a figure read off a paper's
+# table or figure is called published. The origin each kind gives.
+KINDS = {"paper table/figure": "published", "paper text, derived": "paper text, derived",
+         "upstream README example": "upstream README example", "measured by this suite": "measured"}
+REQUIRED = ("system", "benchmark", "model", "figure", "value", "lower", "upper", "kind", "source")
+# size: the sequence length (LLM) or image size (image) of the configuration
+NARROWING = ("precision", "size", "variant", "global_batch", "nodes", "devices")
+NUMERIC_NARROWING = ("size", "global_batch", "nodes", "devices")
+COLUMNS = [*REQUIRED, *NARROWING, "origin", "low", "high"]
 SEVERITY = {"below": 3, "above": 2, "within": 1}
 
 
@@ -69,9 +75,9 @@ def _check(path: Path, index: int, entry, known: set[str]) -> dict:
     if str(entry["system"]) not in known:
         raise CompareError(f"{where}: unknown system {entry['system']!r}; "
                            f"use a tag of platform.xml ({' '.join(sorted(known))})")
-    for key, allowed in (("benchmark", benchmarks.names()), ("figure", FIGURES), ("origin", ORIGINS)):
+    for key, allowed in (("benchmark", benchmarks.names()), ("figure", FIGURES), ("kind", tuple(KINDS))):
         if entry[key] not in allowed:
-            raise CompareError(f"{where}: {key} {entry[key]!r} is not one of {' '.join(allowed)}")
+            raise CompareError(f"{where}: {key} {entry[key]!r} is not one of {'; '.join(allowed)}")
     value, lower, upper = (_number(entry[k]) for k in ("value", "lower", "upper"))
     if not value > 0:
         raise CompareError(f"{where}: malformed band: value must be a positive number, "
@@ -86,7 +92,7 @@ def _check(path: Path, index: int, entry, known: set[str]) -> dict:
         if key in entry and not _number(entry[key]) > 0:
             raise CompareError(f"{where}: {key} must be a positive number, got {entry[key]!r}")
     entry.update(value=value, lower=lower, upper=upper, low=value * (1 - lower), high=value * (1 + upper),
-                 system=str(entry["system"]), model=str(entry["model"]))
+                 system=str(entry["system"]), model=str(entry["model"]), origin=KINDS[entry["kind"]])
     return entry
 
 
@@ -101,6 +107,17 @@ def load(path: Path = DEFAULT_FILE) -> pd.DataFrame:
 
 def load_empty() -> pd.DataFrame:
     return pd.DataFrame(columns=COLUMNS)
+
+
+def in_panel(refs: pd.DataFrame, benchmark: str, model: str, precision: str, size: float) -> pd.DataFrame:
+    """The literature references (not this suite's measurements) of exactly
+    one configuration: a reference that does not name its model, precision
+    and size is drawn in no panel (it still has its verdict and its line in
+    the table of references)."""
+    if refs.empty:
+        return refs
+    return refs[(refs["origin"] != "measured") & (refs["benchmark"] == benchmark) & (refs["model"] == model)
+                & (refs["precision"] == precision) & (pd.to_numeric(refs["size"]) == size)]
 
 
 def verdict(value: float, low: float, high: float) -> str:
@@ -127,8 +144,9 @@ def _energy_label(row: pd.Series) -> str:
 
 
 def verdicts(rows: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
-    """One line per (reference, measured row it applies to)."""
-    ok = measured(rows)
+    """One line per (reference, row that ran it applies to); caraml-compare
+    gives its measurements only, a ReFrame check the row of its run."""
+    ok = ran(rows)
     out = []
     for _, ref in refs.iterrows():
         for index, row in _matching(ok, ref).iterrows():
@@ -140,10 +158,10 @@ def verdicts(rows: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
                         "low": ref["low"], "high": ref["high"],
                         "verdict": verdict(value, ref["low"], ref["high"]),
                         "energy": _energy_label(row) if ref["figure"] == "work_per_wh" else "",
-                        "origin": ref["origin"], "source": ref["source"]})
+                        "origin": ref["origin"], "kind": ref["kind"], "source": ref["source"]})
     return pd.DataFrame(out, columns=["row", "system", "platform", "benchmark", "like", "global_batch",
                                       "nodes", "devices", "figure", "measured", "reference", "low", "high",
-                                      "verdict", "energy", "origin", "source"])
+                                      "verdict", "energy", "origin", "kind", "source"])
 
 
 def row_verdicts(rows: pd.DataFrame, checks: pd.DataFrame) -> pd.Series:

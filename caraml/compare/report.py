@@ -1,4 +1,4 @@
-"""The comparison's tables for people (engineering notation with units,
+"""The comparison's tables for people (3 significant digits with units,
 energy labelled with scope, window and whether it was estimated), as
 markdown and as one self-contained HTML page rendered from a Jinja2
 template (templates/report.html.j2)."""
@@ -11,10 +11,9 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
-from caraml.compare.plots import eng
-from caraml.compare.rows import MEASURED
+from caraml.compare.rows import MEASURED, MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS, measured
+from caraml.compare.units import NA, duration, energy, number
 
-NA = "n/a"
 METHOD = [
     "Like for like: rows are compared only within one benchmark, model, precision and sequence length or "
     "image size (operator rows: one problem, named in the model, and one compile mode); the headline "
@@ -31,6 +30,9 @@ METHOD = [
     "wherever it appears, and so is any ratio with an estimated side.",
     "MFU: model FLOP/s per device over the peak in the peak column; the basis says whether that peak is "
     "the datasheet's dense figure or a matmul rate measured on the node.",
+    "Measurements only: a row of fewer than {} timed iterations or {:g} timed seconds is a smoke run, shown "
+    "marked 'smoke, not a measurement' and never ranked, divided or extrapolated.".format(
+        MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS),
     "Time and energy to solution are estimates extrapolated from measured rates, given only for the "
     "configurations that stand for the job (the 800M GPT at sequence 2048, ResNet-50 at 224 px, the FNO "
     "on the 3D convection problem rbc3d).",
@@ -40,7 +42,7 @@ SOLUTION_NOTE = ("Estimates: the job's work over the measured throughput and ove
 
 
 def _e(value, unit: str = "") -> str:
-    return value if isinstance(value, str) else eng(value, unit)
+    return value if isinstance(value, str) else number(value, unit)
 
 
 def _config(row) -> str:
@@ -52,7 +54,7 @@ def _config(row) -> str:
 def _ratio(value, estimated: bool = False) -> str:
     if pd.isna(value):
         return NA
-    return f"{value:.2f}x" + (" (estimated)" if estimated else "")
+    return f"{number(value)}x" + (" (estimated)" if estimated else "")
 
 
 def _energy_cells(row) -> dict:
@@ -70,13 +72,13 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
     est = " (estimated)" if row["energy_estimated"] else ""
     cells = {
         "system": row["system"], "configuration": _config(row),
-        "status": row["status"] + (f": {row['reason']}" if row["reason"] else ""),
+        "status": row["smoke"] or row["status"] + (f": {row['reason']}" if row["reason"] else ""),
         f"{unit}/s per device": _e(row["throughput_per_device"]),
         f"{unit}/s per node": _e(row["throughput_per_node"]),
         f"{unit}/s whole job": _e(row["throughput"]),
         "per device x ref": _ratio(row.get("throughput_per_device_ratio")),
-        "MFU": NA if pd.isna(row["mfu"]) else f"{row['mfu']:.3f}",
-        "peak TFLOP/s per device": NA if pd.isna(row["peak_tflops"]) else f"{row['peak_tflops']:.4g}",
+        "MFU": number(row["mfu"]),
+        "peak TFLOP/s per device": number(row["peak_tflops"]),
         "peak basis": row["peak_basis"],
         "MFU x ref": _ratio(row.get("mfu_ratio")),
         f"{unit}/Wh": _e(row["work_per_wh"]) + (est if not pd.isna(row["work_per_wh"]) else ""),
@@ -112,7 +114,7 @@ def cards(rows: pd.DataFrame) -> list[dict]:
     """Per system: what it is and what its figures rest on."""
     out = []
     for system, group in rows.groupby("system", sort=False):
-        ok = group[group["status"].isin(MEASURED)]
+        ok = measured(group)
         src = ok if not ok.empty else group
         energy = sorted({"estimated" if e else "measured" for e in ok["energy_estimated"]}) if not ok.empty \
             else []
@@ -125,7 +127,7 @@ def cards(rows: pd.DataFrame) -> list[dict]:
             "nodes": " / ".join(f"{n:g}" for n in dict.fromkeys(src["nodes"].dropna())) or "not recorded",
             "TDP per device": _values(src["tdp_w"], "W"),
             "peak TFLOP/s per device (basis)": " / ".join(
-                f"{p:.4g} ({b})" for p, b in dict.fromkeys(zip(src["peak_tflops"], src["peak_basis"]))
+                f"{number(p)} ({b})" for p, b in dict.fromkeys(zip(src["peak_tflops"], src["peak_basis"]))
                 if p == p)
             or "not recorded",
             "driver": _values(src["driver"]), "CUDA / ROCm": _values(pd.concat([src["cuda"], src["rocm"]])),
@@ -151,9 +153,9 @@ def solution_display(table: pd.DataFrame) -> pd.DataFrame:
                       "case": r["case"], "measured at batch": f"{r['from_global_batch']:g}",
                       "on devices": f"{r['from_devices']:g}", "job": r["job"],
                       "time to solution": r["time_h"] if isinstance(r["time_h"], str)
-                      else eng(r["time_h"], "h"),
+                      else duration(r["time_h"] * 3600),
                       "energy to solution": r["energy_kwh"] if isinstance(r["energy_kwh"], str)
-                      else eng(r["energy_kwh"], "kWh") + est,
+                      else energy(r["energy_kwh"] * 1000) + est,
                       "energy scope and window": f"{r['energy_scope']}, {r['energy_basis']}".rstrip(", "),
                       "figures are": r["label"]})
     return pd.DataFrame(lines)
@@ -162,7 +164,7 @@ def solution_display(table: pd.DataFrame) -> pd.DataFrame:
 def plain_display(table: pd.DataFrame) -> pd.DataFrame:
     def cell(v):
         if isinstance(v, float):
-            return NA if pd.isna(v) else f"{v:.4g}"
+            return number(v)
         return v
     return table.apply(lambda column: column.map(cell)) if not table.empty else table
 
@@ -187,5 +189,9 @@ _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_nam
                           autoescape=True, undefined=jinja2.StrictUndefined)
 
 
+def page(template: str, **context) -> str:
+    return _ENV.get_template(template).render(**context)
+
+
 def html_page(**context) -> str:
-    return _ENV.get_template("report.html.j2").render(method=METHOD, solution_note=SOLUTION_NOTE, **context)
+    return page("report.html.j2", method=METHOD, solution_note=SOLUTION_NOTE, **context)

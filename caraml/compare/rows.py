@@ -23,6 +23,12 @@ from caraml.row_status import MEASURED
 
 # Files JUBE keeps in every run directory (outpath/<id>)
 RUN_MARKERS = ("configuration.xml", "workpackages.xml")
+# A row is a measurement only with at least this many timed iterations
+# lasting at least this long (docs/compare.md says why these two); a shorter
+# row is a smoke run: shown, marked, never ranked, divided or extrapolated.
+MIN_TIMED_ITERATIONS = 20
+MIN_TIMED_SECONDS = 60.0
+SMOKE = "smoke, not a measurement"
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,19 @@ def _size(benchmark: str, config: dict) -> tuple[float, str]:
     return size, label.format(size) if size == size else missing
 
 
+def smoke(line: dict | pd.Series) -> str:
+    """Why a row that ran is too short to be a measurement; empty where it is one."""
+    if line["status"] not in MEASURED:
+        return ""
+    iterations, seconds = line["iterations"], line["timed_seconds"]
+    if pd.isna(iterations) or pd.isna(seconds):
+        return f"{SMOKE}: its timed iterations or their time are not recorded"
+    if iterations < MIN_TIMED_ITERATIONS or seconds < MIN_TIMED_SECONDS:
+        return (f"{SMOKE}: {iterations:g} timed iterations in {seconds:.3g} s, a measurement needs "
+                f"{MIN_TIMED_ITERATIONS} and {MIN_TIMED_SECONDS:g} s")
+    return ""
+
+
 def flatten(row: dict, run: RunDir, path: Path) -> dict:
     """One row.json as one line of the comparison."""
     system, config = row.get("system") or {}, row.get("config") or {}
@@ -101,7 +120,11 @@ def flatten(row: dict, run: RunDir, path: Path) -> dict:
     model, precision = _text(config.get("model")), _text(config.get("precision"))
     platform = _text(system.get("name"))
     backend = _text(config.get("backend"))
-    return {
+    iterations = _num(tput.get("iterations"))
+    # the timed iterations' span: their count times their mean time, else the timed energy window
+    seconds = iterations * _num(tput.get("time_per_iteration_s"))
+    seconds = _num(timed.get("seconds")) if math.isnan(seconds) else seconds
+    line = {
         "system": run.system or platform, "platform": platform, "benchmark": benchmark,
         "unit": tput.get("unit") or getattr(benchmarks.find(benchmark), "unit", "work"),
         "model": model, "precision": precision, "size": size, "size_label": size_label,
@@ -119,7 +142,8 @@ def flatten(row: dict, run: RunDir, path: Path) -> dict:
         "tp": _num(config.get("tp")), "pp": _num(config.get("pp")), "dp": _num(config.get("dp")),
         "params": _num(config.get("params")),
         "throughput": _num(tput.get("per_s")), "throughput_per_device": _num(tput.get("per_s_per_device")),
-        "throughput_per_node": _num(tput.get("per_s_per_node")), "iterations": _num(tput.get("iterations")),
+        "throughput_per_node": _num(tput.get("per_s_per_node")), "iterations": iterations,
+        "timed_seconds": seconds,
         "mfu": _num(mfu.get("value")), "peak_tflops": _num(mfu.get("peak_tflops")),
         "peak_basis": _text(mfu.get("peak_basis")), "peak_source": _text(mfu.get("peak_source"), ""),
         "model_tflops_per_device": _num(mfu.get("model_tflops_per_device")),
@@ -147,6 +171,7 @@ def flatten(row: dict, run: RunDir, path: Path) -> dict:
         "work_package": _text(row.get("work_package"), str(path.parent.parent)),
         "row_file": str(path), "run_dir": str(run.path),
     }
+    return {**line, "smoke": smoke(line)}
 
 
 COLUMNS = list(flatten({}, RunDir(Path("."), None), Path("x/work/row.json")))
@@ -156,7 +181,7 @@ def _failed(run: RunDir, path: Path, reason: str) -> dict:
     """A line for a run or file that gave no row: the system stays in the report with the reason."""
     line = flatten({}, run, path)
     line.update(system=run.system or f"{run.path.parent.name}/{run.path.name}", status="failed",
-                reason=reason, benchmark="n/a")
+                reason=reason, benchmark="n/a", smoke="")
     return line
 
 
@@ -183,20 +208,26 @@ def load(arguments: list[str], all_runs: bool = False) -> pd.DataFrame:
     return rows
 
 
-def measured(rows: pd.DataFrame) -> pd.DataFrame:
+def ran(rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows whose job ran to a figure, smoke runs included."""
     return rows[rows["status"].isin(MEASURED)]
 
 
+def measured(rows: pd.DataFrame) -> pd.DataFrame:
+    """The measurements: rows that ran, long enough (no smoke run)."""
+    return rows[rows["status"].isin(MEASURED) & (rows["smoke"] == "")]
+
+
 def check_comparable(rows: pd.DataFrame) -> None:
-    """Something must have been measured; and two or more systems that
-    measured something must share a benchmark."""
-    ok = measured(rows)
+    """Something must have run (a smoke run is shown, marked); and two or
+    more systems that ran something must share a benchmark."""
+    ok = ran(rows)
     if ok.empty:
         reasons = "; ".join(dict.fromkeys(f"{s}: {r}" for s, r in zip(rows["system"], rows["reason"])))
-        raise CompareError(f"nothing to compare: no row of the {rows['system'].nunique()} system(s) is a "
-                           f"measurement ({reasons[:300]})")
-    ran = ok.groupby("system", sort=False)["benchmark"].agg(lambda b: sorted(set(b)))
-    if len(ran) >= 2 and ok.groupby("benchmark")["system"].nunique().max() < 2:
-        which = "; ".join(f"{system} ran {' and '.join(b)}" for system, b in ran.items())
+        raise CompareError(f"nothing to compare: no row of the {rows['system'].nunique()} system(s) ran "
+                           f"({reasons[:300]})")
+    by_system = ok.groupby("system", sort=False)["benchmark"].agg(lambda b: sorted(set(b)))
+    if len(by_system) >= 2 and ok.groupby("benchmark")["system"].nunique().max() < 2:
+        which = "; ".join(f"{system} ran {' and '.join(b)}" for system, b in by_system.items())
         raise CompareError(f"{ok['run_dir'].iloc[0]} and the other runs: no common benchmark ({which}); "
                            "give runs of one benchmark from at least two systems")

@@ -80,7 +80,7 @@ def _xml_columns(sets: list[str]) -> list[tuple[str, str, str | None]]:
             for s in sets for c in root.findall(f"column[@set='{s}']")]
 
 
-def test_the_llm_tables_have_the_shared_columns_and_keys():
+def test_the_llm_tables_have_the_shared_columns():
     result = _yaml("llm_training/llm_tables.yaml")["result"]
     [csv] = [t for t in result["table"] if t["name"] == "result_csv"]
     assert [(c["title"], c["_"], c.get("format")) for c in csv["column"]] == \
@@ -92,26 +92,22 @@ def test_the_llm_tables_have_the_shared_columns_and_keys():
     assert {t["name"]: t["tag"] for t in result["table"]} == {
         "result": "!container", "issues": "!container", "result_csv": "!container",
         "container": "container"}
-    root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
-    [database] = result["database"]
-    assert database["key"] == [k.text for s in ("all", "llm") for k in root.findall(f"key[@set='{s}']")]
+    # the row model keeps the history (caraml/history.py); JUBE's <database> would overwrite it
+    assert "database" not in result
 
 
-@pytest.mark.parametrize("script, own, database", [
-    (XML_FILES[1], "image", "image_rows"), (XML_FILES[2], "operator", "operator_rows")])
-def test_the_xml_tables_include_the_shared_columns(script, own, database):
+@pytest.mark.parametrize("script, own", [(XML_FILES[1], "image"), (XML_FILES[2], "operator")])
+def test_the_xml_tables_include_the_shared_columns(script, own):
     result = ET.parse(ROOT / script).getroot().find("benchmark/result")
     csv = result.find("table[@name='result_csv']")
     assert [i.get("path") for i in csv.iter("include")] == \
         ["column[@set='head']", f"column[@set='{own}']", "column[@set='tail']"]
-    [db] = result.findall("database")
-    assert db.get("name") == database and db.get("file") == "results/caraml_rows.sqlite"
-    assert [i.get("path") for i in db.iter("include")] == ["key[@set='all']", f"key[@set='{own}']"]
     container = result.find("table[@name='container']")
     assert [i.get("path") for i in container.iter("include")] == ["column[@set='container']"]
     assert {t.get("name"): t.get("tag") for t in result.iter("table")} == {
         "result": "!container", "issues": "!container", "result_csv": "!container",
         "container": "container"}
+    assert result.findall("database") == []
 
 
 def test_the_operator_set_reads_the_operator_scripts_patterns_and_parameters():

@@ -56,7 +56,7 @@ def row(name: str = "A100", benchmark: str = "llm", *, devices: int = 4, nodes: 
                    "label": f"batch {global_batch}"},
         "throughput": {"unit": "tokens" if llm else "images", "per_s": total,
                        "per_s_per_device": per_s_per_device, "per_s_per_node": total / nodes,
-                       "per_s_median": total, "iterations": 90, "time_per_iteration_s": global_batch / total},
+                       "per_s_median": total, "iterations": 90, "time_per_iteration_s": seconds / 90},
         "mfu": None if mfu is None else {
             "value": mfu, "model_tflops_per_device": mfu * peak,
             "hardware_tflops_per_device": mfu * peak * 1.1,
@@ -214,6 +214,51 @@ def demo(root: Path) -> list[str]:
             f"A100={write_run(root, 'a100_fno', [operator(), operator(problem='rbc2d')])}"]
 
 
+def smoke(name: str = "MI300X", **changes) -> dict:
+    """A smoke run: 4 timed iterations in 12 s, fast enough to look like 2.14x the A100."""
+    return _preset(name, "llm", {
+        "per_s_per_device": 41500.0, "seconds": 12.0, "timed_wh": 9.0, "peak": 1307.0,
+        "system": {"device_kind": "rocm", "device_unit": "GPU", "tdp_w": 750.0},
+        "throughput": {"iterations": 4, "time_per_iteration_s": 3.0},
+        "provenance": {"cuda": None, "rocm": "6.2"}}, changes)
+
+
+def committee(root: Path) -> list[str]:
+    """The twelve systems a procurement committee compares: GPU-scope cards
+    (A100, H100, WestAI H100), GH200 superchips counted at module scope
+    (GH200, JEDI, JUPITER), a GB200 whose image benchmark failed beside a
+    good LLM row, MI250 and MI250X (throughput per GCD, energy per card), a
+    smoke MI300X, an MI300A that failed and the CPU; the arguments for
+    caraml-compare."""
+    def image(name: str, per_device: float, wh: float) -> dict:
+        return row(name, "image", per_s_per_device=per_device, global_batch=1024, timed_wh=wh,
+                   config={"model": "resnet50", "image_size": 224})
+
+    def superchip(name: str, per_device: float, gpu_wh: float, module_wh: float) -> dict:
+        return gh200(system={"name": name, "description": f"{name}: 4x GH200 superchips"},
+                     per_s_per_device=per_device, timed_wh=module_wh,
+                     energy={"by_scope": {"gpu": gpu_wh, "module": module_wh}})
+
+    systems = {
+        "A100": [a100(global_batch=256, per_s_per_device=18100.0), a100(), image("A100", 2500.0, 160.0)],
+        "H100": [a100(system={"name": "H100"}, per_s_per_device=33100.0, timed_wh=310.0, peak=989.0),
+                 image("H100", 4300.0, 200.0)],
+        "WAIH100": [a100(system={"name": "WAIH100"}, per_s_per_device=43000.0, timed_wh=350.0, peak=989.0)],
+        "GH200": [superchip("GH200", 47505.0, 380.0, 450.0)],
+        "JEDI": [superchip("JEDI", 39538.2, 340.0, 410.0)],
+        "JUPITER": [superchip("JUPITER", 45000.0, 365.0, 440.0)],
+        "GB200": [superchip("GB200", 88000.0, 520.0, 640.0),
+                  row("GB200", "image", state="failed", reason="CUDA error: no kernel image for sm_100",
+                      config={"model": "resnet50", "image_size": 224})],
+        "MI250": [mi250()],
+        "MI250X": [mi250(per_s_per_device=12400.0, timed_wh=350.0, system={"description": "MI250X node"})],
+        "MI300X": [smoke()],
+        "MI300A": [failed("MI300A", reason="HIP out of memory")],
+        "CPU": [cpu_matmul()],
+    }
+    return [f"{name}={write_run(root, name.lower(), data)}" for name, data in systems.items()]
+
+
 if __name__ == "__main__":
     import argparse
 
@@ -221,6 +266,8 @@ if __name__ == "__main__":
         description="write row.json test systems; print caraml-compare's arguments")
     parser.add_argument("root", type=Path)
     parser.add_argument("--systems", type=int, help="this many A100-shaped systems instead of the demo set")
+    parser.add_argument("--committee", action="store_true", help="the twelve systems of committee()")
     args = parser.parse_args()
-    written = demo(args.root) if args.systems is None else many_systems(args.root, args.systems, power=True)
+    written = committee(args.root) if args.committee else demo(args.root) if args.systems is None \
+        else many_systems(args.root, args.systems, power=True)
     print("\n".join(written))

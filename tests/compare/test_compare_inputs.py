@@ -30,7 +30,7 @@ def test_a_directory_that_is_not_a_jube_run(tmp_path, capsys):
 def test_nothing_measured_at_all_is_bad_input_naming_the_causes(tmp_path, capsys):
     path = fx.write_run(tmp_path, "a", [fx.failed(reason="CUDA out of memory")])
     err = _error(capsys, [str(path), "--out", str(tmp_path / "out")])
-    assert "nothing to compare: no row of the 1 system(s) is a measurement (H100: CUDA out of memory)" in err
+    assert "nothing to compare: no row of the 1 system(s) ran (H100: CUDA out of memory)" in err
 
 
 def test_a_failed_system_stays_in_the_report_and_the_exit_status_is_1(tmp_path, capsys):
@@ -40,10 +40,10 @@ def test_a_failed_system_stays_in_the_report_and_the_exit_status_is_1(tmp_path, 
     out = tmp_path / "out"
     assert cli.main([str(good), str(bad), "--out", str(out), "--no-references"]) == cli.SYSTEM_FAILED
     printed = capsys.readouterr().out
-    assert "failed system: H100: no measured row (2 rows: failed: CUDA out of memory; failed: NCCL timeout)" \
+    assert "failed benchmark: H100 llm: no measured row (2 rows: failed: CUDA out of memory; failed: NCCL timeout)" \
         in printed
     page = (out / "report.html").read_text()
-    assert "H100: no measured row" in page and "exit status 1" in printed
+    assert "H100 llm: no measured row" in page and "exit status 1" in printed
     head = pd.read_csv(out / "headline.csv")
     assert head.set_index("system").loc["H100", "reason"] == "CUDA out of memory; NCCL timeout"
 
@@ -96,7 +96,7 @@ def test_a_row_that_stopped_early_is_a_measurement_that_keeps_its_reason(tmp_pat
     out = tmp_path / "out"
     assert cli.main([str(path), "--out", str(out), "--no-references"]) == 0
     markdown = (out / "comparison_llm.md").read_text()
-    assert "| ok-stopped-early: walltime after 40 of 90 | 19.4 k |" in markdown
+    assert "| ok-stopped-early: walltime after 40 of 90 | 19,400 |" in markdown
 
 
 def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
@@ -107,7 +107,7 @@ def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
     head = [line for line in lines if line.startswith("| B ")][0]
     cells = [c.strip() for c in head.strip("|").split("|")]
     # tokens/Wh, its ratio, mean power and the energy description
-    assert [c for c in cells if "estimated" in c] == ["193.9 k (estimated)", "1.00x (estimated)",
-                                                      "360.0 W (estimated)",
+    assert [c for c in cells if "estimated" in c] == ["194,000 (estimated)", "1.00x (estimated)",
+                                                      "360 W (estimated)",
                                                       "estimated, scope gpu, timed window, 4 energy "
                                                       "devices (estimate)"]

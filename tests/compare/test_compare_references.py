@@ -13,7 +13,8 @@ from tests.compare import rowfixtures as fx
 
 def _ref(**changes) -> dict:
     return {"system": "A100", "benchmark": "llm", "model": "800M", "figure": "throughput_per_device",
-            "value": 20000.0, "lower": 0.1, "upper": 0.2, "origin": "measured", "source": "a test", **changes}
+            "value": 20000.0, "lower": 0.1, "upper": 0.2, "kind": "measured by this suite", "source": "a test",
+            **changes}
 
 
 def _write(tmp_path, *entries, name="refs.yaml"):
@@ -70,8 +71,8 @@ def test_below_band_wins_over_a_failed_system(tmp_path):
 
 def test_a_csv_reference_file_works_like_yaml(tmp_path):
     path = tmp_path / "refs.csv"
-    path.write_text("system,benchmark,model,figure,value,lower,upper,origin,source,global_batch\n"
-                    "A100,llm,800M,throughput_per_device,30000,0.1,0.1,published,paper,512\n")
+    path.write_text("system,benchmark,model,figure,value,lower,upper,kind,source,global_batch\n"
+                    "A100,llm,800M,throughput_per_device,30000,0.1,0.1,paper table/figure,paper,512\n")
     table = _rows(tmp_path, [fx.a100()])
     assert reference.verdicts(table, reference.load(path))["verdict"].tolist() == ["below"]
 
@@ -79,8 +80,14 @@ def test_a_csv_reference_file_works_like_yaml(tmp_path):
 def test_the_shipped_references_hold_the_published_figures_with_their_conversions():
     refs = reference.load()
     # CPU is whichever host runs it: no figure of one host is another's reference
-    assert set(refs["origin"]) == {"published"} and "CPU" not in set(refs["system"])
-    pub = refs[refs["origin"] == "published"].set_index(["system", "figure"])
+    assert "measured" not in set(refs["origin"]) and "CPU" not in set(refs["system"])
+    pub = refs.set_index(["system", "figure"])
+    # only a figure read off the paper's table or figure is called published
+    assert pub.loc[("GH200", "throughput_per_device"), "origin"] == "published"
+    assert pub.loc[("A100", "throughput_per_device"), "kind"] == "paper text, derived"
+    assert {pub.loc[("JEDI", "throughput_per_node"), "kind"], *pub.loc["MI250", "kind"]} == \
+        {"upstream README example"}
+    assert set(pub.loc["GC200", "origin"]) == {"published"} and set(pub.loc["GC200", "size"]) == {224}
     assert pub.loc[("GH200", "throughput_per_device"), "value"] == 47505
     assert pub.loc[("A100", "throughput_per_device"), "value"] == pytest.approx(47505 / 2.45, abs=1)
     assert pub.loc[("JEDI", "throughput_per_node"), "value"] == 158152.8

@@ -46,7 +46,7 @@ def test_the_page_opens_with_the_headline_then_the_system_cards(mixed_report):
     assert ('<p class="refused">llm 800M bf16 seq 2048: energy not divided: GH200 counts scope module, '
             'A100 scope gpu; shown side by side</p>') in page
     cards = page.split('id="systems"')[1].split("</section>")[0]
-    for text in ("8 GCD", "181 (datasheet)", "0.5 (measured-matmul)", "JURECA GH200: 4x GH200 superchips",
+    for text in ("8 GCD", "181 (datasheet)", "0.500 (measured-matmul)", "JURECA GH200: 4x GH200 superchips",
                  "6.2", "0 measured of 1"):
         assert text in cards, text
 

@@ -47,7 +47,9 @@ def test_the_command_compares_a_real_cpu_run_with_gpu_shaped_systems(cpu_run, tm
                            "--no-references"], text=True, capture_output=True, timeout=300)
     # exit status 1: H100 has no measured row, and the report is written all the same
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "failed system: H100: no measured row (1 rows: failed: CUDA out of memory)" in proc.stdout
+    assert "failed benchmark: H100 llm: no measured row (1 rows: failed: CUDA out of memory)" in proc.stdout
+    # the CPU smoke run (a few timed iterations) is shown, marked, and counts as no measurement
+    assert "failed benchmark: CPU llm: no measured row (1 rows: smoke, not a measurement: " in proc.stdout
 
     head = pd.read_csv(out / "headline.csv", keep_default_na=False, na_values=[""]).set_index("system")
     cpu = head.loc["CPU"]
@@ -57,8 +59,10 @@ def test_the_command_compares_a_real_cpu_run_with_gpu_shaped_systems(cpu_run, tm
     assert head.loc["H100", "status"] == "failed"
     # the CPU's cpu-small row has no like-for-like row of A100: no ratio
     assert pd.isna(cpu["throughput_per_device_ratio"])
+    assert cpu["smoke"].startswith("smoke, not a measurement: ")
+    # a smoke run is never extrapolated to a time to solution
     solution = pd.read_csv(out / "time_to_solution.csv")
-    assert set(solution.loc[solution["system"] == "CPU", "time_h"]) == {"not representative"}
+    assert "CPU" not in set(solution["system"]) and "A100" in set(solution["system"])
 
     # the real run's power samples give its timeline
     assert [p.name for p in out.glob("power_*.png")] == ["power_000_CPU.png"]

@@ -1,7 +1,7 @@
 """The operator (FNO) benchmark end to end through the real JUBE on this
 host, as a user runs it: a CPU smoke run gives ok rows with samples/s and
 estimated Wh in every table (the short one within 160 characters, the full
-CSV, row.json, the SQLite database), and bad tags give failed rows that say
+CSV, row.json, the results history), and bad tags give failed rows that say
 why before anything trains."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from tests.jube_runs import ROOT, JubeRun
+from tests.jube_runs import JubeRun
 
 SCRIPT = "operator_benchmark/fno_benchmark.xml"
-DATABASE = ROOT / "results" / "caraml_rows.sqlite"
 pytestmark = pytest.mark.jube
 
 
@@ -67,7 +66,7 @@ def test_row_json_is_an_operator_row_of_the_problem(smoke):
         assert row["energy"]["estimated"] and row["energy"]["headline_window"] == "timed"
 
 
-def test_the_short_table_fits_160_columns_and_the_database_holds_the_rows(smoke):
+def test_the_short_table_fits_160_columns_and_the_history_holds_the_rows(smoke, history_file):
     smoke.table()
     lines = (smoke.run_dir / "result" / "result.dat").read_text().splitlines()
     assert max(map(len, lines)) <= 160, "\n".join(lines)
@@ -77,11 +76,11 @@ def test_the_short_table_fits_160_columns_and_the_database_holds_the_rows(smoke)
                       "Smp/s/dev", "W/dev", "Samples/Wh", "EnergyScope", "Energy", "Status"]
     cells = [c.strip() for c in lines[3].strip("|").split("|")]
     assert (cells[1], cells[-1], cells[-2]) == ("rbc2d-small", "ok", "estimated")
-    with sqlite3.connect(DATABASE) as db:
-        stored = db.execute("select problem, status, row_per_s from operator_rows "
-                            "where jube_wp_abspath like ?", (f"{smoke.run_dir}/%",)).fetchall()
-    assert sorted(p for p, _, _ in stored) == ["rbc2d-small", "rbc3d-small"]
-    assert all(status == "ok" and float(rate) > 0 for _, status, rate in stored)
+    with sqlite3.connect(history_file) as db:
+        stored = db.execute("select model, status, per_s from history where run_dir = ?",
+                            (str(smoke.run_dir),)).fetchall()
+    assert sorted(p for p, _, _ in stored) == ["FNO rbc2d-small", "FNO rbc3d-small"]
+    assert all(status == "ok" and isinstance(rate, float) and rate > 0 for _, status, rate in stored)
 
 
 @pytest.mark.parametrize("tags, message", [

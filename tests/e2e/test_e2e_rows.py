@@ -1,6 +1,6 @@
 """The row model end to end, through the real JUBE: a CPU run of the image
-benchmark, its default table within 160 characters, its rows in the SQLite
-database, and the README's main command (caraml/login/rows.py), the JUBE
+benchmark, its default table within 160 characters, its rows in the results
+history (typed), and the README's main command (caraml/login/rows.py), the JUBE
 tables and row.json agreeing on a run stopped early and on a run whose
 combine step failed after the job had run."""
 
@@ -17,7 +17,6 @@ import pytest
 from tests.jube_runs import ROOT, JubeRun
 
 SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
-DATABASE = ROOT / "results" / "caraml_rows.sqlite"
 pytestmark = pytest.mark.jube
 
 
@@ -52,13 +51,13 @@ def test_the_default_table_fits_160_columns_and_says_what_decides(run):
     assert float(cells[6]) > 0 and float(cells[9]) > 0
 
 
-def test_every_row_of_the_run_is_in_the_sqlite_database(run):
+def test_every_row_of_the_run_is_in_the_results_history(run, history_file):
     table = run.table()
-    with sqlite3.connect(DATABASE) as db:
-        rows = db.execute("select status, row_per_s, system_name from image_rows "
-                          "where jube_wp_abspath like ?", (f"{run.run_dir}/%",)).fetchall()
+    with sqlite3.connect(history_file) as db:
+        rows = db.execute("select status, per_s, typeof(per_s), system_name from history "
+                          "where run_dir = ?", (str(run.run_dir),)).fetchall()
     assert len(rows) == len(table) == 1
-    assert rows[0][0] == "ok" and float(rows[0][1]) > 0 and rows[0][2] == "CPU"
+    assert rows[0][0] == "ok" and rows[0][1] > 0 and rows[0][2:] == ("real", "CPU")
 
 
 def test_a_run_stopped_early_is_a_measurement_everywhere(run):

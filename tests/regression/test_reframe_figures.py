@@ -76,7 +76,7 @@ def _reference_file(tmp_path, value: float, figure: str = "throughput", **narrow
     path = tmp_path / "refs.yaml"
     path.write_text("references:\n"
                     f"  - {{system: CPU, benchmark: llm, model: cpu-small, figure: {figure}, value: {value},"
-                    f" lower: 0.2, upper: 0.5, origin: measured, source: test{extra}}}\n")
+                    f" lower: 0.2, upper: 0.5, kind: measured by this suite, source: test{extra}}}\n")
     return path
 
 
@@ -112,7 +112,8 @@ def test_reframes_verdict_is_caraml_compares(tmp_path, value):
 def test_the_suites_own_published_reference_applies_to_its_system_and_none_to_a_cpu_row():
     refs = figures.load_references()
     gh200 = _row(system={**ROW["system"], "name": "GH200", "device_kind": "cuda", "device_unit": "GPU"},
-                 config={**ROW["config"], "model": "800M", "precision": "bf16", "backend": "megatron"})
+                 config={**ROW["config"], "model": "800M", "precision": "bf16", "backend": "megatron",
+                         "sequence_length": 2048})
     band = figures.references(gh200, refs, "GH200:gpu")["GH200:gpu"]["tokens_per_s_per_device"]
     assert band[:3] == pytest.approx((47505, -0.15, 0.25))
     # CPU is whichever host runs it: no host's figure is another's reference

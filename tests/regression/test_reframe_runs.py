@@ -93,7 +93,7 @@ def test_a_reference_the_cpu_cannot_meet_is_a_performance_failure(tmp_path):
     refs = tmp_path / "centre_references.yaml"
     refs.write_text("references:\n"
                     "  - {system: CPU, benchmark: image, model: resnet18, figure: throughput_per_device,"
-                    " value: 1000000, lower: 0.1, upper: 0.1, origin: measured, source: a test}\n")
+                    " value: 1000000, lower: 0.1, upper: 0.1, kind: measured by this suite, source: a test}\n")
     done = _reframe(tmp_path / "rfm", "-r", "--system", "local:cpu", "-n", "benchmark=image",
                     "-S", f"references_file={refs}")
     assert done.returncode != 0

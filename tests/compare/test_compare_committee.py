@@ -1,0 +1,100 @@
+"""The twelve systems a committee compares (tests/compare/rowfixtures.py
+committee()): a smoke run is shown, marked and never ranked, divided or
+extrapolated; a system with a benchmark without a measured row makes the
+command exit 1 naming both; no time or energy in milli-units and no
+duplicate time-to-solution line; references only in the panel of their
+exact configuration, each with its source kind."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+import pytest
+
+from caraml.compare import cli, figures, reference, rows
+from tests.compare import rowfixtures as fx
+
+
+@pytest.fixture(scope="module")
+def committee(tmp_path_factory):
+    root = tmp_path_factory.mktemp("committee")
+    out = root / "out"
+    args = fx.committee(root)
+    status = cli.main([*args, "--out", str(out), "--reference-system", "A100"])
+    return status, out, args
+
+
+def test_a_failed_benchmark_beside_a_good_one_exits_1_naming_system_and_benchmark(committee, capsys,
+                                                                                 tmp_path):
+    status, out, args = committee
+    assert status == cli.SYSTEM_FAILED
+    gb200 = [a for a in args if a.startswith(("GB200=", "A100="))]
+    assert cli.main([*gb200, "--out", str(tmp_path / "o"), "--no-references"]) == cli.SYSTEM_FAILED
+    printed = capsys.readouterr().out
+    assert "failed benchmark: GB200 image: no measured row (1 rows: failed: CUDA error: no kernel image " \
+        "for sm_100)" in printed
+    assert "GB200 llm" not in printed
+
+
+def test_a_smoke_run_is_marked_and_never_ranked_divided_or_extrapolated(committee):
+    _, out, _ = committee
+    table = pd.read_csv(out / "comparison.csv", keep_default_na=False, na_values=[""])
+    mi300x = table[table["system"] == "MI300X"].iloc[0]
+    assert mi300x["smoke"] == ("smoke, not a measurement: 4 timed iterations in 12 s, a measurement needs "
+                               f"{rows.MIN_TIMED_ITERATIONS} and {rows.MIN_TIMED_SECONDS:g} s")
+    assert not mi300x["best"] and pd.isna(mi300x["throughput_per_device_ratio"])
+    head = pd.read_csv(out / "headline.csv", keep_default_na=False, na_values=[""]).set_index("system")
+    assert pd.isna(head.loc["MI300X", "throughput_per_device_ratio"])
+    assert "MI300X" not in set(pd.read_csv(out / "time_to_solution.csv")["system"])
+    page = (out / "report.html").read_text()
+    line = page.split('id="headline-table-llm"')[1].split("<tr><td>MI300X")[1].split("</tr>")[0]
+    assert "smoke, not a measurement" in line and "x</td>" not in line
+    assert "MI300X llm: no measured row (1 rows: smoke, not a measurement" in page
+
+
+def test_the_measurement_minimum_is_a_count_and_a_time(tmp_path):
+    long_enough = fx.a100(seconds=60.0, throughput={"iterations": 20, "time_per_iteration_s": 3.0})
+    few = fx.a100(global_batch=256, throughput={"iterations": 19, "time_per_iteration_s": 10.0})
+    short = fx.a100(global_batch=128, throughput={"iterations": 90, "time_per_iteration_s": 0.5})
+    table = rows.load([str(fx.write_run(tmp_path, "a", [long_enough, few, short]))])
+    assert table["smoke"].str.startswith("smoke").tolist() == [False, True, True]
+    assert rows.measured(table)["global_batch"].tolist() == [512]
+
+
+def test_no_value_in_milli_hours_and_one_time_to_solution_line_per_system(committee):
+    _, out, _ = committee
+    page = (out / "report.html").read_text()
+    assert not re.search(r"\d m(h|kWh|Wh)\b", page)
+    solution = pd.read_csv(out / "time_to_solution.csv")
+    assert not solution.duplicated(["system", "like"]).any()
+    markdown = (out / "comparison_llm.md").read_text()
+    assert "| 65.1 h | 93.7 kWh |" in markdown  # A100: 20 x 908.8M tokens at 77 560 tokens/s
+    assert "| 19,400 | 77,600 | 77,600 | 1.00x |" in markdown
+
+
+def test_a_reference_is_drawn_only_in_the_panel_of_its_exact_configuration():
+    refs = reference.load()
+    llm = reference.in_panel(refs, "llm", "800M", "bf16", 2048.0)
+    assert set(llm["system"]) == {"GH200", "A100", "JEDI", "MI250"}
+    assert reference.in_panel(refs, "llm", "800M", "bf16", 1024.0).empty
+    assert reference.in_panel(refs, "llm", "800M", "fp16", 2048.0).empty
+    # GC200's Table III is 224 px and names no precision: in no panel, 128 px least of all
+    for size in (128.0, 224.0):
+        assert reference.in_panel(refs, "image", "resnet50", "bf16", size).empty
+    kinds = llm.set_index("system")["kind"].to_dict()
+    assert kinds == {"GH200": "paper table/figure", "A100": "paper text, derived",
+                     "JEDI": "upstream README example", "MI250": "upstream README example"}
+
+
+def test_the_references_table_says_each_source_kind(committee):
+    _, out, _ = committee
+    section = (out / "report.html").read_text().split('id="references"')[1].split("</section>")[0]
+    for kind in ("paper table/figure", "paper text, derived", "upstream README example"):
+        assert kind in section
+    assert "published" not in section.split("<tbody>")[1]
+
+
+def test_best_rows_exclude_smoke_runs(tmp_path):
+    table = figures.mark_best(rows.load([str(fx.write_run(tmp_path, "m", [fx.smoke()]))]))
+    assert not table["best"].any()

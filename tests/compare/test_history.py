@@ -1,0 +1,151 @@
+"""The results history (caraml/history.py) and its page (caraml-compare
+--history): typed columns with NULL for a missing value, one key per run
+(UUID and host) that survives moving or deleting the run folder, nothing
+overwritten or dropped, a history that cannot be written costs one line and
+never the row; the page draws each system's runs and flags a point below
+its reference band."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from caraml import history
+from caraml.compare import cli
+from tests.compare import rowfixtures as fx
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    """A history of this test's rows alone."""
+    path = tmp_path / "history.sqlite"
+    monkeypatch.setenv(history.ENV, str(path))
+    return path
+
+
+def _record(root, name, row, run_id=0):
+    """row written as the row model writes it into outpath root/name, then recorded; its run folder."""
+    outpath = fx.write_run(root, name, [row], run_id=run_id)
+    run = outpath / f"{run_id:06d}"
+    (run / history.RUN_MARKER).write_text("<jube/>\n")
+    work = run / "000000_execute" / "work"
+    history.record(json.loads((work / "row.json").read_text()), work)
+    return run
+
+
+def _lines(db, sql="select * from history"):
+    con = sqlite3.connect(db)
+    con.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in con.execute(sql)]
+    finally:
+        con.close()
+
+
+def test_numbers_are_typed_and_a_missing_value_is_null(tmp_path, db):
+    _record(tmp_path, "a", fx.a100())
+    [line] = _lines(db, "select typeof(per_s) p, typeof(global_batch) b, typeof(nodes) n, "
+                                  "typeof(energy_estimated) e, typeof(reason) r, typeof(image_size) i, "
+                                  "global_batch, per_s from history")
+    assert (line["p"], line["b"], line["n"], line["e"]) == ("real", "integer", "integer", "integer")
+    assert (line["r"], line["i"]) == ("null", "null")  # reason '' and image_size None: NULL, never ''
+    assert (line["global_batch"], line["per_s"]) == (512, 77560.0)
+    # ordering by batch is numeric, and max() is the largest batch
+    for batch in (1024, 128, 16, 2048):
+        _record(tmp_path / str(batch), "a", fx.a100(global_batch=batch))
+    assert _lines(db, "select max(global_batch) m from history")[0]["m"] == 2048
+
+
+def test_a_run_folder_moved_aside_keeps_its_rows_and_the_next_run_of_its_id_gets_its_own(tmp_path,
+                                                                                        db):
+    first = _record(tmp_path, "cpu", fx.cpu_matmul(per_s_per_device=3690.0))
+    key = (first / history.RUN_KEY_FILE).read_text().strip()
+    shutil.move(first, tmp_path / "aside")
+    second = _record(tmp_path, "cpu", fx.cpu_matmul(per_s_per_device=3270.0))
+    assert second == first  # the same run folder name, 000000, again
+    shutil.rmtree(tmp_path / "aside")  # deleting the first run's folder loses nothing either
+    lines = _lines(db, "select run_uuid, host, run_dir, per_s from history where system_name = 'CPU'")
+    assert [line["per_s"] for line in lines] == [3690.0, 3270.0]
+    assert lines[0]["run_uuid"] == key != lines[1]["run_uuid"]
+    assert lines[0]["run_dir"] == lines[1]["run_dir"] == str(first) and lines[0]["host"]
+
+
+def test_the_same_row_recorded_twice_is_kept_twice(tmp_path, db):
+    run = _record(tmp_path, "a", fx.a100())
+    work = run / "000000_execute" / "work"
+    history.record(json.loads((work / "row.json").read_text()), work)
+    assert len(_lines(db)) == 2
+
+
+def test_an_older_history_gains_new_columns_and_keeps_its_rows(tmp_path, monkeypatch):
+    db = tmp_path / "old.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE history (row_id INTEGER PRIMARY KEY AUTOINCREMENT, run_uuid TEXT NOT NULL, "
+                "host TEXT NOT NULL, run_dir TEXT, recorded_at TEXT NOT NULL, row_json TEXT NOT NULL, "
+                "retired_column REAL)")
+    con.execute("INSERT INTO history (run_uuid, host, recorded_at, row_json, retired_column) "
+                "VALUES ('u', 'h', '2026-01-01', '{}', 1.5)")
+    con.commit()
+    con.close()
+    monkeypatch.setenv(history.ENV, str(db))
+    _record(tmp_path, "a", fx.a100())
+    lines = _lines(db, "select retired_column, per_s from history order by row_id")
+    assert [(line["retired_column"], line["per_s"]) for line in lines] == [(1.5, None), (None, 77560.0)]
+
+
+def test_a_history_that_cannot_be_written_costs_one_line_not_the_row(tmp_path, monkeypatch, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv(history.ENV, str(blocker / "caraml_rows.sqlite"))  # below a file: no folder
+    run = _record(tmp_path, "a", fx.a100())
+    err = capsys.readouterr().err
+    assert err.startswith(f"CARAML ERROR: {blocker}/caraml_rows.sqlite: the row is in row.json but not in "
+                          "the history") and err.count("\n") == 1
+    assert (run / "000000_execute" / "work" / "row.json").is_file()
+
+
+def _dated(row_maker, value, day, commit, **changes):
+    return row_maker(per_s_per_device=value, provenance={"date": f"2026-11-{day:02d}T05:00:00+00:00",
+                                                         "commit": commit}, **changes)
+
+
+def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_band(tmp_path, db,
+                                                                                  capsys):
+    for i, (value, day, commit) in enumerate([(19000.0, 20, "aaa1111"), (15000.0, 24, "ccc3333")]):
+        _record(tmp_path / f"a{i}", "a100", _dated(fx.a100, value, day, commit))
+        _record(tmp_path / f"g{i}", "gh200", _dated(fx.gh200, 47000.0 + i, day, commit))
+    _record(tmp_path / "s", "mi300x", _dated(fx.smoke, 41500.0, 24, "ccc3333"))
+    out = tmp_path / "out"
+    # the A100's latest point (15 000 < 0.85 x 19 390) ends its series below the published band
+    assert cli.main(["--history", str(db), "--out", str(out)]) == cli.BELOW_BAND
+    printed = capsys.readouterr().out
+    assert "BELOW BAND: A100 llm 800M bf16 seq 2048: 15,000 tokens/s per GPU on 2026-11-24 (commit " \
+           "ccc3333" in printed
+    points = pd.read_csv(out / "history.csv")
+    assert points.groupby("system")["throughput_per_device"].apply(list).to_dict() == {
+        "A100": [19000.0, 15000.0], "GH200": [47000.0, 47001.0], "MI300X": [41500.0]}
+    assert points["run_uuid"].nunique() == 5
+    page = (out / "history.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 1 and "history_llm_800M_bf16_seq_2048" in page
+    # the smoke run is drawn and listed, marked, and never checked against a band
+    assert points.set_index("system").loc["MI300X", "verdict"] == "smoke, not a measurement"
+    assert "MI300X" in page.split('id="not-measured"')[1]
+    assert cli.main(["--history", str(db), "--out", str(tmp_path / "o2"), "--no-references"]) == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--history", "{tmp}/none.sqlite"], "none.sqlite: no such results history"),
+    (["--history", "{tmp}/bad.sqlite"], "bad.sqlite: not a results history"),
+    (["--history", "{tmp}/bad.sqlite", "{tmp}"], "give run directories or --history, not both"),
+    ([], "no run directory given"),
+])
+def test_a_bad_history_argument_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    (tmp_path / "bad.sqlite").write_text("not sqlite")
+    argv = [a.format(tmp=tmp_path) for a in argv]
+    assert cli.main([*argv, "--out", str(tmp_path / "out")]) == cli.BAD_INPUT
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
