@@ -195,7 +195,7 @@ def test_a_partial_run_is_never_a_work_per_wh_and_says_what_it_covers(tmp_path):
     energy = row["energy"]
     assert energy["headline_window"] == "run"
     assert all(w["work_per_wh"] is None and not w["complete"] for w in energy["windows"].values())
-    fields = row_model.table_fields(row)
+    fields = row_print.table_fields(row)
     # the partial figure stays, labelled; the ratio cell is empty
     assert (fields["work_per_wh"], fields["work_per_wh_run"], fields["work_per_wh_timed"]) == ("-",) * 3
     assert (fields["wh"], fields["wh_run"], fields["energy_window"]) == ("40", "40", "run")
@@ -223,7 +223,7 @@ def test_energy_lost_without_a_percentage_and_a_timed_window_with_a_gap(tmp_path
     assert not any("%" in flag for flag in row["flags"])
     timed = row["energy"]["windows"]["timed"]
     assert timed["wh"] is None and timed["work_per_wh"] is None and timed["complete"] is False
-    assert row_model.table_fields(row)["work_per_wh"] == "-"
+    assert row_print.table_fields(row)["work_per_wh"] == "-"
 
 
 def test_a_gap_in_the_timed_window_of_a_whole_run_makes_the_run_the_headline(tmp_path):
