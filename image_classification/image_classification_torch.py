@@ -15,7 +15,7 @@ if __package__ in (None, ""):
 
 import torch
 
-from caraml import driver, memory, precision, report, throughput
+from caraml import compile_toolchain, driver, memory, precision, report, throughput
 from caraml.dist import Dist
 from caraml.driver import EnergyMeter, LoopResult
 from caraml.report import BenchmarkInputError
@@ -86,6 +86,8 @@ def train_model(args: Options, dist: Dist, batch_size: int, stop: StopCondition,
 def placement(args: Options, dist: Dist) -> int:
     """The batch per device, once the devices are known to take it."""
     config.check_placement(args, dist.world_size, dist.device)
+    if args.compile:
+        compile_toolchain.check_on(dist.device.type, "--compile")
     return args.global_batch_size // dist.world_size
 
 

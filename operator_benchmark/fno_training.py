@@ -123,8 +123,8 @@ def train_model(args: Options, problem: Problem, dist: Dist, batch_size: int,
 def placement(args: Options, dist: Dist) -> int:
     """The batch per device, once the devices are known to take it."""
     config.check_placement(args, dist.world_size, dist.device)
-    if args.compile != "none" and dist.device.type == "cuda":
-        compile_toolchain.check(f"--compile {args.compile}")
+    if args.compile != "none":
+        compile_toolchain.check_on(dist.device.type, f"--compile {args.compile}")
     return args.global_batch_size // dist.world_size
 
 
