@@ -221,7 +221,8 @@ def _mfu(g: dict[str, str], device_name: str | None, named: str | None) -> dict 
     known = None if measured else (device_peaks.PEAKS.get(named or "")
                                    or device_peaks.lookup(device_name or ""))
     if measured:
-        source = "the device's dense matmul rate, measured at the start of the run"
+        source = ("the device's dense matmul rate, measured: the best of short windows "
+                  "before and after training")
     elif known is not None and abs(known.tflops - peak) <= 1e-6 * peak:
         source = known.source
     else:
