@@ -7,7 +7,9 @@ line before any work.
 
 megatron-core compiles its fused bias-activation, bias-dropout-add and
 norm functions with torch.compile (megatron.core.jit), so the megatron
-backend needs this on every GPU run."""
+backend needs this on every GPU run; every other path that compiles (the
+image and operator drivers' --compile, the torch LLM backend's) on every
+GPU run that compiles (check_on)."""
 
 from __future__ import annotations
 
@@ -52,3 +54,10 @@ def check(what: str, env: Mapping[str, str] = os.environ, include_dir: str | Non
             f"{what} compiles kernels with torch.compile (Triton), which needs a C compiler "
             f"and Python's headers: {lacks}; load a compiler module or install gcc and the "
             f"python3-dev headers on the node (or in the container)")
+
+
+def check_on(device_type: str, what: str) -> None:
+    """check(what) where torch.compile builds Triton kernels: on a GPU
+    (ROCm's torch calls its GPUs cuda too)."""
+    if device_type == "cuda":
+        check(what)

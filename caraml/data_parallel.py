@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from caraml import driver, precision, throughput
+from caraml import compile_toolchain, driver, precision, throughput
 from caraml.dist import Dist
 from caraml.driver import LoopResult
 from caraml.report import BenchmarkInputError
@@ -28,13 +28,14 @@ def check_placement(args, world_size: int, device: torch.device) -> None:
     precision.check(args.precision, device)
 
 
-def batch_per_device(args, dist: Dist, check: Callable[[], None] | None = None) -> int:
+def batch_per_device(args, dist: Dist, compiling: str | None = None) -> int:
     """The batch per device, once every rank knows the devices take it (the
-    placement checks, then the driver's own `check`)."""
+    placement checks and, for a driver that compiles (`compiling` names its
+    option), the compiler torch.compile needs on this device)."""
     def placement() -> int:
         check_placement(args, dist.world_size, dist.device)
-        if check is not None:
-            check()
+        if compiling is not None:
+            compile_toolchain.check_on(dist.device.type, compiling)
         return args.global_batch_size // dist.world_size
     return driver.agreed(dist, placement)
 

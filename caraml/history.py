@@ -41,6 +41,10 @@ def _timed(field: str):
     return lambda row: _at("energy", "windows", "timed", field)(row)
 
 
+def _run(field: str):
+    return lambda row: _at("energy", "windows", "run", field)(row)
+
+
 def _headline(field: str):
     def get(row: dict):
         window = _at("energy", "headline_window")(row) or "run"
@@ -86,12 +90,14 @@ COLUMNS = [
     ("energy_estimated", "INTEGER", _at("energy", "estimated")),
     ("energy_window", "TEXT", _at("energy", "headline_window")),
     ("energy_devices", "INTEGER", _at("energy", "devices")),
-    ("wh", "REAL", _headline("wh")),
-    ("work_per_wh", "REAL", _headline("work_per_wh")),
+    # one meaning per name, as in the tables: work per Wh is the timed
+    # window's (Tokens/Wh), the whole loop's has its own columns (RunTokens/Wh)
     ("mean_power_w_per_device", "REAL", _headline("mean_power_w_per_device")),
     ("timed_wh", "REAL", _timed("wh")),
     ("timed_work_per_wh", "REAL", _timed("work_per_wh")),
     ("timed_seconds", "REAL", _timed("seconds")),
+    ("run_wh", "REAL", _run("wh")),
+    ("run_work_per_wh", "REAL", _run("work_per_wh")),
     ("gpu_wh", "REAL", _at("energy", "by_scope", "gpu")),
     ("status", "TEXT", _at("status", "state")),
     ("reason", "TEXT", _at("status", "reason")),

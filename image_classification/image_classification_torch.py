@@ -75,7 +75,7 @@ def train_model(args: Options, dist: Dist, batch_size: int, stop: StopCondition,
 
 def train_and_report(args: Options, dist: Dist, stop: StopCondition,
                      energy: EnergyMeter) -> int:
-    batch_size = data_parallel.batch_per_device(args, dist)
+    batch_size = data_parallel.batch_per_device(args, dist, "--compile" if args.compile else None)
     try:
         result = train_model(args, dist, batch_size, stop, energy)
     except torch.OutOfMemoryError:

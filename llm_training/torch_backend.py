@@ -10,7 +10,7 @@ from contextlib import nullcontext
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from caraml import precision
+from caraml import compile_toolchain, precision
 from caraml.dist import Dist
 from llm_training.arguments import Args, Layout
 from llm_training.gpt_torch import GPT
@@ -50,6 +50,8 @@ class TorchBackend:
         self.microbatches = layout.microbatches
         self.data_parallel_rank = dist.rank
         device = dist.device
+        if args.compile:
+            compile_toolchain.check_on(device.type, "--compile (the torch backend)")
         torch.manual_seed(args.seed)  # the same initial weights on every rank
         model = GPT(cfg, args.recompute).to(device)
         self.params = list(model.parameters())

@@ -17,7 +17,7 @@ if __package__ in (None, ""):
 
 import torch
 
-from caraml import compile_toolchain, data_parallel, driver, memory, precision, report, throughput
+from caraml import data_parallel, driver, memory, precision, report, throughput
 from caraml.dist import Dist
 from caraml.driver import EnergyMeter, LoopResult
 from caraml.report import BenchmarkInputError
@@ -111,12 +111,6 @@ def train_model(args: Options, problem: Problem, dist: Dist, batch_size: int,
     return result, flops_per_sample
 
 
-def check_compiler(args: Options, dist: Dist) -> None:
-    """torch.compile on a GPU builds kernels: a C compiler and Python's headers."""
-    if args.compile != "none" and dist.device.type == "cuda":
-        compile_toolchain.check(f"--compile {args.compile}")
-
-
 def overall(args: Options, job: TimingStats, devices: int, flops_per_sample: int) -> dict:
     """The timing figures of the `CARAML global:` line, from the job's
     iterations (each as long as its slowest rank's), with the epoch's time
@@ -131,7 +125,8 @@ def overall(args: Options, job: TimingStats, devices: int, flops_per_sample: int
 def train_and_report(args: Options, dist: Dist, stop: StopCondition,
                      energy: EnergyMeter) -> int:
     problem = problems.get(args.problem)
-    batch_size = data_parallel.batch_per_device(args, dist, lambda: check_compiler(args, dist))
+    batch_size = data_parallel.batch_per_device(
+        args, dist, None if args.compile == "none" else f"--compile {args.compile}")
     try:
         result, flops_per_sample = train_model(args, problem, dist, batch_size, stop, energy)
     except torch.OutOfMemoryError:

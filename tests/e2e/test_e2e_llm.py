@@ -34,14 +34,17 @@ def _check_full_row(row, data_prefix: str) -> None:
     assert row["HardwareTFLOP/s/device(with-recompute)"] >= row["ModelTFLOP/s/device(MFU-basis)"] > 0
     # the energy says its scope, what it divides by, and the timed window's own figure
     assert (row["EnergyScope"], row["EnergyDevices"]) == ("host-estimate", "1xhost-estimate")
-    assert row["TimedTokens/Wh"] == pytest.approx(4 * 4 * 256 / row["TimedEnergy(Wh)"], rel=2e-3)
+    assert row["Tokens/Wh"] == pytest.approx(4 * 4 * 256 / row["TimedEnergy(Wh)"], rel=2e-3)
     assert row["TimedEnergy(Wh)"] < row["Energy(Wh)"]
     assert len(row["Commit"]) >= 12 and row["Torch"].startswith(torch.__version__)
-    assert 0 < row["MFU"] < 1
-    assert row["PeakSource"] == "measured-matmul"
+    # the measured matmul rate divides, or (a host too busy to measure it) the row says why not
+    if row["MFU"] == row["MFU"]:
+        assert 0 < row["MFU"] < 1 and row["PeakSource"] == "measured-matmul"
+    else:
+        assert "mfu-not-available(" in row["Flags"], row.to_dict()
     assert row["EnergySource"] == "estimated(estimate)"
-    # tokens/Wh counts every token of the measured window, warm-up included
-    assert row["Tokens/Wh"] == pytest.approx(6 * 4 * 256 / row["Energy(Wh)"], rel=2e-3)
+    # the whole loop's figure counts every token of the measured window, warm-up included
+    assert row["RunTokens/Wh"] == pytest.approx(6 * 4 * 256 / row["Energy(Wh)"], rel=2e-3)
 
 
 def test_cpu_smoke_run_on_a_local_corpus(tmp_path):

@@ -39,9 +39,12 @@ def test_local_without_accelerators_runs_the_cpu_llm_benchmark(tmp_path):
     assert row["Status"] == "ok", row.to_dict()
     assert (row["System"], row["Backend"], row["ModelSize"], row["Devices"]) == \
         ("LOCAL", "torch", "cpu-small", 1)
-    # no accelerator whose datasheet the table knows: the host's measured rate
-    assert row["PeakSource"] == "measured-matmul"
-    assert 0 < row["MFU"] < 1
+    # no accelerator whose datasheet the table knows: the host's measured rate,
+    # or (a host too busy to measure it) the row says why there is no MFU
+    if row["MFU"] == row["MFU"]:
+        assert 0 < row["MFU"] < 1 and row["PeakSource"] == "measured-matmul"
+    else:
+        assert "mfu-not-available(" in row["Flags"], row.to_dict()
 
 
 def test_a_broken_nvidia_driver_fails_the_row_before_training(tmp_path):

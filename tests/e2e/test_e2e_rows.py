@@ -51,6 +51,25 @@ def test_the_default_table_fits_160_columns_and_says_what_decides(run):
     assert float(cells[6]) > 0 and float(cells[9]) > 0
 
 
+def test_images_per_wh_is_one_number_in_the_table_the_csv_and_the_history(run, history_file):
+    """One meaning per name: the timed window's images per Wh, whichever
+    table shows it; the whole loop's figure has a name of its own."""
+    csv = run.table().iloc[0]
+    lines = (run.run_dir / "result" / "result.dat").read_text().splitlines()[1:]
+    titles = [t.strip() for t in lines[0].strip("|").split("|")]
+    cells = [c.strip() for c in lines[2].strip("|").split("|")]
+    shown = float(cells[titles.index("Images/Wh")])
+    with sqlite3.connect(history_file) as db:
+        [(stored, run_figure)] = db.execute(
+            "select timed_work_per_wh, run_work_per_wh from history where run_dir = ?",
+            (str(run.run_dir),)).fetchall()
+    assert shown == pytest.approx(csv["Images/Wh"], rel=1e-3)
+    assert float(stored) == pytest.approx(csv["Images/Wh"], rel=1e-3)
+    assert csv["Images/Wh"] == pytest.approx(3 * 8 / csv["TimedEnergy(Wh)"], rel=2e-3)
+    assert float(run_figure) == pytest.approx(csv["RunImages/Wh"], rel=1e-3)
+    assert "TimedImages/Wh" not in csv.index
+
+
 def test_every_row_of_the_run_is_in_the_results_history(run, history_file):
     table = run.table()
     with sqlite3.connect(history_file) as db:

@@ -5,17 +5,19 @@ the two LLM backends' loss on the same data and seed; data, tensor and
 pipeline parallelism on two GPUs (where the node has them); the memory
 plan's micro-batch on the real device; out of memory as one line.
 Selected with `-m gpu`; skipped where the host has no GPU, failed where
-nvidia-smi lists GPUs that torch does not see (tests/gpu_marks.py)."""
+the host lists GPUs that torch does not see (tests/gpu_marks.py)."""
 
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
 import sys
 
 import pytest
 
+from caraml import rocm_tf32
 from tests.driver_runs import parse_caraml
 from tests.gpu_marks import requires_gpu
 
@@ -23,11 +25,17 @@ pytestmark = requires_gpu
 
 
 def run_driver(module: str, *flags: str, gpus: int = 1) -> subprocess.CompletedProcess:
-    """The driver on `gpus` GPUs of this node: one process, or torchrun's."""
+    """The driver on `gpus` GPUs of this node: one process, or torchrun's,
+    with the environment the job script gives its precision (ROCm's TF32)."""
+    import torch
+
     launcher = ([sys.executable, "-m", "torch.distributed.run", "--standalone",
                  "--nproc-per-node", str(gpus)] if gpus > 1 else [sys.executable])
+    asked = flags[flags.index("--precision") + 1] if "--precision" in flags else ""
+    kind = "rocm" if getattr(torch.version, "hip", None) else "cuda"
     proc = subprocess.run([*launcher, "-m", module, "--device", "cuda",
                            "--energy-methods", "none", *flags],
+                          env={**os.environ, **rocm_tf32.exports(kind, asked)},
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc

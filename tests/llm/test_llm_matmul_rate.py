@@ -100,7 +100,7 @@ def test_a_measured_peak_below_the_models_own_rate_refuses_mfu():
     assert figures["mfu_unavailable"].startswith("measured-matmul-rate-")
     assert "below-the-model's-own" in figures["mfu_unavailable"]
     assert " " not in figures["mfu_unavailable"] and "," not in figures["mfu_unavailable"]
-    ok = Peak.measured(MatmulRate((model * 2, model * 4)))
+    ok = Peak.measured(MatmulRate((model * 2, model * 4, model * 4)))
     figures = throughput(workload, 0.5, 0.5, ok)
     assert figures["mfu"] == pytest.approx(0.25) and figures["mfu_unavailable"] == "-"
     # a stated peak is the user's: never refused
@@ -114,3 +114,17 @@ def test_the_summary_names_the_windows_behind_a_measured_peak():
                       "peak_min_tflops": 0.0014, "peak_median_tflops": 0.190,
                       "peak_spread_pct": pytest.approx(99.34, abs=0.01)}
     assert Peak(312.0, "datasheet").fields()["peak_windows"] == 0
+
+
+def test_a_rate_most_windows_fall_far_below_is_refused():
+    workload, model = _model_tflops_at(0.5)
+    # the series (one window in five collapsed, one in four below half): kept
+    steady = Peak.measured(MatmulRate(tuple(model * 100 * w / 0.211 for w in COLLAPSING)))
+    assert throughput(workload, 0.5, 0.5, steady)["mfu_unavailable"] == "-"
+    # a host held through most of the measurement: best 0.028, median 0.006
+    busy = Peak.measured(MatmulRate(tuple(model * 100 * w for w in
+                                          (0.028, 0.006, 0.001, 0.02, 0.005, 0.006))))
+    figures = throughput(workload, 0.5, 0.5, busy)
+    assert math.isnan(figures["mfu"])
+    assert figures["mfu_unavailable"].startswith("only-2-of-6-matmul-windows-reached-half-the-best-")
+    assert " " not in figures["mfu_unavailable"] and "," not in figures["mfu_unavailable"]

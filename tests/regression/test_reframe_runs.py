@@ -70,7 +70,9 @@ def test_every_benchmark_passes_on_this_host_and_its_perflog_carries_figures_and
     fno = records["CaramlBenchmark %benchmark=operator %configuration=smoke"]
     assert float(image["images_per_s"]) > 0 and float(llm["tokens_per_s_per_device"]) > 0
     assert float(fno["samples_per_s"]) > 0
-    assert 0 < float(llm["mfu"]) < 1 and "mfu" not in image
+    # the measured matmul rate divides, or (a host too busy to measure it) the flags say why not
+    assert (0 < float(llm.get("mfu", "nan")) < 1 or "mfu-not-available(" in llm["flags"]) \
+        and "mfu" not in image
     for record, work in ((image, "images"), (llm, "tokens"), (fno, "samples")):
         assert record[f"{work}_per_wh_host_estimate.unit"] == \
             f"{work}/Wh (host-estimate, timed window, estimated)"
