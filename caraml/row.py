@@ -449,15 +449,23 @@ def _not_started(run_dir: Path) -> list[dict]:
     except (OSError, ET.ParseError):
         return []
     params = workpackage_params(run_dir)
+    parents = {p.strip() for wp in root.iter("workpackage")
+               for p in (wp.findtext("parents") or "").split(",")}
     rows = []
     for wp in root.iter("workpackage"):
         wp_id = int(wp.get("id"))
         work = run_dir / f"{wp_id:06d}_execute" / "work"
-        if wp.findtext("step") != "execute" or work.parent.exists():
+        # JUBE plans no execute package after a data step that failed: its row is that failure
+        failed_data = wp.findtext("step") == "prepare_data" and str(wp_id) not in parents
+        if failed_data:
+            work = run_dir / f"{wp_id:06d}_prepare_data" / "work"
+        elif wp.findtext("step") != "execute" or work.parent.exists():
             continue
-        texts = _data_step(run_dir, wp_id)
+        texts = {"data.stderr": _read(work / "stderr")} if failed_data else _data_step(run_dir, wp_id)
         ev = Evidence(texts, params[wp_id], str(work))
         row = decide_row(params[wp_id].get("row_benchmark") or "image", ev, slurm_state=None)
+        if failed_data and row["status"]["state"] != "failed":
+            continue  # still preparing
         if row["status"]["state"] == "queued":
             row["status"]["reason"] = ("not started: the run stopped before this work package; "
                                        "jube continue starts it")
