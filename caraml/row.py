@@ -467,8 +467,9 @@ def _not_started(run_dir: Path) -> list[dict]:
         if failed_data and row["status"]["state"] != "failed":
             continue  # still preparing
         if row["status"]["state"] == "queued":
-            row["status"]["reason"] = ("not started: the run stopped before this work package; "
-                                       "jube continue starts it")
+            # the run may be going on, or stopped: either is said
+            row["status"]["reason"] = ("not started: JUBE starts it after the ones before it; "
+                                       "where the run was stopped jube continue goes on")
         rows.append(row)
     return rows
 
