@@ -59,8 +59,15 @@ run_benchmark() {
     [ "$status" -eq 0 ] || failed=1
     [ "$status" -ne 2 ] && [ -n "$run_id" ] || return 0  # no run, no table
     run_dir=$handle/$(printf %06d "$run_id")
-    # every table and the SQLite database are written; the screen shows the two that fit
-    jube result "$handle" -i "$run_id" -a >/dev/null
+    # every table and the SQLite database are written; the screen shows the two that fit.
+    # A damaged or full database must not cost the tables: JUBE's reason is
+    # named and the run goes on
+    if ! said=$(jube result "$handle" -i "$run_id" -a 2>&1); then
+        echo "CARAML: the full tables and the database results/caraml_rows.sqlite were not written" \
+            "($(printf '%s\n' "$said" | grep -v '^\s*$' | tail -n 1)); move a damaged database aside" \
+            "or free space, then: jube result $handle -i $run_id -a" >&2
+        failed=1
+    fi
     jube result "$handle" -i "$run_id" -o result issues
     "$VENV/bin/python" -m caraml.login.rows "$run_dir" || failed=1
 }

@@ -63,6 +63,21 @@ def test_a_refused_run_ends_with_status_1(checkout):
     assert "unknown tag A200" in proc.stdout + proc.stderr
 
 
+@pytest.mark.jube
+def test_a_damaged_results_database_is_named_and_every_table_still_printed(tmp_path):
+    """It once stopped the command after the first benchmark, with no table
+    and no message."""
+    repo = checkout_with_venv(tmp_path / "repo")
+    (repo / "results").mkdir()
+    (repo / "results" / "caraml_rows.sqlite").write_bytes(b"not a database " * 200)
+    proc = main_command(repo, "CPU", "dryrun", timeout=900)
+    err = proc.stderr
+    named = [ln for ln in err.splitlines() if "the database results/caraml_rows.sqlite were not" in ln]
+    assert len(named) == 3 and all("file is not a database" in ln for ln in named), err[-3000:]
+    assert proc.stdout.splitlines().count("result:") == 3, proc.stdout[-3000:]
+    assert proc.returncode == 1
+
+
 @pytest.mark.slurm
 def test_a_table_looked_at_during_a_slurm_run_is_fresh_without_dash_a(tmp_path, slurm):
     """JUBE 2.5.1 keeps a run's first analysis: a look at the table while the
