@@ -37,7 +37,8 @@ while IFS=$'\t' read -r _ script _ _; do
 done <<< "$table"
 failed=0
 run_benchmark() {
-    local script=$1 handle=$2 run_dir listed tag other others=() own_tags=() tag_args=() status=0
+    local script=$1 handle=$2 run_dir run_id run_file listed tag other others=() own_tags=() tag_args=()
+    local status=0
     shift 2
     for other in "${scripts[@]}"; do
         [ "$other" = "$script" ] || others+=(--other "$other")
@@ -50,14 +51,27 @@ run_benchmark() {
     # no tag at all: the pre-flight names the missing system tag
     [ ${#own_tags[@]} -eq 0 ] || tag_args=(--tag "${own_tags[@]}")
     echo "== jube run $script ${tag_args[*]}"
+    # the follower names the run its own jube run made: another main command
+    # in this clone may start runs in the same folder meanwhile
+    run_file=$(mktemp)
     "$VENV/bin/python" -m caraml.login.follow --pace "${CARAML_PACE_S:-60}" --poll "${CARAML_POLL_S:-30}" \
-        "$handle" -- jube run "$script" --hide-animation "${tag_args[@]}" || status=$?
+        --run-file "$run_file" "$handle" -- jube run "$script" --hide-animation "${tag_args[@]}" \
+        || status=$?
+    run_id=$(cat "$run_file")
+    rm -f "$run_file"
     [ "$status" -eq 0 ] || failed=1
-    [ "$status" -ne 2 ] || return 0  # no run, no table
-    run_dir=$(ls -d "$handle"/[0-9]*/ | tail -n 1)
-    # every table is written; the screen shows the two that fit
-    jube result "$handle" -i last -a >/dev/null
-    jube result "$handle" -i last -o result issues
+    [ "$status" -ne 2 ] && [ -n "$run_id" ] || return 0  # no run, no table
+    run_dir=$handle/$(printf %06d "$run_id")
+    # every table is written; the screen shows the two that fit. A full disk
+    # must not cost the other benchmarks' tables: JUBE's reason is named and
+    # the run goes on
+    if ! said=$(jube result "$handle" -i "$run_id" -a 2>&1); then
+        echo "CARAML: the full tables of $handle were not written" \
+            "($(printf '%s\n' "$said" | grep -v '^\s*$' | tail -n 1)); free space, then:" \
+            "jube result $handle -i $run_id -a" >&2
+        failed=1
+    fi
+    jube result "$handle" -i "$run_id" -o result issues
     "$VENV/bin/python" -m caraml.login.rows "$run_dir" || failed=1
 }
 

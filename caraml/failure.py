@@ -33,7 +33,9 @@ FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func
 LAUNCHER_SIGNAL = re.compile(r"SignalException: Process \d+ got signal: (\d+)")
 # exceptions that only say another one happened first
 ECHOES = ("torch.distributed.elastic", "ChildFailedError", "KeyboardInterrupt")
-OUT_OF_MEMORY = re.compile(r"\b(CUDA|HIP|XPU|MPS)? ?out of memory", re.IGNORECASE)
+# a device's allocator, or the CPU's (torch's "DefaultCPUAllocator: can't allocate memory")
+OUT_OF_MEMORY = re.compile(r"\b(CUDA|HIP|XPU|MPS)? ?out of memory|Default(CPU)Allocator: can't allocate",
+                           re.IGNORECASE)
 NO_MODULE = re.compile(r"No module named '([^']+)'")
 # bash: "job.sh: line 40: /x/.venv/bin/python: No such file or directory"
 MISSING_VENV = re.compile(r"(\S*\.venv/bin/python\S*): (?:No such file or directory|not found)")
@@ -103,10 +105,9 @@ def _exception_cause(lines: list[tuple[str | None, str]], samples_per_device: st
         rank = rank if rank is not None else (root[0] if root else None)
         where = f"rank {rank}: " if rank is not None else ""
         if OUT_OF_MEMORY.search(text):
-            device = OUT_OF_MEMORY.search(text).group(1) or "device"
-            at = f" at {samples_per_device} samples per device" if samples_per_device else ""
-            return (f"{where}out of memory{at} ({device}): lower the global batch size "
-                    "(or the micro-batch size) or use more devices")
+            found = OUT_OF_MEMORY.search(text)
+            device = found.group(1) or found.group(2) or "device"
+            return f"{where}out of memory{_at(samples_per_device)} ({device}): {LOWER_THE_BATCH}"
         module = NO_MODULE.search(message)
         if module:
             return (f"{where}missing Python module {module.group(1)}: install it into the "
@@ -124,6 +125,13 @@ def _exception_cause(lines: list[tuple[str | None, str]], samples_per_device: st
     return None
 
 
+LOWER_THE_BATCH = "lower the global batch size (or the micro-batch size) or use more devices"
+
+
+def _at(samples_per_device: str) -> str:
+    return f" at {samples_per_device} samples per device" if samples_per_device else ""
+
+
 def cause(text: str, samples_per_device: str = "") -> str | None:
     """The named cause in a job's log text, or None when it names none."""
     lines = [_strip(line) for line in text.splitlines()]
@@ -136,6 +144,10 @@ def cause(text: str, samples_per_device: str = "") -> str | None:
         return (f"the suite's environment is missing ({venv.group(1)} not found): "
                 "run bash aux/setup.sh")
     root = _root_cause(lines)
+    if root and "SIGKILL" in root[1]:
+        # what kills a rank outright, unasked, is most often the kernel's OOM killer
+        root = (root[0], f"{root[1]}: most likely out of host memory{_at(samples_per_device)} "
+                         f"(the kernel's OOM killer; dmesg names it): {LOWER_THE_BATCH}")
     found = _exception_cause(lines, samples_per_device, root)
     if found:
         return found

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from caraml import benchmarks, history, report
 from caraml.row_decide import SCHEMA, decide_row
-from caraml.row_evidence import Evidence, data_step, gather, workpackage_params
+from caraml.row_evidence import Evidence, data_errors, data_step, gather, workpackage_params
 from caraml.row_print import print_lines
 
 FILE_NAME = "row.json"
@@ -115,22 +115,31 @@ def _not_started(run_dir: Path) -> list[dict]:
     except (OSError, ET.ParseError):
         return []
     params = workpackage_params(run_dir)
+    parents = {p.strip() for wp in root.iter("workpackage")
+               for p in (wp.findtext("parents") or "").split(",")}
     rows = []
     for wp in root.iter("workpackage"):
         wp_id = int(wp.get("id"))
         work = run_dir / f"{wp_id:06d}_execute" / "work"
-        if wp.findtext("step") != "execute" or work.parent.exists():
+        # JUBE plans no execute package after a data step that failed: its row is that failure
+        failed_data = wp.findtext("step") == "prepare_data" and str(wp_id) not in parents
+        if failed_data:
+            work = run_dir / f"{wp_id:06d}_prepare_data" / "work"
+        elif wp.findtext("step") != "execute" or work.parent.exists():
             continue
-        texts = data_step(run_dir, wp_id)
+        texts = data_errors(work) if failed_data else data_step(run_dir, wp_id)
         ev = Evidence(texts, params[wp_id], str(work))
         try:
             row = decide_row(params[wp_id].get("row_benchmark"), ev, slurm_state=None)
         except ValueError as error:  # a work package that names no benchmark of the table
             rows.append(undecided(None, work, error))
             continue
+        if failed_data and row["status"]["state"] != "failed":
+            continue  # still preparing
         if row["status"]["state"] == "queued":
-            row["status"]["reason"] = ("not started: the run stopped before this work package; "
-                                       "jube continue starts it")
+            # the run may be going on, or stopped: either is said
+            row["status"]["reason"] = ("not started: JUBE starts it after the ones before it; "
+                                       "where the run was stopped jube continue goes on")
         rows.append(row)
     return rows
 

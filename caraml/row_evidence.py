@@ -60,8 +60,15 @@ def data_step(run_dir: Path, wp_id: int) -> dict[str, str]:
     parent = workpackage_parent(run_dir, wp_id)
     if parent is None:
         return {}
-    return {"data.stderr": _read(data_dir / "stderr")
-            for data_dir in run_dir.glob(f"{parent:06d}_*/work")}
+    texts: dict[str, str] = {}
+    for data_dir in run_dir.glob(f"{parent:06d}_*/work"):
+        texts = data_errors(data_dir)
+    return texts
+
+
+def data_errors(data_work: Path) -> dict[str, str]:
+    """The errors of the data step's work folder `data_work`, by name."""
+    return {"data.stderr": _read(data_work / "stderr")}
 
 
 def _wp_id(work_dir: Path) -> int:

@@ -16,7 +16,10 @@ end, saying what happens while it waits:
   said when the wait ended (the row model asks Slurm itself for a row's
   `pending` reason, caraml/row_status.py).
 
-    python -m caraml.login.follow [--pace S] HANDLE -- jube run SCRIPT ...
+    python -m caraml.login.follow [--pace S] [--run-file FILE] HANDLE -- jube run SCRIPT ...
+
+It follows only the run its own `jube run` made (the id JUBE prints as it
+starts), whatever other runs go on in the same folder.
 
 Exit status 0 when the run ended, 1 when a job cannot start (the run has
 rows to show), 2 when `jube run` failed or made no run (it has none).
@@ -31,6 +34,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -39,6 +43,8 @@ from pathlib import Path
 from caraml import row as row_model
 
 SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
+# the banner `jube run` prints as it starts the run: `# id: 3`
+RUN_ID = re.compile(r"^#\s*id:\s*(\d+)\s*$")
 PROGRESS = re.compile(r"^\s*iteration\s+\d+.*$", re.MULTILINE)
 STATE_FILE = "slurm_state"
 NO_RUN = 2  # the exit status where there is no run to show
@@ -151,23 +157,27 @@ class Follower:
         self.pace_s = pace_s
         self.out = out
         self.clock = clock
-        self.known = set(self._runs())
+        # the run's id, as its own `jube run` says it: another command's run
+        # in the same folder is never taken for this one's
+        self.run_id: int | None = None
         self.run_dir: Path | None = None
         self.packages: dict[str, Package] = {}
 
     def say(self, line: str) -> None:
         print(f"CARAML: {line}", file=self.out, flush=True)
 
-    def _runs(self) -> list[Path]:
-        return sorted(p for p in self.handle.glob("[0-9]*") if p.is_dir())
+    def heard(self, line: str) -> None:
+        """A line of `jube run`'s own output."""
+        found = RUN_ID.match(line)
+        if found and self.run_id is None:
+            self.run_id = int(found.group(1))
 
     def look(self) -> None:
         """One look at the run: new, started, progressing and ended jobs."""
         if self.run_dir is None:
-            new = [p for p in self._runs() if p not in self.known]
-            if not new:
+            if self.run_id is None:
                 return
-            self.run_dir = new[-1]
+            self.run_dir = self.handle / f"{self.run_id:06d}"
         configs = None  # read once a look, and only while a package lacks its own
         for script in sorted(self.run_dir.glob("*/work/job.sh")):
             name = script.parent.parent.name
@@ -254,21 +264,38 @@ def jube(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["jube", *args], capture_output=True, text=True)
 
 
-def follow(handle: Path, command: list[str], pace_s: float, poll_s: float) -> int:
-    """Runs `command` (jube run) and follows its run to the end."""
+def _pass_on(stream, follower: Follower) -> None:
+    """Shows `jube run`'s output as it comes and lets the follower hear it."""
+    for line in stream:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+        follower.heard(line)
+
+
+def follow(handle: Path, command: list[str], pace_s: float, poll_s: float,
+           run_file: Path | None = None) -> int:
+    """Runs `command` (jube run) and follows its run to the end; writes the
+    run's id into run_file once it is known."""
     follower = Follower(handle, pace_s)
-    run = subprocess.Popen(command)
+    # unbuffered: JUBE's banner with the run's id comes before the steps run
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, errors="replace",
+                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    reader = threading.Thread(target=_pass_on, args=(run.stdout, follower), daemon=True)
+    reader.start()
     while run.poll() is None:
         follower.look()
         time.sleep(min(poll_s, 1.0))
+    reader.join(timeout=30)  # the rest of its output; a child that keeps the pipe is not waited for
     follower.look()
     if run.returncode != 0:
         follower.say(f"{' '.join(command[:3])} failed with status {run.returncode}")
         return NO_RUN
-    if follower.run_dir is None:
+    if follower.run_dir is None or not follower.run_dir.is_dir():
         follower.say(f"{' '.join(command[:3])} made no run under {handle}")
         return NO_RUN
-    run_id = str(int(follower.run_dir.name))
+    run_id = str(follower.run_id)
+    if run_file is not None:
+        run_file.write_text(run_id + "\n")
     while True:
         # a job that ended is only seen by JUBE after `jube continue`
         jube("continue", str(handle), "-i", run_id, "--hide-animation")
@@ -303,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds between repeated progress and queue lines (default 60)")
     ap.add_argument("--poll", type=float, default=30.0, metavar="S",
                     help="seconds between looks at the Slurm queue (default 30)")
+    ap.add_argument("--run-file", type=Path, metavar="FILE",
+                    help="write the id of the run this command made into FILE")
     ap.add_argument("handle", type=Path, help="the benchmark's JUBE output directory")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- jube run SCRIPT ...")
     args = ap.parse_args(argv)
@@ -310,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         ap.error("give the jube run command after --")
     try:
-        return follow(args.handle.absolute(), command, args.pace, args.poll)
+        return follow(args.handle.absolute(), command, args.pace, args.poll, args.run_file)
     except KeyboardInterrupt:
         print(f"CARAML: interrupted; what ran is in {args.handle}: jube continue and jube result "
               "take it from there", file=sys.stderr, flush=True)

@@ -148,6 +148,9 @@ def check_nodes(system: systems.System, nodes: int, set_by: str) -> None:
 
 def check_batch_split(global_batch: str, devices: int) -> None:
     """Data parallelism gives every device the same share of the batch."""
+    if global_batch and int(global_batch) < 1:
+        raise PreflightError(f"global batch size {global_batch} is no number of samples: give a "
+                             f"positive multiple of the {devices} device{'s' if devices > 1 else ''}")
     if global_batch and (int(global_batch) % devices or int(global_batch) < devices):
         raise PreflightError(f"global batch size {global_batch} does not divide evenly over "
                              f"{devices} device{'s' if devices > 1 else ''}; use a multiple of {devices}")

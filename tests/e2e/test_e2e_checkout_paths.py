@@ -108,6 +108,52 @@ def test_the_operator_benchmark_runs_from_a_hostile_checkout(hostile_checkout):
     check_ran_from_the_copy(run_dir, checkout)
 
 
+def test_a_comma_in_the_path_is_refused_before_jube_starts(tmp_path):
+    """JUBE splits the checkout's path at a comma into two values."""
+    checkout = tmp_path / "a,b" / "caraml"
+    (checkout / "aux").mkdir(parents=True)
+    for name in ("checkout_path.sh", "setup.sh", "run_benchmarks.sh"):
+        shutil.copy2(ROOT / "aux" / name, checkout / "aux" / name)
+    proc = subprocess.run(["bash", str(checkout / "aux/run_benchmarks.sh")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == (f"CARAML ERROR: the checkout path {checkout} holds ',', at which JUBE "
+                           "splits a value (the path would become two); move the checkout to a "
+                           "path without commas\n")
+
+
+# the README's other route: `jube run` itself, from a checkout whose path would
+# run commands in JUBE's own shell line; each script's first step refuses it
+JUBE_RUNS = [
+    ("image_classification/image_classification_torch_benchmark.xml",
+     "image_classification/image_classification_benchmark_run", ["CPU", "smoke"]),
+    ("llm_training/llm_benchmark_nvidia_amd.yaml", "llm_training/llm_benchmark_nvidia_amd_run",
+     ["CPU", "smoke"]),
+    ("llm_training/llm_benchmark_nvidia_amd.yaml", "llm_training/llm_benchmark_nvidia_amd_run",
+     ["CPU", "dryrun"]),
+    ("operator_benchmark/fno_benchmark.xml", "operator_benchmark/operator_benchmark_run",
+     ["CPU", "smoke", "rbc2d"]),
+]
+
+
+@pytest.mark.parametrize("script, outpath, tags", JUBE_RUNS)
+def test_jube_run_refuses_a_path_it_would_run_commands_from(tmp_path, script, outpath, tags):
+    from caraml.row import rows_of_run
+
+    checkout = copy_tree(tmp_path / "x$(touch PWNED)`touch PWNED2`" / "repo")
+    env = {**os.environ, "CARAML_VENV": str(ROOT / ".venv")}
+    env.pop("CARAML_ROOT", None)
+    subprocess.run(["jube", "run", script, "--hide-animation", "--tag", *tags], cwd=checkout,
+                   env=env, capture_output=True, text=True, timeout=600)
+    assert not list(tmp_path.rglob("PWNED*")), "a command hidden in the path ran"
+    [run_dir] = [p for p in (checkout / outpath).iterdir() if p.is_dir()]
+    rows = rows_of_run(run_dir)
+    assert rows and all(row["status"]["state"] == "failed" for row in rows), \
+        [row["status"] for row in rows]
+    assert all(row["status"]["reason"].startswith(f"the checkout path {checkout} holds '$'")
+               for row in rows), rows[0]["status"]
+
+
 @pytest.mark.parametrize("char", list(REFUSED))
 @pytest.mark.parametrize("command", ["aux/run_benchmarks.sh", "aux/setup.sh"])
 def test_a_path_jube_cannot_run_is_refused_before_jube_starts(tmp_path, char, command):

@@ -34,6 +34,15 @@ def test_a_batch_that_does_not_split_over_the_devices_is_refused():
     preflight.check_batch_split("8", 4)
 
 
+@pytest.mark.parametrize("batch", ["0", "-4"])
+def test_a_batch_of_no_samples_is_named_as_such(batch):
+    # it once read "does not divide evenly over 1 device; use a multiple of 1"
+    with pytest.raises(preflight.PreflightError,
+                       match=f"global batch size {batch} is no number of samples: give a positive "
+                             "multiple of the 1 device$"):
+        preflight.check_batch_split(batch, 1)
+
+
 def test_a_missing_environment_says_to_run_setup(tmp_path):
     with pytest.raises(preflight.PreflightError, match="run bash aux/setup.sh"):
         preflight.check_python(str(tmp_path / ".venv" / "bin" / "python"))

@@ -26,6 +26,8 @@ if mode == "assert" and rank == 1:
     assert expected_world == int(os.environ["WORLD_SIZE"])
 dist.init_process_group("gloo")
 dist.barrier()
+if mode == "alloc" and rank == 1:
+    torch.empty(2**50, dtype=torch.uint8)  # a batch far beyond the host's memory
 if rank == 1:
     if mode == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
@@ -33,7 +35,7 @@ if rank == 1:
 for _ in range(3):
     dist.all_reduce(torch.ones(1))
 '''
-MODES = ("assert", "module", "kill", "gloo")
+MODES = ("assert", "module", "kill", "gloo", "alloc")
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +81,19 @@ def test_a_missing_module_is_named(cpu_logs):
 def test_a_killed_rank_is_named_not_the_one_torchrun_stopped_after_it(cpu_logs):
     # rank 0 may or may not see the broken connection before torchrun stops it;
     # either way the row names rank 1 and its signal as the first failure
-    line = _line(1, cpu_logs["kill"])
+    line = _line(1, cpu_logs["kill"], samples="256")
     assert "rank 1 killed by SIGKILL" in line and "rank 0 killed" not in line
+    # SIGKILL unasked is the kernel's out-of-memory killer's way: named as memory, with the batch
+    assert ("rank 1 killed by SIGKILL on localhost: most likely out of host memory at 256 samples "
+            "per device (the kernel's OOM killer; dmesg names it): lower the global batch size (or "
+            "the micro-batch size) or use more devices") in line, line
+
+
+def test_the_cpu_allocators_refusal_is_out_of_memory_with_the_batch(cpu_logs):
+    # it once showed the raw "[enforce fail at alloc_cpu.cpp:...]" line
+    line = _line(1, cpu_logs["alloc"], samples="4096")
+    assert line.endswith("status 1: rank 1: out of memory at 4096 samples per device (CPU): lower "
+                         "the global batch size (or the micro-batch size) or use more devices"), line
 
 
 def test_a_gloo_error_says_which_rank_saw_it_and_which_failed_first(cpu_logs):

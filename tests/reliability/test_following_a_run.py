@@ -161,6 +161,8 @@ def test_a_running_job_is_followed_from_its_start_to_its_end(tmp_path):
     follower = follow.Follower(handle, pace_s=60, out=out, clock=lambda: now[0])
     work = row_packages.execute(row_packages.run_dir(handle, {"row_benchmark": "image"}))
     (work / "job.sh").write_text("")
+    follower.look()  # its jube run has not named its run yet: nothing said
+    follower.heard("# id: 0\n")
     follower.look()
     job_out = work / "job.out"
     job_out.write_text("CARAML job: start=2026-01-01T00:00:00 host=n1 job_id=none\n"
@@ -187,6 +189,40 @@ def test_a_running_job_is_followed_from_its_start_to_its_end(tmp_path):
         "CARAML: 000001_execute iteration 4/10: loss 6.9, 0.5 s per iteration, 64.2 images/s",
         "CARAML: 000001_execute [A100] failed (job exited with status 143 (SIGTERM)), no throughput",
     ], lines
+
+
+def test_only_the_run_its_own_jube_run_names_is_followed(tmp_path):
+    """Two main commands in one clone: A's follower once took B's newer run
+    for its own and printed B's figures."""
+    handle = tmp_path / "run"
+    out = io.StringIO()
+    follower = follow.Follower(handle, pace_s=60, out=out)
+    for run_id in (0, 1):  # 000001 is another command's, newer
+        run = handle / f"{run_id:06d}"
+        work = run / "000000_execute" / "work"
+        work.mkdir(parents=True)
+        (work / "job.sh").write_text("")
+        (work / "job.out").write_text(f"CARAML job: start=2026-01-01T00:00:0{run_id} host=n{run_id}\n")
+    for line in ("######################################################################\n",
+                 "# benchmark: image_classification\n", "# id: 0\n", "# id: 1\n"):
+        follower.heard(line)
+    follower.look()
+    assert follower.run_dir == handle / "000000"
+    said = out.getvalue()
+    assert f"tail -f {handle}/000000/000000_execute/work/job.out" in said and "000001" not in said
+
+
+@pytest.mark.jube
+def test_the_follower_hears_the_run_id_from_the_real_jube_run(tmp_path):
+    """JUBE's banner, unbuffered, names the run before its steps run; a
+    newer run folder of another command beside it changes nothing."""
+    handle = tmp_path / "run"
+    (handle / "000005").mkdir(parents=True)  # another command's, made while this one starts
+    run_file = tmp_path / "run_id"
+    status = follow.follow(handle, ["jube", "run", str(IMAGE), "--hide-animation", "-o", str(handle),
+                                    "--tag", "CPU", "dryrun"], pace_s=60, poll_s=1, run_file=run_file)
+    assert status == 0
+    assert run_file.read_text() == "6\n" and (handle / "000006" / "workpackages.xml").is_file()
 
 
 def test_queued_jobs_show_their_state_and_reason_while_the_command_waits(tmp_path):
