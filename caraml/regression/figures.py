@@ -27,17 +27,15 @@ from caraml.row_status import MEASURED
 
 INVALIDATING = ("energy-incomplete", "energy-scopes-differ-between-hosts")
 # caraml-compare's figures by the performance variable that carries them
-# ({work}: the row's unit of work, {scope}: the energy's scope)
+# ({work}: the row's unit of work). A benchmark's variables are the same in
+# every run, so its perflog's columns never change: the energy's scope,
+# window and kind are in the unit and the perflog's provenance fields.
 FIGURE_VARIABLES = {"throughput": "{work}_per_s", "throughput_per_device": "{work}_per_s_per_device",
                     "throughput_per_node": "{work}_per_s_per_node", "mfu": "mfu",
-                    "work_per_wh": "{work}_per_wh_{scope}"}
+                    "work_per_wh": "{work}_per_wh"}
 # the row's provenance as the perflog's fields (check variables of the same names)
 PROVENANCE = ("commit", "suite_version", "torch", "energy_source", "energy_scope", "energy_kind",
               "energy_window", "system", "config", "flags", "status")
-
-
-def _clean(word: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "_", word.lower()).strip("_")
 
 
 def _number(value) -> float | None:
@@ -70,14 +68,13 @@ def _energy(row: dict) -> tuple[dict, str, str]:
 def variable_names(row: dict) -> dict[str, str]:
     """caraml-compare's figure -> the performance variable's name for this row."""
     work = (row.get("throughput") or {}).get("unit") or "work"
-    _, scope, _ = _energy(row)
-    return {figure: name.format(work=work, scope=_clean(scope))
-            for figure, name in FIGURE_VARIABLES.items()}
+    return {figure: name.format(work=work) for figure, name in FIGURE_VARIABLES.items()}
 
 
 def perf_values(row: dict) -> dict[str, tuple[float, str]]:
     """The row's figures as performance variables: name -> (value, unit).
-    A figure the row has none of (MFU of the image benchmark) is left out."""
+    Every benchmark has the same variables in every run (MFU the LLM's
+    only); a figure the row lacks is NaN."""
     t, m = row.get("throughput") or {}, row.get("mfu") or {}
     work = t.get("unit") or "work"
     device = (row.get("system") or {}).get("device_unit") or "device"
@@ -91,7 +88,10 @@ def perf_values(row: dict) -> dict[str, tuple[float, str]]:
         names["work_per_wh"]: (figures.get("work_per_wh"), f"{work}/Wh ({label})"),
         "power_w_per_device": (figures.get("mean_power_w_per_device"), f"W per {device} ({label})"),
     }
-    return {name: (float(v), unit) for name, (v, unit) in values.items() if _number(v) is not None}
+    if row.get("benchmark") != "llm":
+        del values[names["mfu"]]
+    return {name: (_number(v) if _number(v) is not None else math.nan, unit)
+            for name, (v, unit) in values.items()}
 
 
 def load_references(extra: list[Path] | None = None, suite: bool = True) -> pd.DataFrame:

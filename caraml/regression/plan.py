@@ -22,6 +22,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -163,13 +164,36 @@ def prepare_data(planned: Plan, stage: Path, timeout_s: float = PREPARE_TIMEOUT_
 
 def job_resources(params: dict[str, str]) -> dict[str, object]:
     """What ReFrame's job asks the scheduler for: the job script's #SBATCH
-    lines. Not its --signal: Slurm's warning would reach ReFrame's batch
-    shell, not job.sh; the driver's own time budget (--exit-duration-in-mins)
-    stops it before the limit."""
+    lines, its warning before the time limit included (--signal=B:USR1:
+    the check runs job.sh as the batch shell itself, whose trap passes the
+    warning on to the ranks, as under JUBE)."""
     nodes, tasks = int(params["nodes"]), int(params["tasks_per_node"])
     return {"num_tasks": nodes * tasks, "num_tasks_per_node": tasks,
             "num_cpus_per_task": int(params["cpus_per_task"]),
             "time_limit": seconds(params["job_timelimit"]),
             "options": [f"--{option}={params[name]}" for option, name in
                         (("gres", "gres"), ("gpus-per-task", "gpus_per_task"))
-                        if params.get(name, "").strip()]}
+                        if params.get(name, "").strip()]
+            + [f"--signal=B:USR1@{int(params['signal_lead_s'])}"]}
+
+
+def local_lock() -> Path:
+    """The lock that jobs of this host's local partitions hold while they
+    run (flock), so that two partitions of one host never measure each other."""
+    folder = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return Path(folder) / f"caraml-local-jobs-{os.getuid()}.lock"
+
+
+def decide(benchmark: str, stage: Path, timeout_s: float = 900) -> Path:
+    """Decides the row of the job that ran in STAGE with the row model, as
+    JUBE's combine step does (caraml/row_standalone.py): row.json and the
+    `CARAML row` lines in row.out."""
+    stage = Path(stage)
+    with open(stage / "row.out", "w") as out:
+        subprocess.run([str(suite_python()), "-m", "caraml.row_standalone", "--benchmark", benchmark,
+                        "--params", PARAMS_FILE, "."], cwd=stage, stdout=out, stderr=subprocess.STDOUT,
+                       timeout=timeout_s, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    row = stage / "row.json"
+    if not row.exists():
+        raise PlanError(f"the row model wrote no row.json: see {stage / 'row.out'}")
+    return row

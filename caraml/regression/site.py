@@ -126,8 +126,7 @@ def site_configuration(platform_xml: Path = systems.PLATFORM_XML, environ=os.env
     listed.append(_system("local", "this host", [".*"], local_parts))
     return {
         "systems": listed,
-        "environments": [{"name": ENVIRONMENT, "target_systems": ["*"],
-                          "env_vars": [["PYTHONPATH", str(systems.PLATFORM_XML.parent)]]}],
+        "environments": [{"name": ENVIRONMENT, "target_systems": ["*"]}],
         "logging": [{
             "handlers_perflog": [{
                 "type": "filelog", "prefix": "%(check_system)s/%(check_partition)s",

@@ -13,18 +13,22 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
-from reframe.core.exceptions import ReframeError
+from reframe.core.exceptions import ReframeError, SanityError
+from reframe.core.logging import getlogger
+from reframe.core.meta import make_test
 
 # appended, not inserted: ReFrame removes the folder it added by its position
 sys.path.append(str(Path(__file__).resolve().parents[2]))
 from caraml.benchmarks import all_benchmarks  # noqa: E402
 from caraml.compare import CompareError  # noqa: E402
-from caraml.login.jobplan import suite_python  # noqa: E402
+from caraml.login.jobplan import ROOT  # noqa: E402
 from caraml.regression import figures  # noqa: E402
 from caraml.regression.plan import (  # noqa: E402
-    PARAMS_FILE,
+    JOB_SCRIPT,
     PlanError,
+    decide,
     job_resources,
+    local_lock,
     plan,
     prepare_data,
 )
@@ -36,12 +40,18 @@ BENCHMARKS = list(all_benchmarks())
 CONFIGURATIONS = sorted({c for b in BENCHMARKS for c in b.reframe.configurations})
 
 
-@rfm.simple_test
 class CaramlBenchmark(rfm.RunOnlyRegressionTest):
-    benchmark = parameter(BENCHMARKS, fmt=lambda b: b.name)
+    """One benchmark's checks (a subclass per benchmark below, so that each
+    logs to its own perflog, <class name>.log, whose columns stay the same)."""
+
     configuration = parameter(CONFIGURATIONS)
     valid_systems = ["*"]
-    valid_prog_environs = ["caraml"]
+    # the suite's own environment (regression/config.py); a centre's
+    # configuration names its own with -S valid_prog_environs=NAME
+    valid_prog_environs = ["caraml", "builtin"]
+    # the platform.xml tag of the system; empty: the partition's extras
+    # (caraml_tags, regression/config.py), else the partition's name
+    system_tag = variable(str, value="")
     # more JUBE tags for the configuration (-S extra_tags="precision")
     extra_tags = variable(str, value="")
     # a centre's own reference file(s), beside caraml-compare's (-S or CARAML_REFERENCES; ':' between)
@@ -60,13 +70,19 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     caraml_config = variable(str, value="n/a")
     caraml_flags = variable(str, value="n/a")
     caraml_status = variable(str, value="n/a")
-    executable = "bash"
-    executable_opts = ["job.sh", ">job.out", "2>job.err"]
+    # job.sh is the batch shell itself, as under JUBE: Slurm's warning before
+    # the time limit (--signal=B:USR1) reaches its trap
+    executable = "exec"
     tags = {"caraml"}
     # what a run leaves beside ReFrame's own files: the job, its logs, the
     # energy files of every rank and the decided row
     keep_files = ["job.sh", "params.json", "job.out", "job.err", "energy", "energy_summary.csv",
-                  "jpwr.out", "jpwr.err", "row.json"]
+                  "jpwr.out", "jpwr.err", "row.out", "row.json"]
+
+    def _system_tags(self) -> list[str]:
+        if self.system_tag:
+            return self.system_tag.split()
+        return list(self.current_partition.extras.get("caraml_tags") or [self.current_partition.name])
 
     @run_after("init")
     def a_configuration_of_the_benchmark(self):
@@ -75,11 +91,12 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
 
     @run_before("run")
     def plan_the_job(self):
-        tags = [*self.current_partition.extras["caraml_tags"], *self.benchmark.reframe.tags,
-                *self.configuration.split(), *self.extra_tags.split()]
+        tags = [*self._system_tags(), *self.benchmark.reframe.tags, *self.configuration.split(),
+                *self.extra_tags.split()]
         try:
             planned = plan(self.benchmark, tags, Path(self.stagedir))
-            prepare_data(planned, Path(self.stagedir))
+            if not self.is_dry_run():  # a dry run downloads no corpus
+                prepare_data(planned, Path(self.stagedir))
         except PlanError as error:
             # ReFrame's own error: the one-line cause, without a traceback
             raise ReframeError(str(error)) from None
@@ -89,20 +106,33 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
         self.num_cpus_per_task = resources["num_cpus_per_task"]
         self.time_limit = resources["time_limit"]
         self.job.options += resources["options"]
-        self.postrun_cmds = [shlex.join([str(suite_python()), "-m", "caraml.row_standalone", "--benchmark",
-                                         self.benchmark.name, "--params", PARAMS_FILE, "."])]
+        self.env_vars["PYTHONPATH"] = str(ROOT)
+        job = ["bash", JOB_SCRIPT, ">job.out", "2>job.err"]
+        if self.current_partition.scheduler.registered_name == "local":
+            # one measurement at a time on this host, whichever partition runs it
+            job = ["flock", shlex.quote(str(local_lock())), *job]
+        self.executable_opts = job
+        if self.is_dry_run():
+            getlogger().info(f"{self.display_name}: job script {planned.job_script}")
 
-    def _row(self):
-        return read(Path(self.stagedir) / "row.json")
+    @run_before("sanity")
+    def decide_the_row(self):
+        if self.is_dry_run():
+            return
+        try:
+            decide(self.benchmark.name, Path(self.stagedir))
+        except PlanError as error:
+            raise ReframeError(str(error)) from None
 
     @sanity_function
     def row_is_a_measurement(self):
-        ok, why = figures.sanity(self._row())
-        return sn.assert_true(ok, msg=why)
+        return measured(Path(self.stagedir) / "row.json")
 
     @run_before("performance")
     def figures_of_the_row(self):
-        row = self._row()
+        if self.is_dry_run():  # no job ran: no row
+            return
+        row = read(Path(self.stagedir) / "row.json")
         for name, value in figures.provenance(row).items():
             setattr(self, f"caraml_{name}", value)
         self.perf_variables = {name: sn.make_performance_function(sn.defer(value), unit)
@@ -113,3 +143,18 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
         except CompareError as error:
             raise ReframeError(str(error)) from None
         self.reference = figures.references(row, refs, self.current_partition.fullname)
+
+
+@sn.deferrable
+def measured(row_json: Path) -> bool:
+    """ReFrame's sanity, evaluated once the row is there (never in a dry run)."""
+    ok, why = figures.sanity(read(row_json))
+    if not ok:
+        raise SanityError(why)
+    return True
+
+
+# one test class per benchmark: Caraml_image, Caraml_llm, Caraml_operator
+for _benchmark in BENCHMARKS:
+    rfm.simple_test(make_test(f"Caraml_{_benchmark.name}", (CaramlBenchmark,),
+                              {"benchmark": parameter([_benchmark], fmt=lambda b: b.name)}))

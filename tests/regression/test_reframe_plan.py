@@ -51,9 +51,11 @@ def test_a_malformed_time_limit_names_the_parameter():
 
 def test_resources_are_the_job_scripts_sbatch_lines():
     params = {"nodes": "2", "tasks_per_node": "4", "cpus_per_task": "72", "job_timelimit": "00:30:00",
-              "gres": "gpu:4", "gpus_per_task": "1"}
+              "gres": "gpu:4", "gpus_per_task": "1", "signal_lead_s": "120"}
+    # the warning before the time limit, as in JUBE's job (job.sh is the batch shell)
     assert job_resources(params) == {"num_tasks": 8, "num_tasks_per_node": 4, "num_cpus_per_task": 72,
-                                     "time_limit": 1800, "options": ["--gres=gpu:4", "--gpus-per-task=1"]}
+                                     "time_limit": 1800, "options": ["--gres=gpu:4", "--gpus-per-task=1",
+                                                                     "--signal=B:USR1@120"]}
 
 
 @pytest.mark.jube

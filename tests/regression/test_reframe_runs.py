@@ -1,7 +1,8 @@
-"""ReFrame run for real on the suite's checks: on this host with the local
-scheduler (both benchmarks, CPU smoke), through the one-node Slurm test
-cluster, and with a reference the CPU cannot meet, which ReFrame must report
-as a performance failure."""
+"""ReFrame run for real on the suite's checks: under a centre's own
+minimal site configuration (the three CPU smoke checks), on this host's two
+local partitions (one job at a time), through the one-node Slurm test
+cluster, as a dry run for a JSC system, and with a reference the CPU cannot
+meet, which ReFrame must report as a performance failure."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -23,18 +25,32 @@ REFRAME = [str(SCRIPT)] if SCRIPT.exists() else [
     "import sys; from reframe.frontend.cli import main; sys.argv[0] = 'reframe'; main()"]
 
 
-def _reframe(prefix: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+# a centre's own configuration: none of the suite's keys; the partition's
+# name is the system's platform.xml tag
+CENTRE_CONFIG = """
+site_configuration = {
+    "systems": [{"name": "centre", "descr": "a login node", "hostnames": [".*"],
+                 "partitions": [{"name": "CPU", "scheduler": "local", "launcher": "local",
+                                 "environs": ["builtin"]}]}],
+    "environments": [{"name": "builtin"}],
+}
+"""
+
+
+def _reframe(prefix: Path, *args: str, env: dict | None = None,
+             config: Path = ROOT / "regression" / "config.py") -> subprocess.CompletedProcess:
     env = {k: v for k, v in (env or os.environ).items() if k != "CARAML_REFERENCES"}
     env["RFM_REPORT_FILE"] = str(prefix / "report.json")
-    return subprocess.run([*REFRAME, "-C", str(ROOT / "regression" / "config.py"),
+    return subprocess.run([*REFRAME, "-C", str(config),
                            "-c", str(ROOT / "regression" / "checks"), "--prefix", str(prefix), *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
 
 
-def _perflog(prefix: Path, system: str, partition: str) -> list[dict[str, str]]:
-    """The perflog's records, each as its fields: name=value, and for each
+def _perflog(prefix: Path, system: str, partition: str, benchmark: str) -> list[dict[str, str]]:
+    """The records of a benchmark's perflog in the suite's format
+    (regression/config.py), each as its fields: name=value, and for each
     performance variable VAR its VAR.unit, VAR.ref, VAR.lower and VAR.upper."""
-    lines = (prefix / "perflogs" / system / partition / "CaramlBenchmark.log").read_text().splitlines()
+    lines = (prefix / "perflogs" / system / partition / f"Caraml_{benchmark}.log").read_text().splitlines()
     records = []
     for line in lines[1:]:  # the first is the header
         parts = line.split("|")
@@ -58,37 +74,90 @@ def _passed(done: subprocess.CompletedProcess) -> None:
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
 
 
-def test_every_benchmark_passes_on_this_host_and_its_perflog_carries_figures_and_provenance(tmp_path):
+def _reframe_columns(log: Path) -> list[dict[str, str]]:
+    """ReFrame's default perflog (a centre's configuration without a format): header and records."""
+    header, *lines = log.read_text().splitlines()
+    return [dict(zip(header.split("|"), line.split("|"))) for line in lines]
+
+
+def test_the_checks_pass_under_a_centres_own_configuration_each_in_its_own_perflog(tmp_path):
+    config = tmp_path / "centre.py"
+    config.write_text(CENTRE_CONFIG)
     # the suite's CPU references are for a quiet host's default configuration;
     # this shared test host's smoke runs are checked against no reference here
-    done = _reframe(tmp_path, "-r", "--system", "local:cpu", "-S", "suite_references=false")
+    done = _reframe(tmp_path / "rfm", "-r", "-S", "suite_references=false", config=config)
     _passed(done)
     assert "Ran 3/3 test case(s)" in done.stdout
-    records = {r["check"]: r for r in _perflog(tmp_path, "local", "cpu")}
-    image = records["CaramlBenchmark %benchmark=image %configuration=smoke"]
-    llm = records["CaramlBenchmark %benchmark=llm %configuration=smoke"]
-    fno = records["CaramlBenchmark %benchmark=operator %configuration=smoke"]
-    assert float(image["images_per_s"]) > 0 and float(llm["tokens_per_s_per_device"]) > 0
-    assert float(fno["samples_per_s"]) > 0
+    logs = tmp_path / "rfm" / "perflogs" / "centre" / "CPU"
+    assert sorted(p.name for p in logs.iterdir()) == ["Caraml_image.log", "Caraml_llm.log",
+                                                      "Caraml_operator.log"]
+    [image], [llm], [fno] = (_reframe_columns(logs / f"Caraml_{b}.log") for b in ("image", "llm", "operator"))
+    assert float(image["images_per_s_value"]) > 0 and float(llm["tokens_per_s_per_device_value"]) > 0
     # the measured matmul rate divides, or (a host too busy to measure it) the flags say why not
-    assert (0 < float(llm.get("mfu", "nan")) < 1 or "mfu-not-available(" in llm["flags"]) \
-        and "mfu" not in image
+    assert (0 < float(llm["mfu_value"]) < 1 or "mfu-not-available(" in llm["caraml_flags"]) \
+        and "mfu_value" not in image
     for record, work in ((image, "images"), (llm, "tokens"), (fno, "samples")):
-        assert record[f"{work}_per_wh_host_estimate.unit"] == \
-            f"{work}/Wh (host-estimate, timed window, estimated)"
-        assert float(record[f"{work}_per_wh_host_estimate"]) > 0
-        assert float(record["power_w_per_device"]) > 0
-        assert (record["system"], record["status"], record["energy_scope"], record["energy"]) == \
-            ("CPU", "ok", "host-estimate", "estimated")
-        assert record["energy_methods"] == "estimate"
-        assert re.fullmatch(r"[0-9a-f]{12}", record["commit"])
-        assert record["torch"].startswith(torch.__version__.split("+")[0])
-    assert llm["config"] == "cpu-small fp32 batch 4"
-    assert fno["config"].startswith("FNO rbc2d-small fp32")
+        assert record[f"{work}_per_wh_unit"] == f"{work}/Wh (host-estimate, timed window, estimated)"
+        assert float(record[f"{work}_per_wh_value"]) > 0 and float(record["power_w_per_device_value"]) > 0
+        assert (record["caraml_system"], record["caraml_status"], record["caraml_energy_scope"]) == \
+            ("CPU", "ok", "host-estimate")
+        assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", record["caraml_commit"])
+        assert record["caraml_torch"].startswith(torch.__version__.split("+")[0])
+    assert llm["caraml_config"] == "cpu-small fp32 batch 4"
+    # one benchmark alone, its tag now from the check variable: its perflog
+    # gains a line under the same columns, and no other perflog is rotated
+    header = (logs / "Caraml_operator.log").read_text().splitlines()[0]
+    done = _reframe(tmp_path / "rfm", "-r", "-n", "benchmark=operator", "-S", "suite_references=false",
+                    "-S", "system_tag=CPU", config=config)
+    _passed(done)
+    assert sorted(p.name for p in logs.iterdir()) == ["Caraml_image.log", "Caraml_llm.log",
+                                                      "Caraml_operator.log"]
+    lines = (logs / "Caraml_operator.log").read_text().splitlines()
+    assert lines[0] == header and len(lines) == 3
+
+
+def _job_window(work: Path) -> tuple[datetime, datetime]:
+    text = (work / "job.out").read_text()
+    start = re.search(r"^CARAML job: start=(\S+)", text, re.MULTILINE).group(1)
+    end = re.search(r"^CARAML job: end=(\S+)", text, re.MULTILINE).group(1)
+    return datetime.fromisoformat(start), datetime.fromisoformat(end)
+
+
+def test_two_partitions_of_this_host_run_one_job_at_a_time_and_log_the_rows_provenance(tmp_path):
+    done = _reframe(tmp_path, "-r", "-n", "benchmark=operator", "-S", "suite_references=false")
+    _passed(done)
+    assert "Ran 2/2 test case(s)" in done.stdout
+    cpu, host = (_job_window(next((tmp_path / "output" / "local" / p / "caraml").glob("*")))
+                 for p in ("cpu", "host"))
+    assert cpu[1] <= host[0] or host[1] <= cpu[0], (cpu, host)
+    [record] = _perflog(tmp_path, "local", "cpu", "operator")
+    assert float(record["samples_per_s"]) > 0
+    assert record["samples_per_wh.unit"] == "samples/Wh (host-estimate, timed window, estimated)"
+    assert (record["system"], record["status"], record["energy_scope"], record["energy"]) == \
+        ("CPU", "ok", "host-estimate", "estimated")
+    assert record["energy_methods"] == "estimate"
+    assert record["config"].startswith("FNO rbc2d-small fp32")
     # the row and the energy files of every rank are kept beside ReFrame's output
-    out = tmp_path / "output" / "local" / "cpu" / "caraml"
-    rows = sorted(out.glob("*/row.json"))
-    assert len(rows) == 3 and all(list(p.parent.glob("energy/*_rank0*")) for p in rows)
+    [row] = (tmp_path / "output" / "local" / "cpu" / "caraml").glob("*/row.json")
+    assert list(row.parent.glob("energy/*_rank0*"))
+
+
+def test_a_dry_run_for_a_jsc_system_shows_each_job_script_and_runs_nothing(tmp_path):
+    done = _reframe(tmp_path, "--dry-run", "--system", "A100")
+    _passed(done)
+    assert done.stdout.count("DRY") == 3
+    stages = sorted((tmp_path / "stage" / "A100" / "dc-gpu" / "caraml").glob("*"))
+    assert [s.name.split("_")[1] for s in stages] == ["image", "llm", "operator"]
+    for stage in stages:
+        assert f"job script {stage / 'job.sh'}" in done.stdout
+        batch = (stage / "rfm_job.sh").read_text()
+        # JUBE's job, with its warning before the time limit, is the batch shell
+        assert "#SBATCH --partition=dc-gpu" in batch and "#SBATCH --signal=B:USR1@120" in batch
+        assert "\nexec bash job.sh >job.out 2>job.err\n" in batch
+        assert "srun" in (stage / "job.sh").read_text()
+        assert not (stage / "row.json").exists() and not (stage / "job.out").exists()
+    # the LLM's data step prepared nothing
+    assert not list((stages[1] / "prepare_data").iterdir())
 
 
 def test_a_reference_the_cpu_cannot_meet_is_a_performance_failure(tmp_path):
@@ -99,11 +168,11 @@ def test_a_reference_the_cpu_cannot_meet_is_a_performance_failure(tmp_path):
     done = _reframe(tmp_path / "rfm", "-r", "--system", "local:cpu", "-n", "benchmark=image",
                     "-S", f"references_file={refs}")
     assert done.returncode != 0
-    assert "FAILURE INFO for CaramlBenchmark %benchmark=image %configuration=smoke" in done.stdout
+    assert "FAILURE INFO for Caraml_image %configuration=smoke %benchmark=image" in done.stdout
     assert "Failing phase: performance" in done.stdout
     assert re.search(r"failed to meet reference\(s\): images_per_s_per_device=\S+ images/s per host, "
                      r"expected 1000000", done.stdout), done.stdout[-3000:]
-    [record] = _perflog(tmp_path / "rfm", "local", "cpu")
+    [record] = _perflog(tmp_path / "rfm", "local", "cpu", "image")
     assert [record[f"images_per_s_per_device.{k}"] for k in ("ref", "lower", "upper")] == \
         ["1000000.0", "-0.1", "0.1"]
     # a figure without a reference is logged without one
@@ -114,9 +183,8 @@ def test_a_reference_the_cpu_cannot_meet_is_a_performance_failure(tmp_path):
 def test_every_check_runs_through_the_slurm_test_cluster(tmp_path, slurm):
     done = _reframe(tmp_path, "-r", "--system", "slurm-cpu", env=slurm.env)
     _passed(done)
-    records = {r["check"]: r for r in _perflog(tmp_path, "slurm-cpu", "default")}
     for benchmark, work in (("image", "images"), ("llm", "tokens"), ("operator", "samples")):
-        record = records[f"CaramlBenchmark %benchmark={benchmark} %configuration=smoke"]
+        [record] = _perflog(tmp_path, "slurm-cpu", "default", benchmark)
         assert record["status"] == "ok" and float(record[f"{work}_per_s"]) > 0
     works = sorted((tmp_path / "output" / "slurm-cpu" / "default" / "caraml").glob("*"))
     assert len(works) == 3
