@@ -50,7 +50,7 @@ def provenance(job_out: str) -> dict:
             else commit[:12] + ("" if clean is not False else "+changes"),
             "torch": _value(line.get("torch")), "cuda": _value(line.get("cuda")),
             "rocm": _value(line.get("rocm")), "date": _value(job.get("start")),
-            "host": _value(job.get("host")), "device_name": _value(line.get("device_name")),
+            "host": _value(job.get("host")),
             "driver": _value(line.get("driver")), "container": _value(line.get("container"))}
 
 

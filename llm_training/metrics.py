@@ -3,9 +3,9 @@ TFLOP/s per device (with and without recomputation) and MFU."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from caraml.device_peaks import Peak
 from caraml.timing import rate
 from llm_training.flops import IterationFlops, iteration_flops, iteration_tokens
 from llm_training.model_sizes import GPTConfig
@@ -34,20 +34,6 @@ class Workload:
     def model_tflops_per_device(self, seconds_per_iteration: float) -> float:
         """The model's own FLOPs only: the MFU numerator."""
         return rate(self.flops.model, seconds_per_iteration) / self.devices / 1e12
-
-
-# The source of a peak that `--peak-tflops measure` timed on the device.
-MEASURED = "measured-matmul"
-
-
-@dataclass(frozen=True)
-class Peak:
-    tflops: float  # nan: unknown
-    source: str  # datasheet | MEASURED | none
-
-    @classmethod
-    def none(cls) -> Peak:
-        return cls(math.nan, "none")
 
 
 def throughput(workload: Workload, mean_s: float, median_s: float, peak: Peak) -> dict[str, float]:

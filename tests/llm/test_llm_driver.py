@@ -23,7 +23,7 @@ SUMMARY_KEYS = [
     "micro_batch_size", "seq_length", "precision", "iterations", "iterations_total",
     "time_per_iteration_s", "time_per_iteration_median_s", "tokens_per_s",
     "tokens_per_s_per_device", "tflops_per_device", "model_tflops_per_device", "mfu",
-    "peak_tflops", "peak_source", "tokens_total", "loss",
+    "peak_tflops", "peak_basis", "peak_key", "tokens_total", "loss",
 ]
 # TINY's model (L 1, h 32, ffn 128, s 16, V 128) for a batch of 4, by hand:
 # per token forward 2(4h^2 + 2hf) + 4sh + 2hV = 24,576 + 2,048 + 8,192 = 34,816;
@@ -51,7 +51,7 @@ def test_summary_figures_hang_together(capsys):
     assert code == 0
     g = lines["global"]
     assert set(SUMMARY_KEYS) <= set(g)
-    assert (g["backend"], g["model_size"], g["precision"], g["peak_source"]) == (
+    assert (g["backend"], g["model_size"], g["precision"], g["peak_basis"]) == (
         "torch", "cpu-small", "fp32", "datasheet")
     assert (g["nodes"], g["devices"], g["dp"], g["global_batch_size"], g["seq_length"]) == (
         "1", "1", "1", "4", "16")
@@ -81,14 +81,14 @@ def test_recomputation_counts_as_device_work_but_not_model_work(capsys):
     assert code == 0 and g["recompute"] == "full"
     assert close(float(g["tflops_per_device"]) / float(g["model_tflops_per_device"]),
                  1 + TINY_FULL_RECOMPUTE_FLOPS / TINY_MODEL_FLOPS)
-    assert (g["mfu"], g["peak_source"]) == ("nan", "none")
+    assert (g["mfu"], g["peak_basis"]) == ("nan", "none")
 
 
 def test_measured_peak(capsys):
     code, lines, _ = run(capsys, "--train-iters", "2", "--warmup-iters", "1",
                          "--energy-methods", "none", "--peak-tflops", "measure")
     g = lines["global"]
-    assert code == 0 and g["peak_source"] == "measured-matmul"
+    assert code == 0 and g["peak_basis"] == "measured-matmul"
     assert 0 < float(g["peak_tflops"]) < math.inf
     assert close(g["mfu"], float(g["model_tflops_per_device"]) / float(g["peak_tflops"]))
 
