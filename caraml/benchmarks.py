@@ -59,12 +59,12 @@ class Figures:
 class ReFrame:
     """A benchmark's ReFrame checks: the JUBE tags of each configuration
     besides the system's, tags that make a configuration one work package,
-    and its data preparation (words to the suite's Python; {param} is the
-    work package's value, {ENV|param} the environment's where it is set)."""
+    and, where it has a data step, the JUBE parameter that holds the step's
+    arguments to the suite's Python (the JUBE script's own command)."""
 
     configurations: tuple[str, ...] = ("smoke",)
     tags: tuple[str, ...] = ()
-    prepare: tuple[str, ...] = ()
+    prepare: str | None = None
 
 
 def default_config(g: dict[str, str], params: dict[str, str]) -> dict:
@@ -179,10 +179,7 @@ BUILT_IN = (
         # the 800M GPT at sequence length 2048, as the CARAML paper ran it
         representative=("800M", 2048.0),
         size=("sequence_length", "seq {:g}", "seq n/a"), variant_by_backend=True,
-        reframe=ReFrame(prepare=(
-            "-m", "llm_training.data.prepare", "--driver-args-file", "prepare_data/data.args",
-            "--model-size", "{model_size}", "--corpus", "{CARAML_LLM_CORPUS|default_corpus}",
-            "--out-dir", "{CARAML_LLM_DATA|data_dir}")),
+        reframe=ReFrame(prepare="prepare_args"),
         vendor_rate=GRAPHCORE_RATE, vendor_sample_param="seq_length",
         vendor_steps=re.compile(r"^step \d+ of epoch", re.MULTILINE), local_smoke=True),
     Benchmark(

@@ -11,20 +11,54 @@ node."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 from dataclasses import dataclass
+
+# The bases of a peak: a datasheet's figure (or one the system states), the
+# device's dense matmul rate measured around the training, or none
+DATASHEET, MEASURED, NO_PEAK = "datasheet", "measured-matmul", "none"
 
 
 @dataclass(frozen=True)
 class Peak:
+    """A peak TFLOP/s per device, MFU's denominator, from the table or the
+    driver to the row: its value, its basis, where it comes from in words,
+    and its key in PEAKS where it is a datasheet entry's."""
+
     model: str
-    tflops: float
+    tflops: float  # nan: unknown
     source: str
+    basis: str = DATASHEET
+    key: str | None = None
+    # a measured peak: the TFLOP/s of every window timed, of which tflops is
+    # the best (llm_training/matmul_rate.py)
+    windows: tuple[float, ...] = ()
+
+
+def measured(tflops: float, windows: tuple[float, ...] = ()) -> Peak:
+    return Peak("", tflops, "the device's dense matmul rate, measured: the best of short windows "
+                "before and after training", MEASURED, windows=windows)
+
+
+def given(tflops: float) -> Peak:
+    return Peak("", tflops, f"--peak-tflops {tflops:g} given to the driver")
+
+
+NONE = Peak("", math.nan, "no peak given", NO_PEAK)
+
+
+def of_line(tflops: float, basis: str | None, key: str | None) -> Peak:
+    """The peak a driver's summary line names (peak_tflops, peak_basis, peak_key)."""
+    if basis == MEASURED:
+        return measured(tflops)
+    return PEAKS[key] if key in PEAKS else given(tflops)
 
 
 # The datasheet peak of each device, by a one-word key that a system of
 # platform.xml names (its `peak_tflops`): the one place these numbers are.
-PEAKS: dict[str, Peak] = {
+_DATASHEETS: dict[str, Peak] = {
     "A100": Peak("NVIDIA A100", 312.0,
                  "NVIDIA A100 Tensor Core GPU datasheet: FP16/BF16 tensor 312 TFLOP/s dense"),
     "B200": Peak("NVIDIA B200 (HGX)", 2250.0,
@@ -69,6 +103,7 @@ PEAKS: dict[str, Peak] = {
                   "Graphcore IPU-M2000 data sheet: 1 PetaFLOP/s FP16.16 for four GC200 IPUs, "
                   "250 TFLOP/s each (CARAML paper, Table I)"),
 }
+PEAKS: dict[str, Peak] = {key: dataclasses.replace(peak, key=key) for key, peak in _DATASHEETS.items()}
 
 # The key of a device by the name its driver reports; most specific pattern
 # first: "H100 NVL" and "H100 PCIe" before plain H100, "MI250X" before

@@ -65,27 +65,18 @@ def _throughput(benchmark: Benchmark, g: dict[str, str], ev: Evidence, system: d
             "time_per_iteration_s": _num(g.get("time_per_iteration_s"))}
 
 
-def _mfu(g: dict[str, str], device_name: str | None, named: str | None) -> dict | None:
-    """MFU with the peak it divides by and where that peak comes from: the
-    device the system names (platform.xml's peak_tflops), else the device the
-    driver saw, in the datasheet table; or the driver's measurement."""
+def _mfu(g: dict[str, str]) -> dict | None:
+    """MFU with the peak it divides by, that peak's basis and its source, as
+    the driver's line names the peak (caraml/device_peaks.py's Peak)."""
     value = _num(g.get("mfu"))
-    peak = _num(g.get("peak_tflops"))
-    if value is None or peak is None:
+    tflops = _num(g.get("peak_tflops"))
+    if value is None or tflops is None:
         return None
-    measured = g.get("peak_source") == "measured-matmul"
-    known = None if measured else (device_peaks.PEAKS.get(named or "")
-                                   or device_peaks.lookup(device_name or ""))
-    if measured:
-        source = "the device's dense matmul rate, measured at the start of the run"
-    elif known is not None and abs(known.tflops - peak) <= 1e-6 * peak:
-        source = known.source
-    else:
-        source = f"--peak-tflops {peak:g} given to the driver"
+    peak = device_peaks.of_line(tflops, g.get("peak_basis"), g.get("peak_key"))
     return {"value": value, "model_tflops_per_device": _num(g.get("model_tflops_per_device")),
             "hardware_tflops_per_device": _num(g.get("tflops_per_device")),
-            "peak_tflops": peak, "peak_basis": "measured-matmul" if measured else "datasheet",
-            "peak_source": source, "measured_peak": measured_peak(g)}
+            "peak_tflops": tflops, "peak_basis": peak.basis, "peak_source": peak.source,
+            "measured_peak": measured_peak(g)}
 
 
 def flags(ev: Evidence, status: Status, energy_row: dict | None) -> list[str]:
@@ -119,7 +110,6 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
     throughput = _throughput(benchmark, g, ev, system)
     status = decide(ev, has_throughput=throughput is not None, slurm_state=slurm_state)
     prov = provenance(job_out)
-    device_name = prov.pop("device_name")  # the peak's name, not the row's provenance
     work_total = _num(g.get(benchmark.figures.work_total))
     if work_total is None and benchmark.vendor_steps is not None and throughput is not None:
         # Graphcore's GPT-2 (GC200): every logged step trained one global batch
@@ -135,8 +125,7 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
         "schema": SCHEMA, "benchmark": benchmark.name, "work_package": ev.work_package,
         "system": system, "config": _config(benchmark, ev.params, g),
         "throughput": throughput if status.state in MEASURED else None,
-        "mfu": _mfu(g, device_name, ev.params.get("peak_tflops"))
-        if status.state in MEASURED else None,
+        "mfu": _mfu(g) if status.state in MEASURED else None,
         "energy": energy_row,
         "memory": _memory(g) if status.state in MEASURED else None,
         "status": {"state": status.state, "reason": status.reason},

@@ -50,7 +50,7 @@ def provenance(job_out: str) -> dict:
             else commit[:12] + ("" if clean is not False else "+changes"),
             "torch": _value(line.get("torch")), "cuda": _value(line.get("cuda")),
             "rocm": _value(line.get("rocm")), "date": _value(job.get("start")),
-            "host": _value(job.get("host")), "device_name": _value(line.get("device_name")),
+            "host": _value(job.get("host")),
             "driver": _value(line.get("driver")), "container": _value(line.get("container")),
             # ROCm's TF32 switch as the run had it (caraml/rocm_tf32.py)
             "hipblaslt_allow_tf32": _value(line.get("hipblaslt_allow_tf32"))}
@@ -61,7 +61,7 @@ def measured_peak(g: dict[str, str]) -> dict | None:
     matmul_rate.py: the best window is kept): how many, the slowest, the
     median and the spread; None where the peak was not measured."""
     windows = _num(g.get("peak_windows"))
-    if g.get("peak_source") != "measured-matmul" or not windows:
+    if g.get("peak_basis") != "measured-matmul" or not windows:
         return None
     return {"rule": "best-window", "windows": int(windows),
             "min_tflops": _num(g.get("peak_min_tflops")),

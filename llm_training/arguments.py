@@ -216,6 +216,12 @@ class Layout:
     global_batch_size: int
     sequence_parallel: bool  # in effect: asked for, and tensor parallelism > 1
 
+    def __post_init__(self) -> None:
+        if self.global_batch_size % (self.micro_batch_size * self.data_parallel):
+            raise BenchmarkInputError(
+                f"global batch size {self.global_batch_size} is not divisible by micro-batch size "
+                f"{self.micro_batch_size} x data-parallel size {self.data_parallel}")
+
     @property
     def microbatches(self) -> int:
         """Micro-batches per iteration on one data-parallel rank (gradient accumulation)."""
@@ -230,10 +236,6 @@ def resolve_layout(a: Args, world_size: int) -> Layout:
             f"{model_parallel} does not divide the {world_size} devices")
     dp = world_size // model_parallel
     global_batch = a.global_batch_size or a.micro_batch_size * dp * a.gradient_accumulation
-    if global_batch % (a.micro_batch_size * dp):
-        raise BenchmarkInputError(
-            f"global batch size {global_batch} is not divisible by micro-batch size "
-            f"{a.micro_batch_size} x data-parallel size {dp}")
     return Layout(
         devices=world_size,
         tensor_parallel=a.tensor_parallel,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from caraml.device_peaks import MEASURED, Peak
 from caraml.timing import rate
 from llm_training.flops import IterationFlops, iteration_flops, iteration_tokens
 from llm_training.matmul_rate import MatmulRate
@@ -37,34 +38,16 @@ class Workload:
         return rate(self.flops.model, seconds_per_iteration) / self.devices / 1e12
 
 
-# The source of a peak that `--peak-tflops measure` timed on the device.
-MEASURED = "measured-matmul"
-
-
-@dataclass(frozen=True)
-class Peak:
-    tflops: float  # nan: unknown
-    source: str  # datasheet | MEASURED | none
-    # MEASURED: every window timed (llm_training/matmul_rate.py), of which tflops is the best
-    rate: MatmulRate | None = None
-
-    @classmethod
-    def none(cls) -> Peak:
-        return cls(math.nan, "none")
-
-    @classmethod
-    def measured(cls, rate: MatmulRate) -> Peak:
-        return cls(rate.tflops, MEASURED, rate)
-
-    def fields(self) -> dict[str, float | int | str]:
-        """The summary's words on the peak: for a measured one, the windows'
-        count, the slowest, the median and the spread (else nan)."""
-        r = self.rate
-        return dict(peak_tflops=self.tflops, peak_source=self.source,
-                    peak_windows=len(r.windows) if r else 0,
-                    peak_min_tflops=min(r.windows) if r else math.nan,
-                    peak_median_tflops=r.median if r else math.nan,
-                    peak_spread_pct=r.spread_pct if r else math.nan)
+def peak_fields(peak: Peak) -> dict[str, float | int | str | None]:
+    """The summary's words on the peak: its value, basis and table key, and
+    for a measured one the windows' count, the slowest, the median and the
+    spread (else nan)."""
+    r = MatmulRate(peak.windows) if peak.windows else None
+    return dict(peak_tflops=peak.tflops, peak_basis=peak.basis, peak_key=peak.key,
+                peak_windows=len(peak.windows),
+                peak_min_tflops=min(r.windows) if r else math.nan,
+                peak_median_tflops=r.median if r else math.nan,
+                peak_spread_pct=r.spread_pct if r else math.nan)
 
 
 def mfu_unavailable(model_tflops: float, peak: Peak) -> str | None:
@@ -75,16 +58,15 @@ def mfu_unavailable(model_tflops: float, peak: Peak) -> str | None:
     host through most of the measurement, and its best window is as likely
     disturbed as the rest (0.028 TFLOP/s kept, median 0.006, where the
     host's undisturbed windows give 0.2)."""
-    if peak.source != MEASURED:
+    if peak.basis != MEASURED:
         return None
     if model_tflops > peak.tflops:
         return (f"measured-matmul-rate-{peak.tflops:.4g}-TFLOP/s-is-below-the-model's-own-"
                 f"{model_tflops:.4g}-TFLOP/s-per-device")
-    if peak.rate is not None:
-        near = sum(w >= peak.tflops / 2 for w in peak.rate.windows)
-        if 2 * near < len(peak.rate.windows):
-            return (f"only-{near}-of-{len(peak.rate.windows)}-matmul-windows-reached-half-the-"
-                    f"best-{peak.tflops:.4g}-TFLOP/s:-the-host-was-too-busy-to-measure-its-rate")
+    near = sum(w >= peak.tflops / 2 for w in peak.windows)
+    if 2 * near < len(peak.windows):
+        return (f"only-{near}-of-{len(peak.windows)}-matmul-windows-reached-half-the-"
+                f"best-{peak.tflops:.4g}-TFLOP/s:-the-host-was-too-busy-to-measure-its-rate")
     return None
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from caraml import device_peaks, driver, memory, precision, report
+from caraml.device_peaks import MEASURED, Peak
 from caraml.dist import Dist
 from caraml.driver import EnergyMeter
 from caraml.report import BenchmarkInputError
@@ -29,7 +30,7 @@ from llm_training.arguments import Args, Layout
 from llm_training.batches import micro_batches
 from llm_training.flops import parameter_count
 from llm_training.matmul_rate import MatmulRate
-from llm_training.metrics import MEASURED, Peak, Workload, throughput
+from llm_training.metrics import Workload, peak_fields, throughput
 from llm_training.model_sizes import GPTConfig
 
 
@@ -89,7 +90,8 @@ def plan_memory(args: Args, layout: Layout, gpt: GPTConfig, dist: Dist) -> tuple
                           f"{plan.usable_gib:.1f} GiB usable per device")
     args = dataclasses.replace(args, recompute=plan.recompute,
                                micro_batch_size=plan.micro_batch_size, auto_micro_batch=False)
-    return args, arguments.resolve_layout(args, dist.world_size)
+    # the layout resolved once (set_up); the plan changes its micro-batch only
+    return args, dataclasses.replace(layout, micro_batch_size=plan.micro_batch_size)
 
 
 def build_backend(gpt: GPTConfig, args: Args, layout: Layout, dist: Dist) -> training.Backend:
@@ -104,20 +106,21 @@ def build_backend(gpt: GPTConfig, args: Args, layout: Layout, dist: Dist) -> tra
 
 def peak_of(args: Args, dist: Dist) -> Peak:
     if args.peak_tflops is None:
-        return Peak.none()
+        return device_peaks.NONE
     if args.peak_tflops in device_peaks.PEAKS:  # the system names its device
-        return Peak(device_peaks.PEAKS[args.peak_tflops].tflops, "datasheet")
+        return device_peaks.PEAKS[args.peak_tflops]
     if args.peak_tflops == "auto" and dist.device.type == "cuda":
         known = device_peaks.lookup(torch.cuda.get_device_name(dist.device))
         if known is not None:
-            return Peak(known.tflops, "datasheet")
+            return known
     if args.peak_tflops in ("auto", "measure"):
         # All ranks measure at once, sharing the host as they do in training;
         # each window's rate is the ranks' mean.
         mine = matmul_rate.measure(dist.device, precision.DTYPES[args.precision])
         ranks = dist.gather_floats(list(mine.windows))
-        return Peak.measured(MatmulRate(tuple(map(statistics.fmean, zip(*ranks)))))
-    return Peak(args.peak_tflops, "datasheet")
+        rate = MatmulRate(tuple(map(statistics.fmean, zip(*ranks))))
+        return device_peaks.measured(rate.tflops, rate.windows)
+    return device_peaks.given(args.peak_tflops)
 
 
 def progress(args: Args, workload: Workload) -> driver.Progress:
@@ -147,7 +150,7 @@ def global_line(setup: Setup, backend: training.Backend, workload: Workload, pea
         seq_length=gpt.seq_length,
         precision=args.precision,
         **(throughput(workload, job.mean_s, job.median_s, peak) if job else {}),
-        **peak.fields(),
+        **peak_fields(peak),
         tokens_total=iterations * workload.tokens,
         tokens_timed=(job.iterations if job else 0) * workload.tokens,
         recompute=args.recompute,
@@ -174,12 +177,13 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
         peak = peak_of(args, dist)
         result = driver.train_loop(lambda: backend.train_step(batches), args, dist, stop, energy,
                                    progress(args, workload))
-        if peak.source == MEASURED and result.iterations >= args.train_iters:
+        if peak.basis == MEASURED and result.iterations >= args.train_iters:
             # On a shared host another job can hold a core for whole windows and
             # halve the measured rate; windows after training as well make it rarer
             # that it holds all of them. A run stopped by a signal or its budget
             # reports at once instead.
-            peak = Peak.measured(peak.rate + peak_of(args, dist).rate)
+            rate = MatmulRate(peak.windows + peak_of(args, dist).windows)
+            peak = device_peaks.measured(rate.tflops, rate.windows)
     except torch.OutOfMemoryError:
         raise BenchmarkInputError(memory.out_of_memory(
             layout.micro_batch_size, dist.device, "lower --micro-batch-size (gradient "

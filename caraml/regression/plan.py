@@ -9,21 +9,21 @@ which the row model reads. The dry run submits nothing; the check runs that
 job.sh in its stage directory and decides the row there
 (caraml/row_standalone.py).
 
-A benchmark with a data step (the LLM) names its preparation in its entry
-of the benchmark table (caraml/benchmarks.py);
-it runs where ReFrame runs (the login node, which can download a corpus),
-before the job, as JUBE's data step does, with the work package's values."""
+A benchmark with a data step (the LLM) names, in its entry of the
+benchmark table (caraml/benchmarks.py), the JUBE parameter that holds the
+step's arguments, so the command is its JUBE script's own; it runs where
+ReFrame runs (the login node, which can download a corpus), before the
+job, as JUBE's data step does, with the variables JUBE exports to it."""
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml.benchmarks import Benchmark
@@ -38,8 +38,6 @@ PARAMS_FILE = "params.json"
 JOB_SCRIPT = "job.sh"
 # the folder the LLM's job_command reads its data arguments from (@prepare_data/data.args)
 DATA_DIR = "prepare_data"
-# {NAME|param}: the environment variable NAME where it is set, else the work package's param
-_FIELD = re.compile(r"\{(?:([A-Z_][A-Z0-9_]*)\|)?([a-z_][a-z0-9_]*)\}")
 
 
 class PlanError(Exception):
@@ -51,19 +49,18 @@ class Plan:
     job_script: Path
     params: dict[str, str]
     prepare: list[str]
+    # what JUBE exports to the data step (its CARAML_ parameters)
+    prepare_env: dict[str, str] = field(default_factory=dict)
 
 
-def fill(words: tuple[str, ...], params: dict[str, str], environ=os.environ) -> list[str]:
-    """The preparation's words with the work package's values put in."""
-    def value(match: re.Match) -> str:
-        env, name = match.groups()
-        if env and environ.get(env):
-            return environ[env]
-        if name not in params:
-            raise PlanError(f"the preparation names {name!r}, which the work package does not "
-                            "have: fix the benchmark's ReFrame entry (caraml/benchmarks.py)")
-        return params[name]
-    return [_FIELD.sub(value, word) for word in words]
+def data_step(params: dict[str, str], name: str) -> tuple[list[str], dict[str, str]]:
+    """The data step's arguments as the JUBE script wrote them (its
+    parameter NAME, evaluated for the work package), and the variables JUBE
+    exports to the step."""
+    if name not in params:
+        raise PlanError(f"the data step's parameter {name!r} is not one of the work package's: "
+                        "fix the benchmark's ReFrame entry (caraml/benchmarks.py)")
+    return shlex.split(params[name]), {k: v for k, v in params.items() if k.startswith("CARAML_")}
 
 
 def _execute_work(run_dir: Path) -> Path:
@@ -117,13 +114,13 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
     params["dry_run"] = "no"
     shutil.copy(script, stage / JOB_SCRIPT)
     (stage / PARAMS_FILE).write_text(json.dumps(params, indent=1) + "\n")
-    prepare = []
-    if benchmark.reframe.prepare:
-        python = str(suite_python())
-        (stage / DATA_DIR).mkdir(exist_ok=True)
-        prepare = [python, str(ROOT / "caraml" / "failure.py"), "--run", "data step", "--",
-                   python, *fill(benchmark.reframe.prepare, data_params, environ or os.environ)]
-    return Plan(stage / JOB_SCRIPT, params, prepare)
+    if not benchmark.reframe.prepare:
+        return Plan(stage / JOB_SCRIPT, params, [])
+    words, exported = data_step(data_params, benchmark.reframe.prepare)
+    python = str(suite_python())
+    (stage / DATA_DIR).mkdir(exist_ok=True)
+    prepare = [python, str(ROOT / "caraml" / "failure.py"), "--run", "data step", "--", python, *words]
+    return Plan(stage / JOB_SCRIPT, params, prepare, exported)
 
 
 def seconds(limit: str) -> int:
@@ -150,8 +147,9 @@ def prepare_data(planned: Plan, stage: Path, timeout_s: float = PREPARE_TIMEOUT_
     folder = Path(stage) / DATA_DIR
     with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
         try:
-            done = subprocess.run(planned.prepare, cwd=stage, stdout=out, stderr=err, timeout=timeout_s,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+            # in its folder, as JUBE's data step runs in its work package
+            done = subprocess.run(planned.prepare, cwd=folder, stdout=out, stderr=err, timeout=timeout_s,
+                                  env={**os.environ, **planned.prepare_env, "PYTHONPATH": str(ROOT)})
         except subprocess.TimeoutExpired:
             raise PlanError(f"the data step took more than {timeout_s:.0f} s: see {folder / 'stderr'}; "
                             "prepare the data once beforehand (docs/llm_data.md)") from None

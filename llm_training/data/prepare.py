@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import fcntl
+import os
 import re
 import sys
 from pathlib import Path
@@ -157,8 +158,16 @@ def build_parser() -> argparse.ArgumentParser:
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog=__doc__.split("\n\n", 2)[2])
-    p.add_argument("--corpus", required=True, help="oscar, local, or a corpus file")
-    p.add_argument("--out-dir", required=True, type=Path)
+    # the user's choice (CARAML_LLM_CORPUS, CARAML_LLM_DATA) before the system's
+    # defaults that the LLM JUBE scripts export (CARAML_DEFAULT_CORPUS, CARAML_DATA_DIR)
+    corpus = os.environ.get("CARAML_LLM_CORPUS") or os.environ.get("CARAML_DEFAULT_CORPUS")
+    out_dir = os.environ.get("CARAML_LLM_DATA") or os.environ.get("CARAML_DATA_DIR")
+    p.add_argument("--corpus", required=not corpus, default=corpus,
+                   help="oscar, local, or a corpus file (default: $CARAML_LLM_CORPUS, else "
+                        "$CARAML_DEFAULT_CORPUS)")
+    p.add_argument("--out-dir", required=not out_dir, default=out_dir, type=Path,
+                   help="where the prepared data goes (default: $CARAML_LLM_DATA, else "
+                        "$CARAML_DATA_DIR)")
     p.add_argument("--vocab-file", type=Path, help="GPT-2-format vocab.json")
     p.add_argument("--merge-file", type=Path, help="GPT-2-format merges.txt")
     p.add_argument("--json-key", default="text", help="the document's field in a jsonl corpus")

@@ -14,7 +14,7 @@ LLM_GLOBAL = ("CARAML global: backend=megatron model_size=800M params=810000000 
               "pp=1 dp=4 global_batch_size=512 micro_batch_size=4 seq_length=2048 precision=bf16 "
               "time_per_iteration_s=10.0 tokens_per_s=104857.6 tokens_per_s_median=104000.0 "
               "tokens_per_s_per_device=26214.4 tflops_per_device=150.0 "
-              "model_tflops_per_device=128.0 mfu=0.410256 peak_tflops=312 peak_source=datasheet "
+              "model_tflops_per_device=128.0 mfu=0.410256 peak_tflops=312 peak_basis=datasheet peak_key=A100 "
               "tokens_total=1048576 tokens_timed=524288 nodes=1 iterations=90 "
               "iterations_total=100 loss=3.2")
 IMAGE_GLOBAL = ("CARAML global: model=resnet50 precision=fp16 devices=4 global_batch_size=256 "

@@ -49,4 +49,5 @@ def test_a_system_that_names_its_device_gets_the_tables_peak_in_the_driver():
     from llm_training.pretrain_gpt import peak_of
 
     peak = peak_of(SimpleNamespace(peak_tflops="MI250-GCD"), dist=None)
-    assert (peak.tflops, peak.source) == (181.05, "datasheet")
+    assert (peak.tflops, peak.basis, peak.key) == (181.05, "datasheet", "MI250-GCD")
+    assert "MI250 data sheet" in peak.source

@@ -137,24 +137,26 @@ def test_mfu_says_its_peak_and_where_the_peak_comes_from(tmp_path):
     mfu = decide(tmp_path / "a", job_out=finished_job())["mfu"]
     assert mfu["value"] == pytest.approx(0.410256) and mfu["peak_tflops"] == 312.0
     assert mfu["peak_basis"] == "datasheet" and "A100" in mfu["peak_source"]
-    measured = LLM_GLOBAL.replace("peak_tflops=312 peak_source=datasheet",
-                                  "peak_tflops=0.38 peak_source=measured-matmul")
+    measured = LLM_GLOBAL.replace("peak_tflops=312 peak_basis=datasheet peak_key=A100",
+                                  "peak_tflops=0.38 peak_basis=measured-matmul peak_key=-")
     mfu = decide(tmp_path / "b", job_out=finished_job(global_line=measured))["mfu"]
     assert mfu["peak_basis"] == "measured-matmul" and "measured" in mfu["peak_source"]
-    # the system names its device (platform.xml): that entry's source
-    named = LLM_GLOBAL.replace("peak_tflops=312", "peak_tflops=181.05")
-    mfu = decide(tmp_path / "d", params={"peak_tflops": "MI250-GCD"},
-                 job_out=finished_job(global_line=named))["mfu"]
+    # the driver names the table's entry it took (the system's or its device's): its source,
+    # not one found again by the number (an MI250X and an MI250 differ by a few per cent)
+    named = LLM_GLOBAL.replace("peak_tflops=312", "peak_tflops=181.05").replace(
+        "peak_key=A100", "peak_key=MI250-GCD")
+    mfu = decide(tmp_path / "d", job_out=finished_job(global_line=named))["mfu"]
     assert mfu["peak_tflops"] == 181.05 and "MI250 data sheet" in mfu["peak_source"]
-    assert mfu["measured_peak"] is None  # the old line names no windows
+    assert mfu["measured_peak"] is None  # a datasheet peak has no windows
     windowed = LLM_GLOBAL.replace(
-        "peak_tflops=312 peak_source=datasheet",
-        "peak_tflops=0.38 peak_source=measured-matmul peak_windows=10 peak_min_tflops=0.1 "
+        "peak_tflops=312 peak_basis=datasheet peak_key=A100",
+        "peak_tflops=0.38 peak_basis=measured-matmul peak_key=- peak_windows=10 peak_min_tflops=0.1 "
         "peak_median_tflops=0.35 peak_spread_pct=73.7 mfu_unavailable=-")
     mfu = decide(tmp_path / "e", job_out=finished_job(global_line=windowed))["mfu"]
     assert mfu["measured_peak"] == {"rule": "best-window", "windows": 10, "min_tflops": 0.1,
                                     "median_tflops": 0.35, "spread_pct": 73.7}
-    stated = LLM_GLOBAL.replace("peak_tflops=312", "peak_tflops=300")
+    stated = LLM_GLOBAL.replace("peak_tflops=312", "peak_tflops=300").replace("peak_key=A100",
+                                                                               "peak_key=-")
     mfu = decide(tmp_path / "c", job_out=finished_job(global_line=stated))["mfu"]
     assert mfu["peak_source"] == "--peak-tflops 300 given to the driver"
 
@@ -474,8 +476,8 @@ def test_the_driver_cores_figures_reach_the_tables_through_the_row_line(tmp_path
 
 def test_an_mfu_the_driver_refused_is_no_figure_and_says_why(tmp_path):
     refused = LLM_GLOBAL.replace(
-        "mfu=0.410256 peak_tflops=312 peak_source=datasheet",
-        "mfu=nan peak_tflops=0.0014 peak_source=measured-matmul peak_windows=5 "
+        "mfu=0.410256 peak_tflops=312 peak_basis=datasheet peak_key=A100",
+        "mfu=nan peak_tflops=0.0014 peak_basis=measured-matmul peak_key=- peak_windows=5 "
         "peak_min_tflops=0.001 peak_median_tflops=0.0012 peak_spread_pct=28.6 "
         "mfu_unavailable=measured-matmul-rate-0.0014-TFLOP/s-is-below-the-model's-own-"
         "0.05-TFLOP/s-per-device")

@@ -49,7 +49,7 @@ def check_llm(line: dict, backend: str, precision: str) -> None:
     assert (line["backend"], line["precision"], line["devices"]) == (backend, precision, "1")
     assert int(line["iterations"]) == 3
     assert float(line["tokens_per_s"]) > 0
-    assert line["peak_source"] in ("datasheet", "measured-matmul")
+    assert line["peak_basis"] in ("datasheet", "measured-matmul")
     assert 0 < float(line["mfu"]) < 1
     assert 0 < float(line["memory_max_allocated_gib"]) <= float(line["memory_max_reserved_gib"]) \
         <= float(line["memory_device_gib"])

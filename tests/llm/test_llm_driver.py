@@ -24,7 +24,7 @@ SUMMARY_KEYS = [
     "micro_batch_size", "seq_length", "precision", "iterations", "iterations_total",
     "time_per_iteration_s", "time_per_iteration_median_s", "tokens_per_s",
     "tokens_per_s_per_device", "tflops_per_device", "model_tflops_per_device", "mfu",
-    "mfu_unavailable", "peak_tflops", "peak_source", "peak_windows", "peak_min_tflops",
+    "mfu_unavailable", "peak_tflops", "peak_basis", "peak_key", "peak_windows", "peak_min_tflops",
     "peak_median_tflops", "peak_spread_pct", "tokens_total", "loss",
 ]
 # TINY's model (L 1, h 32, ffn 128, s 16, V 128) for a batch of 4, by hand:
@@ -53,7 +53,7 @@ def test_summary_figures_hang_together(capsys):
     assert code == 0
     g = lines["global"]
     assert set(SUMMARY_KEYS) <= set(g)
-    assert (g["backend"], g["model_size"], g["precision"], g["peak_source"]) == (
+    assert (g["backend"], g["model_size"], g["precision"], g["peak_basis"]) == (
         "torch", "cpu-small", "fp32", "datasheet")
     assert (g["nodes"], g["devices"], g["dp"], g["global_batch_size"], g["seq_length"]) == (
         "1", "1", "1", "4", "16")
@@ -83,14 +83,14 @@ def test_recomputation_counts_as_device_work_but_not_model_work(capsys):
     assert code == 0 and g["recompute"] == "full"
     assert close(float(g["tflops_per_device"]) / float(g["model_tflops_per_device"]),
                  1 + TINY_FULL_RECOMPUTE_FLOPS / TINY_MODEL_FLOPS)
-    assert (g["mfu"], g["peak_source"]) == ("nan", "none")
+    assert (g["mfu"], g["peak_basis"]) == ("nan", "none")
 
 
 def test_measured_peak(capsys):
     code, lines, _ = run(capsys, "--train-iters", "2", "--warmup-iters", "1",
                          "--energy-methods", "none", "--peak-tflops", "measure")
     g = lines["global"]
-    assert code == 0 and g["peak_source"] == "measured-matmul"
+    assert code == 0 and g["peak_basis"] == "measured-matmul"
     assert 0 < float(g["peak_tflops"]) < math.inf
     if g["mfu_unavailable"] == "-":
         assert close(g["mfu"], float(g["model_tflops_per_device"]) / float(g["peak_tflops"]))

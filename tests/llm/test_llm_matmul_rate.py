@@ -7,9 +7,11 @@ import math
 import pytest
 import torch
 
+from caraml import device_peaks
+from caraml.device_peaks import MEASURED
 from llm_training import matmul_rate
 from llm_training.matmul_rate import MatmulRate
-from llm_training.metrics import MEASURED, Peak, Workload, throughput
+from llm_training.metrics import Workload, peak_fields, throughput
 from llm_training.model_sizes import GPTConfig
 
 
@@ -85,6 +87,10 @@ def test_a_real_measurement_gives_plausible_windows():
     assert rate.tflops == max(rate.windows)
 
 
+def _measured(rate: MatmulRate) -> device_peaks.Peak:
+    return device_peaks.measured(rate.tflops, rate.windows)
+
+
 def _model_tflops_at(seconds: float) -> tuple[Workload, float]:
     gpt = GPTConfig(num_layers=4, hidden_size=256, num_attention_heads=4, ffn_hidden_size=1024,
                     seq_length=256, vocab_size=4096)
@@ -94,35 +100,35 @@ def _model_tflops_at(seconds: float) -> tuple[Workload, float]:
 
 def test_a_measured_peak_below_the_models_own_rate_refuses_mfu():
     workload, model = _model_tflops_at(0.5)
-    low = Peak.measured(MatmulRate((model / 10, model / 20)))
+    low = _measured(MatmulRate((model / 10, model / 20)))
     figures = throughput(workload, 0.5, 0.5, low)
     assert math.isnan(figures["mfu"])
     assert figures["mfu_unavailable"].startswith("measured-matmul-rate-")
     assert "below-the-model's-own" in figures["mfu_unavailable"]
     assert " " not in figures["mfu_unavailable"] and "," not in figures["mfu_unavailable"]
-    ok = Peak.measured(MatmulRate((model * 2, model * 4, model * 4)))
+    ok = _measured(MatmulRate((model * 2, model * 4, model * 4)))
     figures = throughput(workload, 0.5, 0.5, ok)
     assert figures["mfu"] == pytest.approx(0.25) and figures["mfu_unavailable"] == "-"
     # a stated peak is the user's: never refused
-    stated = throughput(workload, 0.5, 0.5, Peak(model / 10, "datasheet"))
+    stated = throughput(workload, 0.5, 0.5, device_peaks.given(model / 10))
     assert stated["mfu"] == pytest.approx(10) and stated["mfu_unavailable"] == "-"
 
 
 def test_the_summary_names_the_windows_behind_a_measured_peak():
-    fields = Peak.measured(MatmulRate(COLLAPSING)).fields()
-    assert fields == {"peak_tflops": 0.211, "peak_source": MEASURED, "peak_windows": 5,
+    fields = peak_fields(_measured(MatmulRate(COLLAPSING)))
+    assert fields == {"peak_tflops": 0.211, "peak_basis": MEASURED, "peak_key": None, "peak_windows": 5,
                       "peak_min_tflops": 0.0014, "peak_median_tflops": 0.190,
                       "peak_spread_pct": pytest.approx(99.34, abs=0.01)}
-    assert Peak(312.0, "datasheet").fields()["peak_windows"] == 0
+    assert peak_fields(device_peaks.PEAKS["A100"])["peak_windows"] == 0
 
 
 def test_a_rate_most_windows_fall_far_below_is_refused():
     workload, model = _model_tflops_at(0.5)
     # the series (one window in five collapsed, one in four below half): kept
-    steady = Peak.measured(MatmulRate(tuple(model * 100 * w / 0.211 for w in COLLAPSING)))
+    steady = _measured(MatmulRate(tuple(model * 100 * w / 0.211 for w in COLLAPSING)))
     assert throughput(workload, 0.5, 0.5, steady)["mfu_unavailable"] == "-"
     # a host held through most of the measurement: best 0.028, median 0.006
-    busy = Peak.measured(MatmulRate(tuple(model * 100 * w for w in
+    busy = _measured(MatmulRate(tuple(model * 100 * w for w in
                                           (0.028, 0.006, 0.001, 0.02, 0.005, 0.006))))
     figures = throughput(workload, 0.5, 0.5, busy)
     assert math.isnan(figures["mfu"])

@@ -4,7 +4,6 @@ preparation, the scheduler's resources; and the row decided outside JUBE."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -12,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from caraml import benchmarks
-from caraml.benchmarks import ReFrame
 from caraml.regression.plan import (
     Plan,
     PlanError,
-    fill,
+    data_step,
     job_resources,
     plan,
     prepare_data,
@@ -25,17 +23,15 @@ from caraml.regression.plan import (
 from caraml.row_standalone import main as row_main
 
 IMAGE = benchmarks.get("image")
-LLM = dataclasses.replace(benchmarks.get("llm"), reframe=ReFrame(prepare=(
-    "--model-size", "{model_size}", "--out-dir", "{CARAML_LLM_DATA|data_dir}")))
+LLM = benchmarks.get("llm")
 
 
-def test_fill_takes_the_environment_first_then_the_work_package():
-    words = ("--size", "{model_size}", "--out", "{DATA|data_dir}", "x{model_size}y")
-    params = {"model_size": "cpu-small", "data_dir": "/d"}
-    assert fill(words, params, {}) == ["--size", "cpu-small", "--out", "/d", "xcpu-smally"]
-    assert fill(words, params, {"DATA": "/mine"})[3] == "/mine"
-    with pytest.raises(PlanError, match="names 'corpus'"):
-        fill(("{corpus}",), params, {})
+def test_the_data_step_is_the_jube_scripts_own_command_with_its_exported_variables():
+    params = {"prepare_args": "-m prep --size 'cpu small'", "CARAML_DATA_DIR": "/d", "data_dir": "/x"}
+    assert data_step(params, "prepare_args") == (["-m", "prep", "--size", "cpu small"],
+                                                 {"CARAML_DATA_DIR": "/d"})
+    with pytest.raises(PlanError, match="parameter 'prepare_cmd' is not one"):
+        data_step(params, "prepare_cmd")
 
 
 @pytest.mark.parametrize("limit, expected", [("00:20:00", 1200), ("30", 1800), ("05:30", 330),
@@ -80,8 +76,9 @@ def test_the_slurm_plan_starts_the_ranks_with_srun(tmp_path):
 @pytest.mark.jube
 def test_the_data_step_takes_the_data_work_packages_values(tmp_path):
     planned = plan(LLM, ["CPU", "smoke"], tmp_path, environ=None)
-    assert planned.prepare[-4:-2] == ["--model-size", "cpu-small"]
-    assert planned.prepare[-1].endswith("llm_training/llm_data")
+    assert planned.prepare[-2:] == ["--model-size", "cpu-small"]
+    assert planned.prepare_env["CARAML_DATA_DIR"].endswith("llm_training/llm_data")
+    assert planned.prepare_env["CARAML_DEFAULT_CORPUS"] == "local"
     assert planned.prepare[2:5] == ["--run", "data step", "--"]
     assert "@prepare_data/data.args" in planned.job_script.read_text()
 
