@@ -12,7 +12,8 @@ import re
 import pandas as pd
 import pytest
 
-from caraml.compare import cli, figures, reference, rows
+from caraml.compare import cli, decision, figures, reference, rows
+from caraml.compare.jobs import Jobs
 from tests.compare import rowfixtures as fx
 
 
@@ -150,3 +151,43 @@ def test_gh200_gets_a_gpu_scope_energy_ratio_and_no_column_mixes_scopes(committe
     titles = [c.strip() for c in solution.strip().splitlines()[0].strip("|").split("|")]
     assert {"energy to solution, gpu scope, timed iterations", "energy to solution, module scope, "
             "timed iterations", "energy to solution, gpu scope, whole run"} <= set(titles)
+
+
+def test_the_first_screen_ranks_per_node_and_per_package_and_leaves_the_smoke_run_out(committee):
+    _, out, _ = committee
+    page = (out / "report.html").read_text()
+    assert re.findall(r'<section id="([^"]+)"', page)[:2] == ["decision-llm", "decision-image"]
+    first = page.split('id="decision-llm"')[1].split("</section>")[0]
+    assert "Best tokens/s per node: GH200, 190,000, 2.45x A100." in first
+    # a GB200 superchip holds 2 B200 GPUs: per package it leads
+    assert "Best tokens/s per accelerator package: GB200, 88,000, 4.54x A100." in first
+    assert "Best tokens/Wh, accelerators alone (gpu scope), whole run: GH200, 250,000, 1.55x A100." in first
+    assert "MI300X: not ranked (smoke, not a measurement" in first
+    assert "MI300A: not ranked (failed: HIP out of memory)" in first
+    assert 'alt="decision_llm_800M_bf16_seq_2048"' in first and 'alt="solution_llm_800M_bf16_seq_2048"' in first
+    image = page.split('id="decision-image"')[1].split("</section>")[0]
+    assert "GB200: not ranked (failed: CUDA error" in image
+
+
+def test_the_rankings_are_best_first_with_their_ratios(committee, tmp_path):
+    _, _, args = committee
+    table = figures.mark_best(rows.load(args))
+    table = figures.add_ratios(table, "A100")
+    head, _ = figures.headline(table, "A100")
+    jobs = Jobs()
+    [llm, image] = decision.decide(table, head, figures.time_and_energy_to_solution(table, jobs), jobs, "A100")
+    per_node = llm.ranked["throughput_per_node"]
+    assert per_node["system"].tolist() == ["GH200", "JUPITER", "GB200", "WAIH100", "JEDI", "H100", "MI250X",
+                                           "MI250", "A100"]
+    assert llm.ranked["throughput_per_package"]["system"].iloc[0] == "GB200"
+    assert per_node["throughput_per_node"].is_monotonic_decreasing
+    per_wh = llm.ranked["gpu_work_per_wh"].set_index("system")
+    assert per_wh.loc["GH200", "gpu_work_per_wh_ratio"] == pytest.approx((47505 * 4 * 600 / 456) /
+                                                                         (19390 * 4 * 600 / 288))
+    assert image.ranked["throughput_per_node"]["system"].tolist() == ["H100", "A100"]
+    # the Pareto front: no system on it is both slower and hungrier than another
+    points = llm.solution.astype({"time_h": float, "gpu_energy_kwh": float})
+    front = decision.pareto(points)
+    assert points.loc[front, "system"].tolist() == ["GH200"]
+    assert decision.pareto(pd.DataFrame({"time_h": [1.0, 2.0, 3.0], "gpu_energy_kwh": [3.0, 1.0, 2.0]})) \
+        .tolist() == [True, True, False]
