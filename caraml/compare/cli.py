@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from caraml.compare import CompareError, figures, plots, power, reference, report, rows, trend
+from caraml.compare import CompareError, decision, figures, plots, power, reference, report, rows, trend
 from caraml.compare.jobs import IMAGENET_TRAIN_IMAGES, OPERATOR_SAMPLES_PER_EPOCH, Jobs
 from jpwr.version import VersionAction
 
@@ -132,7 +132,14 @@ def compare(args: argparse.Namespace) -> int:
     scaling.to_csv(out / "scaling.csv", index=False)
     checks.drop(columns="row").to_csv(out / "verdicts.csv", index=False)
 
-    benchmarks, pngs = [], []
+    decisions, pngs = [], []
+    for chosen in decision.decide(table, head, solutions, jobs, ref_system):
+        charts = [decision.ranked_chart(chosen, out), decision.solution_chart(chosen, out)]
+        charts = [c for c in charts if c is not None]
+        pngs += charts
+        decisions.append({"name": chosen.benchmark, "like": chosen.like, "leaders": chosen.leaders,
+                          "unranked": chosen.unranked, "charts": [report.image(p) for p in charts]})
+    benchmarks = []
     for benchmark in dict.fromkeys(b for b in table["benchmark"] if b != "n/a"):
         in_head = head[head["benchmark"] == benchmark]
         in_rows = table[table["benchmark"] == benchmark]
@@ -167,6 +174,7 @@ def compare(args: argparse.Namespace) -> int:
                                             BELOW_BAND: "a figure is below its reference band."}[status]]
     (out / "report.html").write_text(report.html_page(
         title="caraml-compare: " + " vs ".join(systems), summary=summary, reference=ref_system,
+        decisions=decisions,
         benchmarks=benchmarks, failed_systems=failed_systems, cards=report.cards(table),
         solution=report.solution_display(solutions),
         timelines=[report.image(p) for p in timelines],

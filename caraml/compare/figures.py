@@ -20,8 +20,9 @@ LIKE = ["benchmark", "model", "precision", "size", "compile"]
 GROUP = ["system", *LIKE]
 # The full table's ratios also need the same batch and node count
 MATCH = [*LIKE, "global_batch", "nodes"]
-THROUGHPUT_FIGURES = ["throughput", "throughput_per_device", "throughput_per_node"]
-ENERGY_FIGURES = ["work_per_wh", "mean_power_w_per_device"]
+THROUGHPUT_FIGURES = ["throughput", "throughput_per_device", "throughput_per_package", "throughput_per_node"]
+# gpu_work_per_wh: the accelerators alone over the whole run, the scope every GPU system has
+ENERGY_FIGURES = ["work_per_wh", "gpu_work_per_wh", "mean_power_w_per_device"]
 RATIO_FIGURES = [*THROUGHPUT_FIGURES, "mfu", *ENERGY_FIGURES]
 EXTRAPOLATED = "estimate: extrapolated from the measured rate"
 NOT_REPRESENTATIVE = "not representative"
@@ -40,6 +41,21 @@ def mark_best(rows: pd.DataFrame) -> pd.DataFrame:
 
 def refusal(row: pd.Series, ref: pd.Series, figure: str) -> str:
     """Why the figure of row may not be divided by that of ref; empty where it may."""
+    if figure == "throughput_per_device" and row["device_unit"] != ref["device_unit"]:
+        return (f"per-device figures not divided: {row['system']} counts per {row['device_unit']}, "
+                f"{ref['system']} per {ref['device_unit']}; the ratio per package or per node says it")
+    if figure == "throughput_per_package":
+        for side in (row, ref):
+            if pd.isna(side["throughput_per_package"]):
+                return (f"per package not divided: {side['system']} ({side['platform']}) declares no "
+                        "accelerator package in platform.xml")
+    if figure == "gpu_work_per_wh":
+        for side in (row, ref):
+            if side["energy_scope"] == "n/a":
+                return f"energy not divided: {side['system']} has no energy figure"
+            if pd.isna(side["gpu_work_per_wh"]):
+                return f"GPU-scope energy not divided: {side['system']} has no GPU-only energy channel"
+        return ""
     if figure == "mfu" and row["peak_basis"] != ref["peak_basis"]:
         return (f"MFU not divided: {row['system']} against a {row['peak_basis']} peak, {ref['system']} "
                 f"against a {ref['peak_basis']} peak")
@@ -137,13 +153,15 @@ def _solution(row: pd.Series, work: float, rate: float, case: str, nodes: float,
             "energy_estimated": row["energy_estimated"]}
     if how == NOT_REPRESENTATIVE:
         return {**line, "time_h": NOT_REPRESENTATIVE, "energy_kwh": NOT_REPRESENTATIVE,
-                "energy_basis": "", "label": NOT_REPRESENTATIVE}
+                "energy_basis": "", "gpu_energy_kwh": NOT_REPRESENTATIVE, "label": NOT_REPRESENTATIVE}
     seconds = work / rate
     # the timed window's work per Wh matches the throughput's window (no warm-up)
     timed = not pd.isna(row["timed_work_per_wh"])
     energy_kwh = work / (row["timed_work_per_wh"] if timed else row["work_per_wh"]) / 1000
     kind = "estimated" if row["energy_estimated"] else "measured"
     return {**line, "time_h": seconds / 3600, "energy_kwh": energy_kwh,
+            # the accelerators alone over the whole run: the scope every GPU system has
+            "gpu_energy_kwh": work / row["gpu_work_per_wh"] / 1000,
             "energy_basis": "timed iterations" if timed else f"{row['energy_window']} window",
             "label": f"{EXTRAPOLATED}; energy {kind}, scope {row['energy_scope']}"}
 

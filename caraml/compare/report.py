@@ -11,6 +11,7 @@ from pathlib import Path
 import jinja2
 import pandas as pd
 
+from caraml.compare.figures import NOT_REPRESENTATIVE
 from caraml.compare.rows import MEASURED, MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS, measured
 from caraml.compare.units import NA, duration, energy, number
 
@@ -65,6 +66,21 @@ def _energy_cells(row) -> dict:
                       f"{row['energy_devices']:g} energy devices ({row['energy_methods']})"}
 
 
+def _per(value: float, per: str) -> str:
+    """A per-unit figure with its unit (MI250: per GCD, GH200: per superchip)."""
+    return NA if pd.isna(value) else f"{number(value)} per {per}"
+
+
+def per_wh_title(unit: str, scope: str, window: str) -> str:
+    return f"{unit}/Wh, {scope} scope, {window} window"
+
+
+def _per_wh(unit: str, scope: str, window: str, value: float, est: str) -> dict:
+    if scope == NA:
+        return {}
+    return {per_wh_title(unit, scope, window): NA if pd.isna(value) else number(value) + est}
+
+
 def _row_cells(row, unit: str, headline: bool) -> dict:
     if row["status"] not in MEASURED:
         return {"system": row["system"], "configuration": row.get("like", NA),
@@ -73,16 +89,23 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
     cells = {
         "system": row["system"], "configuration": _config(row),
         "status": row["smoke"] or row["status"] + (f": {row['reason']}" if row["reason"] else ""),
-        f"{unit}/s per device": _e(row["throughput_per_device"]),
         f"{unit}/s per node": _e(row["throughput_per_node"]),
-        f"{unit}/s whole job": _e(row["throughput"]),
+        "per node x ref": _ratio(row.get("throughput_per_node_ratio")),
+        f"{unit}/s per package": _per(row["throughput_per_package"], row["package_unit"]),
+        "per package x ref": _ratio(row.get("throughput_per_package_ratio")),
+        f"{unit}/s per device": _per(row["throughput_per_device"], row["device_unit"]),
         "per device x ref": _ratio(row.get("throughput_per_device_ratio")),
+        f"{unit}/s whole job": _e(row["throughput"]),
         "MFU": number(row["mfu"]),
         "peak TFLOP/s per device": number(row["peak_tflops"]),
         "peak basis": row["peak_basis"],
         "MFU x ref": _ratio(row.get("mfu_ratio")),
-        f"{unit}/Wh": _e(row["work_per_wh"]) + (est if not pd.isna(row["work_per_wh"]) else ""),
-        "per Wh x ref": _ratio(row.get("work_per_wh_ratio"), bool(row.get("ratio_estimated"))),
+        # a column per energy scope and window, never two scopes in one
+        **_per_wh(unit, row["energy_scope"], row["energy_window"], row["work_per_wh"], est),
+        "per Wh x ref (same scope and window)": _ratio(row.get("work_per_wh_ratio"),
+                                                       bool(row.get("ratio_estimated"))),
+        **_per_wh(unit, "gpu", "run", row["gpu_work_per_wh"], est),
+        "GPU-scope per Wh x ref": _ratio(row.get("gpu_work_per_wh_ratio"), bool(row.get("ratio_estimated"))),
         "mean power per energy device": _e(row["mean_power_w_per_device"], "W")
         + (est if not pd.isna(row["mean_power_w_per_device"]) else ""),
         **_energy_cells(row),
@@ -101,8 +124,18 @@ def rows_display(table: pd.DataFrame, headline: bool) -> pd.DataFrame:
     units = table.loc[table["status"].isin(MEASURED), "unit"]
     unit = units.iloc[0] if not units.empty else "work"
     lines = [_row_cells(row, unit, headline) for _, row in table.iterrows()]
-    columns = list(dict.fromkeys(c for line in lines for c in line))
+    columns = _together(list(dict.fromkeys(c for line in lines for c in line)), f"{unit}/Wh, ")
     return pd.DataFrame(lines, columns=columns).fillna(NA)
+
+
+def _together(columns: list[str], prefix: str) -> list[str]:
+    """The columns of every scope and window of one figure side by side, where the first of them stands."""
+    alike = [c for c in columns if c.startswith(prefix)]
+    if not alike:
+        return columns
+    first = columns.index(alike[0])
+    rest = [c for c in columns if c not in alike]
+    return rest[:first] + sorted(alike) + rest[first:]
 
 
 def _values(series: pd.Series, unit: str = "") -> str:
@@ -154,11 +187,16 @@ def solution_display(table: pd.DataFrame) -> pd.DataFrame:
                       "on devices": f"{r['from_devices']:g}", "job": r["job"],
                       "time to solution": r["time_h"] if isinstance(r["time_h"], str)
                       else duration(r["time_h"] * 3600),
-                      "energy to solution": r["energy_kwh"] if isinstance(r["energy_kwh"], str)
-                      else energy(r["energy_kwh"] * 1000) + est,
-                      "energy scope and window": f"{r['energy_scope']}, {r['energy_basis']}".rstrip(", "),
+                      # one column per scope and window, never two scopes in one column
+                      **({"energy to solution": NOT_REPRESENTATIVE} if isinstance(r["energy_kwh"], str)
+                         else {f"energy to solution, {r['energy_scope']} scope, {r['energy_basis']}":
+                               energy(r["energy_kwh"] * 1000) + est}),
+                      **({} if isinstance(r["gpu_energy_kwh"], str) or pd.isna(r["gpu_energy_kwh"])
+                         else {"energy to solution, gpu scope, whole run": energy(r["gpu_energy_kwh"] * 1000)
+                               + est}),
                       "figures are": r["label"]})
-    return pd.DataFrame(lines)
+    columns = _together(list(dict.fromkeys(c for line in lines for c in line)), "energy to solution")
+    return pd.DataFrame(lines, columns=columns).fillna("")
 
 
 def plain_display(table: pd.DataFrame) -> pd.DataFrame:

@@ -19,6 +19,7 @@ import pandas as pd
 from caraml import benchmarks
 from caraml import row as row_model
 from caraml.compare import CompareError
+from caraml.login import systems
 from caraml.row_status import MEASURED
 
 # Files JUBE keeps in every run directory (outpath/<id>)
@@ -107,6 +108,18 @@ def smoke(line: dict | pd.Series) -> str:
     return ""
 
 
+def _gpu_work_per_wh(energy: dict, run_window: dict) -> float:
+    """Work per Wh of the accelerators alone over the whole run: the scope
+    every GPU system has, also where the headline counts more (a GH200
+    module): the run's work over the gpu scope's Wh of jpwr's by-scope line
+    (which covers the whole run). NaN where the row has no GPU channel."""
+    work_per_wh, wh = _num(run_window.get("work_per_wh")), _num(run_window.get("wh"))
+    if energy.get("scope") == "gpu":
+        return work_per_wh
+    gpu_wh = _num((energy.get("by_scope") or {}).get("gpu"))
+    return work_per_wh * wh / gpu_wh if gpu_wh > 0 else math.nan
+
+
 def flatten(row: dict, run: RunDir, path: Path) -> dict:
     """One row.json as one line of the comparison."""
     system, config = row.get("system") or {}, row.get("config") or {}
@@ -116,6 +129,7 @@ def flatten(row: dict, run: RunDir, path: Path) -> dict:
     window = energy.get("headline_window") or "run"
     figures = (energy.get("windows") or {}).get(window) or {}
     timed = (energy.get("windows") or {}).get("timed") or {}
+    run_window = (energy.get("windows") or {}).get("run") or {}
     size, size_label = _size(benchmark, config)
     model, precision = _text(config.get("model")), _text(config.get("precision"))
     platform = _text(system.get("name"))
@@ -141,7 +155,8 @@ def flatten(row: dict, run: RunDir, path: Path) -> dict:
         "global_batch": _num(config.get("global_batch")), "micro_batch": _num(config.get("micro_batch")),
         "tp": _num(config.get("tp")), "pp": _num(config.get("pp")), "dp": _num(config.get("dp")),
         "params": _num(config.get("params")),
-        "throughput": _num(tput.get("per_s")), "throughput_per_device": _num(tput.get("per_s_per_device")),
+        "throughput": _num(tput.get("per_s")),
+        "throughput_median": _num(tput.get("per_s_median")), "throughput_per_device": _num(tput.get("per_s_per_device")),
         "throughput_per_node": _num(tput.get("per_s_per_node")), "iterations": iterations,
         "timed_seconds": seconds,
         "mfu": _num(mfu.get("value")), "peak_tflops": _num(mfu.get("peak_tflops")),
@@ -156,6 +171,7 @@ def flatten(row: dict, run: RunDir, path: Path) -> dict:
         "energy_wh": _num(figures.get("wh")), "energy_per_device_wh": _num(figures.get("wh_per_device")),
         "work_per_wh": _num(figures.get("work_per_wh")),
         "timed_work_per_wh": _num(timed.get("work_per_wh")),
+        "gpu_work_per_wh": _gpu_work_per_wh(energy, run_window),
         "mean_power_w_per_device": _num(figures.get("mean_power_w_per_device")),
         "energy_seconds": _num(figures.get("seconds")),
         "energy_by_scope": " ".join(f"{k}:{v:.4g}Wh" for k, v in (energy.get("by_scope") or {}).items()
@@ -205,7 +221,18 @@ def load(arguments: list[str], all_runs: bool = False) -> pd.DataFrame:
     # a failed line without a benchmark belongs to each benchmark its system ran
     known = rows[rows["benchmark"] != "n/a"].groupby("system")["benchmark"].first()
     rows.loc[rows["benchmark"] == "n/a", "benchmark"] = rows["system"].map(known).fillna("n/a")
-    return rows
+    return with_packages(rows)
+
+
+def with_packages(rows: pd.DataFrame) -> pd.DataFrame:
+    """Adds the accelerator package of each row's system as platform.xml
+    declares it (package_unit, devices_per_package) and the throughput per
+    package; NaN for a system platform.xml does not know."""
+    packages = {tag: system.package for tag, system in systems.load().items() if system.package}
+    known = rows["platform"].map(packages)
+    rows = rows.assign(package_unit=known.map(lambda p: p[0] if isinstance(p, tuple) else "n/a"),
+                       devices_per_package=known.map(lambda p: p[1] if isinstance(p, tuple) else math.nan))
+    return rows.assign(throughput_per_package=rows["throughput_per_device"] * rows["devices_per_package"])
 
 
 def ran(rows: pd.DataFrame) -> pd.DataFrame:

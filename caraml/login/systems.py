@@ -34,6 +34,14 @@ class System:
         return None if value is None else int(value)
 
     @property
+    def package(self) -> tuple[str, int] | None:
+        """The accelerator package one buys and plugs in (an A100 card, an
+        MI250 card of 2 GCDs, a GH200 superchip) and how many of the
+        system's devices make one; None where platform.xml does not say."""
+        unit, count = self.params.get("package_unit", ""), _number(self.params.get("devices_per_package", ""))
+        return (unit, int(count)) if unit and count else None
+
+    @property
     def container(self) -> str:
         """The definition containers/<container>.def; empty: no container."""
         return self.params["container"]

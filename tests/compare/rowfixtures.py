@@ -66,7 +66,8 @@ def row(name: str = "A100", benchmark: str = "llm", *, devices: int = 4, nodes: 
                    "headline_window": "timed",
                    "windows": {"run": _window(timed_wh * 1.2, timed_work, energy_devices, seconds * 1.3),
                                "timed": _window(timed_wh, timed_work, energy_devices, seconds)},
-                   "by_scope": {scope: timed_wh}, "by_node": {"node1": timed_wh}},
+                   # the whole run's Wh per scope, as jpwr's jpwr-scopes line gives them
+                   "by_scope": {scope: timed_wh * 1.2}, "by_node": {"node1": timed_wh * 1.2}},
         "status": {"state": state, "reason": reason},
         "flags": [],
         "provenance": {"commit": "abc1234", "clean": True, "suite_version": "0.1.0+abc1234",
@@ -83,12 +84,16 @@ def _preset(name: str, benchmark: str, defaults: dict, changes: dict) -> dict:
     return row(name, benchmark, **_merge(defaults, changes))
 
 
+SUPERCHIP = "GH200 superchip (Grace CPU and H100 GPU)"  # platform.xml's device unit of GH200, JEDI, JUPITER
+
+
 def gh200(**changes) -> dict:
-    """GH200: the module (superchip) is what the energy counts; the GPU alone is in by_scope."""
+    """GH200: the module (superchip) is what the energy counts; the GPU alone is in by_scope (whole run)."""
     return _preset("GH200", "llm", {
         "per_s_per_device": 47505.0, "scope": "module", "timed_wh": 450.0, "peak": 989.0,
-        "energy": {"by_scope": {"gpu": 380.0, "module": 450.0}},
-        "system": {"tdp_w": 680.0, "description": "JURECA GH200: 4x GH200 superchips"}}, changes)
+        "energy": {"by_scope": {"gpu": 456.0, "module": 540.0}},
+        "system": {"tdp_w": 680.0, "description": "JURECA GH200: 4x GH200 superchips",
+                   "device_unit": SUPERCHIP}}, changes)
 
 
 def a100(**changes) -> dict:
@@ -237,7 +242,7 @@ def committee(root: Path) -> list[str]:
     def superchip(name: str, per_device: float, gpu_wh: float, module_wh: float) -> dict:
         return gh200(system={"name": name, "description": f"{name}: 4x GH200 superchips"},
                      per_s_per_device=per_device, timed_wh=module_wh,
-                     energy={"by_scope": {"gpu": gpu_wh, "module": module_wh}})
+                     energy={"by_scope": {"gpu": gpu_wh * 1.2, "module": module_wh * 1.2}})
 
     systems = {
         "A100": [a100(global_batch=256, per_s_per_device=18100.0), a100(), image("A100", 2500.0, 160.0)],
@@ -247,7 +252,10 @@ def committee(root: Path) -> list[str]:
         "GH200": [superchip("GH200", 47505.0, 380.0, 450.0)],
         "JEDI": [superchip("JEDI", 39538.2, 340.0, 410.0)],
         "JUPITER": [superchip("JUPITER", 45000.0, 365.0, 440.0)],
-        "GB200": [superchip("GB200", 88000.0, 520.0, 640.0),
+        # a B200 GPU is the device, two of them and a Grace CPU the package; energy of the GPUs alone
+        "GB200": [a100(system={"name": "GB200", "device_unit": "GPU (B200; the Grace CPUs are outside every "
+                                                               "figure)"}, per_s_per_device=44000.0,
+                       timed_wh=400.0, peak=2250.0),
                   row("GB200", "image", state="failed", reason="CUDA error: no kernel image for sm_100",
                       config={"model": "resnet50", "image_size": 224})],
         "MI250": [mi250()],

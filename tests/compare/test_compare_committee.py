@@ -12,7 +12,8 @@ import re
 import pandas as pd
 import pytest
 
-from caraml.compare import cli, figures, reference, rows
+from caraml.compare import cli, decision, figures, reference, rows
+from caraml.compare.jobs import Jobs
 from tests.compare import rowfixtures as fx
 
 
@@ -69,8 +70,8 @@ def test_no_value_in_milli_hours_and_one_time_to_solution_line_per_system(commit
     solution = pd.read_csv(out / "time_to_solution.csv")
     assert not solution.duplicated(["system", "like"]).any()
     markdown = (out / "comparison_llm.md").read_text()
-    assert "| 65.1 h | 93.7 kWh |" in markdown  # A100: 20 x 908.8M tokens at 77 560 tokens/s
-    assert "| 19,400 | 77,600 | 77,600 | 1.00x |" in markdown
+    assert "| 65.1 h |  | 93.7 kWh | 112 kWh |" in markdown  # A100: 20 x 908.8M tokens at 77 560 tokens/s
+    assert "| 77,600 | 1.00x | 19,400 per GPU card | 1.00x | 19,400 per GPU | 1.00x | 77,600 |" in markdown
 
 
 def test_a_reference_is_drawn_only_in_the_panel_of_its_exact_configuration():
@@ -98,3 +99,95 @@ def test_the_references_table_says_each_source_kind(committee):
 def test_best_rows_exclude_smoke_runs(tmp_path):
     table = figures.mark_best(rows.load([str(fx.write_run(tmp_path, "m", [fx.smoke()]))]))
     assert not table["best"].any()
+
+
+def test_per_package_and_per_node_mean_the_same_on_every_system_and_per_device_keeps_its_unit(committee):
+    _, out, _ = committee
+    head = pd.read_csv(out / "headline.csv", keep_default_na=False, na_values=[""])
+    head = head[head["benchmark"] == "llm"].set_index("system")
+    # an MI250 card is 2 GCDs, a GB200 superchip 2 B200 GPUs: declared once, in platform.xml
+    assert head.loc["MI250", "package_unit"] == "MI250 card (2 GCDs)"
+    assert head.loc["MI250", "throughput_per_package"] == pytest.approx(2 * 11077.6)
+    assert head.loc["MI250", "throughput_per_package_ratio"] == pytest.approx(2 * 11077.6 / 19390)
+    assert head.loc["GB200", "throughput_per_package"] == pytest.approx(2 * 44000)
+    assert head.loc["GH200", "throughput_per_package_ratio"] == pytest.approx(47505 / 19390)
+    assert head.loc["MI250", "throughput_per_node_ratio"] == pytest.approx(8 * 11077.6 / (4 * 19390))
+    # per device: kept, labelled with its unit, never divided across units
+    assert pd.isna(head.loc["MI250", "throughput_per_device_ratio"])
+    assert pd.isna(head.loc["GH200", "throughput_per_device_ratio"])
+    assert head.loc["H100", "throughput_per_device_ratio"] == pytest.approx(33100 / 19390)
+    markdown = (out / "comparison_llm.md").read_text()
+    assert "per-device figures not divided: MI250 counts per GCD, A100 per GPU" in markdown
+    mi250 = next(line for line in markdown.splitlines() if line.startswith("| MI250 |"))
+    assert "| 11,100 per GCD |" in mi250 and "| 22,200 per MI250 card (2 GCDs) |" in mi250
+
+
+def _column(markdown: str, system: str, title: str) -> str:
+    lines = [line for line in markdown.split("\n\n")[1].splitlines() if line.startswith("|")]
+    titles = [c.strip() for c in lines[0].strip("|").split("|")]
+    row = next(line for line in lines if line.startswith(f"| {system} |"))
+    return [c.strip() for c in row.strip("|").split("|")][titles.index(title)]
+
+
+def test_gh200_gets_a_gpu_scope_energy_ratio_and_no_column_mixes_scopes(committee):
+    _, out, _ = committee
+    table = pd.read_csv(out / "comparison.csv", keep_default_na=False, na_values=[""])
+    best = table[table["best"] & (table["benchmark"] == "llm")].set_index("system")
+    gh200, a100 = best.loc["GH200"], best.loc["A100"]
+    # the GPU-only channel over the whole run, on both sides
+    assert gh200["gpu_work_per_wh"] == pytest.approx(47505 * 4 * 600 / (380 * 1.2))
+    assert a100["gpu_work_per_wh"] == pytest.approx(19390 * 4 * 600 / (240 * 1.2))
+    head = pd.read_csv(out / "headline.csv", keep_default_na=False, na_values=[""])
+    head = head[head["benchmark"] == "llm"].set_index("system")
+    assert head.loc["GH200", "gpu_work_per_wh_ratio"] == \
+        pytest.approx(gh200["gpu_work_per_wh"] / a100["gpu_work_per_wh"])
+    assert pd.isna(head.loc["GH200", "work_per_wh_ratio"])  # module against GPU: refused
+    markdown = (out / "comparison_llm.md").read_text()
+    assert _column(markdown, "GH200", "tokens/Wh, gpu scope, timed window") == "n/a"
+    assert _column(markdown, "GH200", "tokens/Wh, module scope, timed window") == "253,000"
+    assert _column(markdown, "A100", "tokens/Wh, module scope, timed window") == "n/a"
+    assert _column(markdown, "GH200", "GPU-scope per Wh x ref") == "1.55x"
+    solution = markdown.split("## Time and energy to solution")[1]
+    titles = [c.strip() for c in solution.strip().splitlines()[0].strip("|").split("|")]
+    assert {"energy to solution, gpu scope, timed iterations", "energy to solution, module scope, "
+            "timed iterations", "energy to solution, gpu scope, whole run"} <= set(titles)
+
+
+def test_the_first_screen_ranks_per_node_and_per_package_and_leaves_the_smoke_run_out(committee):
+    _, out, _ = committee
+    page = (out / "report.html").read_text()
+    assert re.findall(r'<section id="([^"]+)"', page)[:2] == ["decision-llm", "decision-image"]
+    first = page.split('id="decision-llm"')[1].split("</section>")[0]
+    assert "Best tokens/s per node: GH200, 190,000, 2.45x A100." in first
+    # a GB200 superchip holds 2 B200 GPUs: per package it leads
+    assert "Best tokens/s per accelerator package: GB200, 88,000, 4.54x A100." in first
+    assert "Best tokens/Wh, accelerators alone (gpu scope), whole run: GH200, 250,000, 1.55x A100." in first
+    assert "MI300X: not ranked (smoke, not a measurement" in first
+    assert "MI300A: not ranked (failed: HIP out of memory)" in first
+    assert 'alt="decision_llm_800M_bf16_seq_2048"' in first and 'alt="solution_llm_800M_bf16_seq_2048"' in first
+    image = page.split('id="decision-image"')[1].split("</section>")[0]
+    assert "GB200: not ranked (failed: CUDA error" in image
+
+
+def test_the_rankings_are_best_first_with_their_ratios(committee, tmp_path):
+    _, _, args = committee
+    table = figures.mark_best(rows.load(args))
+    table = figures.add_ratios(table, "A100")
+    head, _ = figures.headline(table, "A100")
+    jobs = Jobs()
+    [llm, image] = decision.decide(table, head, figures.time_and_energy_to_solution(table, jobs), jobs, "A100")
+    per_node = llm.ranked["throughput_per_node"]
+    assert per_node["system"].tolist() == ["GH200", "JUPITER", "GB200", "WAIH100", "JEDI", "H100", "MI250X",
+                                           "MI250", "A100"]
+    assert llm.ranked["throughput_per_package"]["system"].iloc[0] == "GB200"
+    assert per_node["throughput_per_node"].is_monotonic_decreasing
+    per_wh = llm.ranked["gpu_work_per_wh"].set_index("system")
+    assert per_wh.loc["GH200", "gpu_work_per_wh_ratio"] == pytest.approx((47505 * 4 * 600 / 456) /
+                                                                         (19390 * 4 * 600 / 288))
+    assert image.ranked["throughput_per_node"]["system"].tolist() == ["H100", "A100"]
+    # the Pareto front: no system on it is both slower and hungrier than another
+    points = llm.solution.astype({"time_h": float, "gpu_energy_kwh": float})
+    front = decision.pareto(points)
+    assert points.loc[front, "system"].tolist() == ["GH200"]
+    assert decision.pareto(pd.DataFrame({"time_h": [1.0, 2.0, 3.0], "gpu_energy_kwh": [3.0, 1.0, 2.0]})) \
+        .tolist() == [True, True, False]

@@ -41,7 +41,9 @@ def test_ratios_within_one_scope_and_refusals_across_scopes_bases_and_energy_dev
     table = _load(tmp_path, A100=[fx.a100()], GH200=[fx.gh200()], MI250=[fx.mi250()],
                   B=[fx.a100(per_s_per_device=25000.0, timed_wh=300.0, basis="measured-matmul")])
     table = figures.add_ratios(table, "A100").set_index("system")
-    assert table.loc["GH200", "throughput_per_device_ratio"] == pytest.approx(47505 / 19390)
+    # a superchip and a GPU card: the same package unit, not the same device unit
+    assert table.loc["GH200", "throughput_per_package_ratio"] == pytest.approx(47505 / 19390)
+    assert table.loc["GH200", "throughput_per_device_ratio"] != table.loc["GH200", "throughput_per_device_ratio"]
     # module scope against GPU scope: never divided, one line says why
     assert table.loc["GH200", "work_per_wh_ratio"] != table.loc["GH200", "work_per_wh_ratio"]
     assert "energy not divided: GH200 counts scope module, A100 scope gpu" in table.loc["GH200", "ratio_note"]

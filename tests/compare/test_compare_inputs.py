@@ -96,7 +96,7 @@ def test_a_row_that_stopped_early_is_a_measurement_that_keeps_its_reason(tmp_pat
     out = tmp_path / "out"
     assert cli.main([str(path), "--out", str(out), "--no-references"]) == 0
     markdown = (out / "comparison_llm.md").read_text()
-    assert "| ok-stopped-early: walltime after 40 of 90 | 19,400 |" in markdown
+    assert "| ok-stopped-early: walltime after 40 of 90 | 77,600 |" in markdown
 
 
 def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
@@ -106,8 +106,9 @@ def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
     lines = (out / "comparison_llm.md").read_text().splitlines()
     head = [line for line in lines if line.startswith("| B ")][0]
     cells = [c.strip() for c in head.strip("|").split("|")]
-    # tokens/Wh, its ratio, mean power and the energy description
-    assert [c for c in cells if "estimated" in c] == ["194,000 (estimated)", "1.00x (estimated)",
+    # tokens/Wh over the whole run and the timed window, their ratios, mean power and the energy description
+    assert [c for c in cells if "estimated" in c] == ["162,000 (estimated)", "194,000 (estimated)",
+                                                      "1.00x (estimated)", "1.00x (estimated)",
                                                       "360 W (estimated)",
                                                       "estimated, scope gpu, timed window, 4 energy "
                                                       "devices (estimate)"]

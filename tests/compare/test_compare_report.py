@@ -27,10 +27,12 @@ def _sections(page: str) -> list[str]:
     return re.findall(r'<section id="([^"]+)"', page)
 
 
-def test_the_page_opens_with_the_headline_then_the_system_cards(mixed_report):
+def test_the_page_opens_with_the_decision_then_the_headline_then_the_system_cards(mixed_report):
     page = (mixed_report / "report.html").read_text()
     sections = _sections(page)
-    assert sections[:3] == ["headline-llm", "headline-image", "headline-operator"]
+    # the CPU's image rows (resnet18 at 64 px) are not the job's configuration: no image decision
+    assert sections[:5] == ["decision-llm", "decision-operator", "headline-llm", "headline-image",
+                            "headline-operator"]
     assert sections.index("systems") < sections.index("solution") < sections.index("table-llm") \
         < sections.index("method")
     headline = page.split('id="headline-table-llm"')[1].split("</table>")[0]
@@ -89,6 +91,9 @@ def test_plots_keep_legends_outside_the_axes_and_labels_apart(tmp_path, monkeypa
             labels = [t.get_window_extent(renderer) for t in ax.get_yticklabels() if t.get_text()]
             for a, b in zip(labels, labels[1:]):
                 assert not _overlaps(a, b), f"{path.name}: y labels overlap"
+            labels = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()]
+            for a, b in zip(labels, labels[1:]):
+                assert not _overlaps(a, b), f"{path.name}: x labels overlap"
         checked.append(path.name)
         return save(fig, path)
 
@@ -97,7 +102,8 @@ def test_plots_keep_legends_outside_the_axes_and_labels_apart(tmp_path, monkeypa
     argv = [*fx.many_systems(tmp_path, count, power=True), "--out", str(out), "--no-references"]
     assert cli.main(argv) == 0
     assert len([n for n in checked if n.startswith("power_")]) == count
-    assert "bars_llm_800M_bf16_seq_2048.png" in checked
+    assert {"bars_llm_800M_bf16_seq_2048.png", "decision_llm_800M_bf16_seq_2048.png",
+            "solution_llm_800M_bf16_seq_2048.png"} <= set(checked)
 
 
 def test_bar_plots_grow_in_height_not_in_width_with_more_systems(tmp_path):
@@ -129,7 +135,12 @@ def test_the_report_loads_in_headless_chromium_and_shows_the_headline(tmp_path, 
     page = browser.load(out / "report.html", tmp_path / "shot.png")
     table = page.dom.split('id="headline-table-llm"')[1].split("</table>")[0]
     assert table.count("<tr><td>") == count
-    assert re.search(r"<h2>(.*?)</h2>", page.dom).group(1).startswith("Headline: llm")
+    # the first screen: the decision, its ranked charts and time against energy to solution
+    assert re.search(r"<h2>(.*?)</h2>", page.dom).group(1).startswith("Decision: llm, 800M bf16 seq 2048")
+    decision = page.dom.split('id="decision-llm"')[1].split("</section>")[0]
+    assert 'alt="decision_llm_800M_bf16_seq_2048"' in decision and 'alt="solution_llm_800M_bf16_seq_2048"' \
+        in decision
+    assert decision.count("<br>") == 3  # best per node, per package, per Wh
     # nothing failed to load, no script error, no host looked up
     assert [line for line in page.log.splitlines() if "CONSOLE" in line] == []
     assert browser.own_requests(out / "report.html", tmp_path) == frozenset()

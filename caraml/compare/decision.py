@@ -1,0 +1,197 @@
+"""The decision page that opens the report: per benchmark, the configuration
+that stands for the job (caraml/benchmarks.py's representative model and
+size; of its like-for-like groups the one most systems measured), each
+system at its best measured batch, ranked best first by throughput per node,
+per accelerator package and by work per Wh of the accelerators alone, the
+ratio to the reference system written on each bar; then time against energy
+to solution with the Pareto front marked. Smoke runs, failures and systems
+without the figure are named under the charts, never ranked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
+
+from caraml.compare import plots
+from caraml.compare.figures import LIKE
+from caraml.compare.jobs import Jobs
+from caraml.compare.rows import measured, ran
+from caraml.compare.units import number
+
+# (figure, title, what a bar's unit is, the ratio's column)
+RANKINGS = [("throughput_per_node", "{unit}/s per node", "throughput_per_node_ratio"),
+            ("throughput_per_package", "{unit}/s per accelerator package", "throughput_per_package_ratio"),
+            ("gpu_work_per_wh", "{unit}/Wh, accelerators alone (gpu scope), whole run",
+             "gpu_work_per_wh_ratio")]
+# the error bar: the rates at the mean and at the median timed iteration (all the row holds of their spread)
+LOW, HIGH = "rate_low", "rate_high"
+
+
+@dataclass
+class Decision:
+    benchmark: str
+    like: str
+    reference: str
+    ranked: dict[str, pd.DataFrame] = field(default_factory=dict)  # figure -> rows, best first
+    unranked: list[str] = field(default_factory=list)  # one line per system left out, and why
+    solution: pd.DataFrame = field(default_factory=pd.DataFrame)
+    leaders: list[str] = field(default_factory=list)  # what the first screen says in words
+
+
+def _group(head: pd.DataFrame, benchmark: str, jobs: Jobs) -> pd.DataFrame:
+    """The representative like-for-like group of the benchmark that most systems measured."""
+    ok = measured(head[head["benchmark"] == benchmark])
+    ok = ok[[jobs.representative(row) for _, row in ok.iterrows()]] if not ok.empty else ok
+    if ok.empty:
+        return ok
+    sizes = ok.groupby(LIKE, sort=False, dropna=False)["system"].nunique()
+    return ok.groupby(LIKE, sort=False, dropna=False).get_group(sizes.idxmax())
+
+
+def _ranked(group: pd.DataFrame, figure: str) -> pd.DataFrame:
+    done = group.dropna(subset=[figure]).sort_values(figure, ascending=False)
+    # the spread of a rate: its value at the mean timed iteration and at the median one
+    scale = done["throughput_median"] / done["throughput"]
+    value_at_median = done[figure] * scale.where(scale > 0)
+    both = pd.concat([done[figure], value_at_median.fillna(done[figure])], axis=1)
+    return done.assign(**{LOW: both.min(axis=1), HIGH: both.max(axis=1)})
+
+
+def decide(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, jobs: Jobs,
+           reference_system: str) -> list[Decision]:
+    out = []
+    for benchmark in dict.fromkeys(b for b in table["benchmark"] if b != "n/a"):
+        group = _group(head, benchmark, jobs)
+        if group.empty:
+            continue
+        like = group["like"].iloc[0]
+        decision = Decision(benchmark, like, reference_system)
+        for figure, _, _ in RANKINGS:
+            decision.ranked[figure] = _ranked(group, figure)
+        for system, rows_ in table[table["benchmark"] == benchmark].groupby("system", sort=False):
+            if system in set(group["system"]):
+                missing = [f for f, _, _ in RANKINGS if system not in set(decision.ranked[f]["system"])]
+                if "gpu_work_per_wh" in missing:
+                    scope = rows_["energy_scope"].iloc[0]
+                    decision.unranked.append(f"{system}: not in the energy ranking (no GPU-only energy "
+                                             f"channel; its energy scope is {scope})")
+                if "throughput_per_package" in missing:
+                    decision.unranked.append(f"{system}: not in the per-package ranking (platform.xml "
+                                             "declares no package for it)")
+                continue
+            smoke, other = ran(rows_), measured(rows_)
+            if not other.empty:
+                why = f"no measured row of {like}; it measured {', '.join(dict.fromkeys(other['like']))}"
+            elif not smoke.empty:
+                why = "; ".join(dict.fromkeys(smoke["smoke"]))
+            else:
+                why = "; ".join(dict.fromkeys(f"{s}: {r}".rstrip(": ") for s, r in
+                                              zip(rows_["status"], rows_["reason"])))
+            decision.unranked.append(f"{system}: not ranked ({why})")
+        if not solutions.empty:
+            decision.solution = solutions[(solutions["benchmark"] == benchmark) & (solutions["like"] == like)
+                                          & (solutions["case"] == "one node (best configuration)")]
+        decision.leaders = _leaders(decision)
+        out.append(decision)
+    return out
+
+
+def _leaders(decision: Decision) -> list[str]:
+    lines = []
+    for figure, title, ratio in RANKINGS:
+        ranked = decision.ranked[figure]
+        if ranked.empty:
+            continue
+        best = ranked.iloc[0]
+        against = (f", {number(best[ratio])}x {decision.reference}" if pd.notna(best[ratio])
+                   and best["system"] != decision.reference else "")
+        caveat = " (energy estimated)" if figure == "gpu_work_per_wh" and best["energy_estimated"] else ""
+        lines.append(f"Best {title.format(unit=best['unit'])}: {best['system']}, "
+                     f"{number(best[figure])}{against}{caveat}.")
+    return lines
+
+
+def _bars(ax, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, title: str) -> None:
+    values = list(ranked[figure])
+    colours = [plots.MEASURED] * len(values)
+    plots._barh(ax, list(ranked["system"]), values, colours, list(ranked["energy_estimated"])
+                if figure == "gpu_work_per_wh" else [False] * len(values), "")
+    ax.errorbar(values, range(len(values)), xerr=[[v - lo for v, lo in zip(values, ranked[LOW])],
+                                                  [hi - v for v, hi in zip(values, ranked[HIGH])]],
+                fmt="none", ecolor="0.2", capsize=2, lw=0.8)
+    for text, r in zip([t for t in ax.texts], ranked.itertuples()):
+        value = getattr(r, ratio)
+        # the reference system's own bar says so; a refused ratio says n/a
+        suffix = "reference" if r.system == reference else f"{number(value)}x {reference}" \
+            if pd.notna(value) else "no ratio"
+        text.set_text(f"{text.get_text()}  ({suffix})")
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=3))  # thousands-separated ticks stay apart
+    ax.set_title(title, fontsize=9)
+
+
+def ranked_chart(decision: Decision, out: Path) -> Path:
+    """The three rankings of one benchmark side by side, best at the top of each."""
+    shown = [(f, t, r) for f, t, r in RANKINGS if not decision.ranked[f].empty]
+    longest = max(len(decision.ranked[f]) for f, _, _ in shown)
+    fig, axes = plt.subplots(1, len(shown), figsize=(4.6 * len(shown), 1.3 + plots.BAR_HEIGHT_IN * longest),
+                             squeeze=False)
+    for ax, (figure, title, ratio) in zip(axes[0], shown):
+        ranked = decision.ranked[figure]
+        _bars(ax, ranked, figure, ratio, decision.reference, title.format(unit=ranked["unit"].iloc[0]))
+    handles = [Patch(color=plots.MEASURED, label="measured, best batch per system"),
+               Patch(facecolor="white", edgecolor=plots.ESTIMATED, hatch="//", label="energy estimated"),
+               Patch(facecolor="white", edgecolor="0.2", label="error bar: rate at the mean and at the "
+                                                                "median timed iteration")]
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8,
+               frameon=False)
+    fig.suptitle(f"{decision.benchmark} {decision.like}: ranked, best first (ratio to {decision.reference})",
+                 fontsize=10)
+    fig.tight_layout()
+    return plots._save(fig, out / f"decision_{plots._safe(f'{decision.benchmark}_{decision.like}')}.png")
+
+
+def pareto(points: pd.DataFrame) -> pd.Series:
+    """Whether each point is on the front: no other point is as fast and as frugal, and better in one."""
+    front = []
+    for _, p in points.iterrows():
+        dominated = ((points["time_h"] <= p["time_h"]) & (points["gpu_energy_kwh"] <= p["gpu_energy_kwh"])
+                     & ((points["time_h"] < p["time_h"]) | (points["gpu_energy_kwh"] < p["gpu_energy_kwh"])))
+        front.append(not dominated.any())
+    return pd.Series(front, index=points.index)
+
+
+def solution_chart(decision: Decision, out: Path) -> Path | None:
+    """Time against energy to solution of the job on one node, the Pareto front joined."""
+    points = decision.solution
+    if points.empty:
+        return None
+    points = points[points["time_h"].map(lambda v: not isinstance(v, str))]
+    points = points.astype({"time_h": float, "gpu_energy_kwh": float}).dropna(subset=["time_h", "gpu_energy_kwh"])
+    if points.empty:
+        return None
+    points = points.assign(front=pareto(points))
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    markers = "osD^v<>phP*X8"
+    for i, p in enumerate(points.itertuples()):
+        ax.scatter(p.time_h, p.gpu_energy_kwh, marker=markers[i % len(markers)], s=55,
+                   facecolors="white" if p.energy_estimated else None,
+                   edgecolors="red" if p.front else "0.3", lw=1.6 if p.front else 0.8,
+                   label=f"{p.system}{' (on the front)' if p.front else ''}")
+    front = points[points["front"]].sort_values("time_h")
+    ax.step(front["time_h"], front["gpu_energy_kwh"], where="post", color="red", lw=1, ls="--")
+    ax.set_xlabel("time to solution on one node [h]", fontsize=8)
+    ax.set_ylabel("energy to solution, gpu scope [kWh]", fontsize=8)
+    ax.xaxis.set_major_formatter(plots.TICKS)
+    ax.yaxis.set_major_formatter(plots.TICKS)
+    ax.tick_params(labelsize=7)
+    ax.margins(0.15)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    job = points["job"].iloc[0]
+    ax.set_title(f"{decision.benchmark} {decision.like}, {job}: estimates; red dashed: the Pareto front",
+                 fontsize=8)
+    return plots._save(fig, out / f"solution_{plots._safe(f'{decision.benchmark}_{decision.like}')}.png")
