@@ -27,7 +27,7 @@ from pathlib import Path
 
 from caraml import device_peaks, report
 from caraml.row_facts import Facts, energy, energy_flags, last_kv, provenance
-from caraml.row_status import MEASURED, SIGNAL_FILE, Status, decide, slurm_state
+from caraml.row_status import DONE, MEASURED, SIGNAL_FILE, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
 FILE_NAME = "row.json"
@@ -104,6 +104,8 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     texts = {name: _read(execute_work / name)
              for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
     texts.update(_data_step(run_dir, wp_id))
+    # the job script's done marker, an empty file: whether it is there
+    texts[DONE] = "yes" if (execute_work / (params[wp_id].get("done_file") or "ready")).exists() else ""
     if jpwr_out is not None:
         texts["jpwr"] = _read(jpwr_out)
         texts["jpwr.err"] = _read(jpwr_err) if jpwr_err else ""

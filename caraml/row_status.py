@@ -34,6 +34,8 @@ _SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
 # The job script writes each signal that reached it here, one name a line
 # (aux/job.sh.in); jobwatch.py reads it too
 SIGNAL_FILE = "signal"
+# the evidence's name for the job script's done marker ("yes" where it is there)
+DONE = "done"
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,9 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
             return Status("pending", known[1])
         return Status("queued", "")
     end = _END.search(job_out)
+    if not end and ev.texts.get(DONE):
+        return Status("failed", "the job ended and job.out lacks its end line: the run folder's "
+                                "disk was full or unwritable at the end; free it and run again")
     if not end:
         return Status("running", "")
     if int(end.group(1)) != 0 and not signal:
