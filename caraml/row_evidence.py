@@ -12,6 +12,8 @@ from pathlib import Path
 # The job script writes each signal that reached it here, one name a line
 # (aux/job.sh.in); jobwatch.py reads it too
 SIGNAL_FILE = "signal"
+# the evidence's name for the job script's done marker ("yes" where it is there)
+DONE = "done"
 
 
 @dataclass
@@ -87,6 +89,8 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     texts = {name: _read(execute_work / name)
              for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
     texts.update(data_step(run_dir, wp_id))
+    # the job script's done marker, an empty file: whether it is there
+    texts[DONE] = "yes" if (execute_work / (params[wp_id].get("done_file") or "ready")).exists() else ""
     if jpwr_out is not None:
         texts["jpwr"] = _read(jpwr_out)
         texts["jpwr.err"] = _read(jpwr_err) if jpwr_err else ""

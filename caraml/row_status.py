@@ -18,7 +18,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from caraml.row_evidence import SIGNAL_FILE, Evidence
+from caraml.row_evidence import DONE, SIGNAL_FILE, Evidence
 
 STATES = ("ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending", "running")
 # The states that are measurements; every other row is left out of every figure.
@@ -134,6 +134,9 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
             return Status("pending", known[1])
         return Status("queued", "")
     end = _END.search(job_out)
+    if not end and ev.texts.get(DONE):
+        return Status("failed", "the job ended and job.out lacks its end line: the run folder's "
+                                "disk was full or unwritable at the end; free it and run again")
     if not end:
         return Status("running", "")
     if int(end.group(1)) != 0 and not signal:

@@ -127,6 +127,15 @@ def test_started_and_not_ended_is_running(tmp_path):
     assert state(decide(tmp_path, jpwr=None, job_out=START + "\n")) == ("running", "")
 
 
+def test_a_job_that_ended_without_its_end_line_fails_naming_the_disk(tmp_path):
+    # a full run folder took the end line; the done marker, an empty file, was still made.
+    # The row once stayed `running` for good, after the space was freed too
+    row = decide(tmp_path, jpwr=None, job_out=START + "\n" + LLM_GLOBAL + "\n", ready="")
+    assert state(row) == ("failed", "the job ended and job.out lacks its end line: the run "
+                                    "folder's disk was full or unwritable at the end; free it "
+                                    "and run again")
+
+
 def test_every_state_of_the_vocabulary_is_reached_above():
     # the tests above reach each state; a new state needs its own test
     assert set(STATES) == {"ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending",

@@ -249,3 +249,24 @@ def test_a_full_disk_at_the_close_is_reported_not_raised(synthetic, tmp_path, wa
     err = capfd.readouterr().err
     assert "could not complete" in err and "could not write the results" in err
     assert scope.channel_energy()[0].iloc[0].energy_wh > 0
+
+
+def test_a_folder_that_takes_no_new_file_at_the_end_still_gets_the_runs_end(synthetic, tmp_path,
+                                                                             wait, capfd):
+    """As in a folder made unwritable during the run: the results cannot be
+    written, and the meta file's end and sample count go into the room its
+    first version kept, so `jpwr combine` knows how many samples there were."""
+    from jpwr.aggregate import FROM_COUNTED_SAMPLES, combine, summarize
+
+    out = tmp_path / "out"
+    scope = get_power([synthetic(lambda t: 20.0)], 10, out_dir=out, flush_s=0.01).start()
+    wait(lambda: data_lines(out / "power.csv") >= 1, "a flushed sample")
+    for name in ("meta.json", "energy.csv"):  # their temporary names are taken
+        (out / f"{name}.partial").mkdir()
+    scope.stop()
+    assert "could not write the results" in capfd.readouterr().err
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["complete"] and meta["samples"] == len(scope.samples())
+    table = combine([out])
+    assert table.iloc[0]["origin"] == FROM_COUNTED_SAMPLES
+    assert math.isfinite(summarize(table)["missing_pct"])
