@@ -50,7 +50,7 @@ def main() -> int:
     env = {**os.environ, JOB_KEY: f"contention-check-{os.getpid()}"}
     before = host_cpu_ticks()
     job = subprocess.Popen(driver, env=env, stdout=subprocess.PIPE, text=True)
-    competitors = [subprocess.Popen(["bash", "-c", LOOPS], stdin=subprocess.PIPE,
+    competitors = [subprocess.Popen(["bash", "-c", LOOPS], stdin=subprocess.PIPE, text=True,
                                     env={**os.environ, JOB_KEY: "someone-else"})
                    for _ in range(a.competitors)]
     out, _ = job.communicate()
