@@ -16,7 +16,6 @@ and reach the perflog in `flags`."""
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 
 import pandas as pd
