@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml import device_peaks, report
-from caraml.row_facts import Facts, energy, last_kv, measured_peak, mfu_flags, provenance
+from caraml.row_facts import Facts, energy, last_kv, measured_peak, mfu_refusal, provenance
 from caraml.row_status import MEASURED, SIGNAL_FILE, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
@@ -260,7 +260,8 @@ def flags(ev: Evidence, status: Status, energy_row: dict | None) -> list[str]:
     done, planned = _int(g.get("iterations_total")), _int(ev.params.get("planned_iterations"))
     if done is not None and planned and done < planned:
         out.append(f"stopped-early({done}-of-{planned}-iterations)")
-    return out + mfu_flags(g)
+    why = mfu_refusal(g, end, CONTENTION_PCT)
+    return out + ([f"mfu-not-available({why})"] if why else [])
 
 
 def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
@@ -290,8 +291,8 @@ def decide_row(benchmark: str, ev: Evidence, *, slurm_state=slurm_state) -> dict
         "schema": SCHEMA, "benchmark": benchmark, "work_package": ev.work_package,
         "system": system, "config": _config(benchmark, ev.params, g),
         "throughput": throughput if status.state in MEASURED else None,
-        "mfu": _mfu(g, device_name, ev.params.get("peak_tflops"))
-        if status.state in MEASURED else None,
+        "mfu": _mfu(g, device_name, ev.params.get("peak_tflops")) if status.state in MEASURED
+        and not mfu_refusal(g, last_kv(job_out, "host at end"), CONTENTION_PCT) else None,
         "energy": energy_row,
         "status": {"state": status.state, "reason": status.reason},
         "flags": flags(ev, status, energy_row),
