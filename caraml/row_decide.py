@@ -9,7 +9,7 @@ from __future__ import annotations
 from caraml import benchmarks, device_peaks
 from caraml.benchmarks import Benchmark
 from caraml.row_evidence import Evidence
-from caraml.row_facts import (MEMORY, Facts, energy, energy_flags, last_kv, measured_peak, mfu_flags,
+from caraml.row_facts import (MEMORY, Facts, energy, energy_flags, last_kv, measured_peak, mfu_refusal,
                               provenance)
 from caraml.row_status import MEASURED, Status, decide, slurm_state
 
@@ -98,7 +98,8 @@ def flags(ev: Evidence, status: Status, energy_row: dict | None) -> list[str]:
     done, planned = _int(g.get("iterations_total")), _int(ev.params.get("planned_iterations"))
     if done is not None and planned and done < planned:
         out.append(f"stopped-early({done}-of-{planned}-iterations)")
-    return out + mfu_flags(g)
+    why = mfu_refusal(g, end, CONTENTION_PCT)
+    return out + ([f"mfu-not-available({why})"] if why else [])
 
 
 def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
@@ -125,7 +126,8 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
         "schema": SCHEMA, "benchmark": benchmark.name, "work_package": ev.work_package,
         "system": system, "config": _config(benchmark, ev.params, g),
         "throughput": throughput if status.state in MEASURED else None,
-        "mfu": _mfu(g) if status.state in MEASURED else None,
+        "mfu": _mfu(g) if status.state in MEASURED
+        and not mfu_refusal(g, last_kv(job_out, "host at end"), CONTENTION_PCT) else None,
         "energy": energy_row,
         "memory": _memory(g) if status.state in MEASURED else None,
         "status": {"state": status.state, "reason": status.reason},

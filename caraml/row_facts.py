@@ -69,11 +69,21 @@ def measured_peak(g: dict[str, str]) -> dict | None:
             "spread_pct": _num(g.get("peak_spread_pct"))}
 
 
-def mfu_flags(g: dict[str, str]) -> list[str]:
-    """An MFU the driver refused, with why (a measured peak below the
-    model's own rate, llm_training/metrics.py)."""
+def mfu_refusal(g: dict[str, str], at_end: dict[str, str], contention_pct: float) -> str | None:
+    """Why the row has no MFU, or None: the driver refused its measured peak
+    (llm_training/metrics.py), or other processes kept the host busy while
+    it trained (at_end: the `host at end` line), where a load that holds
+    every matmul window down alike gives a rate no rule inside the
+    measurement can tell from the device's."""
     why = _value(g.get("mfu_unavailable"))
-    return [f"mfu-not-available({why})"] if why else []
+    if why:
+        return why
+    foreign = _num(at_end.get("foreign_cpu_pct"))
+    if g.get("peak_basis") == "measured-matmul" and foreign is not None \
+            and foreign >= contention_pct:
+        return (f"matmul-rate-measured-on-a-host-whose-CPU-other-processes-used-"
+                f"{foreign:.0f}%")
+    return None
 
 
 @dataclass(frozen=True)

@@ -494,3 +494,25 @@ def test_an_mfu_the_driver_refused_is_no_figure_and_says_why(tmp_path):
     assert row["mfu"] is None and row["status"]["state"] == "ok"
     assert "mfu-not-available(measured-matmul-rate-0.0014-TFLOP/s-is-below-the-model's-own-" \
            "0.05-TFLOP/s-per-device)" in row["flags"]
+
+
+def test_a_rate_measured_on_a_busy_host_is_no_mfu_but_a_datasheet_peak_is(tmp_path):
+    """A load that holds every matmul window down alike (0.070 against 0.2
+    TFLOP/s on the shared development host) passes the driver's floors; the
+    contention the run saw refuses such a measured peak."""
+    measured = LLM_GLOBAL.replace(
+        "peak_tflops=312 peak_basis=datasheet peak_key=A100",
+        "peak_tflops=0.0696 peak_basis=measured-matmul peak_key=- peak_windows=10 peak_min_tflops=0.034 "
+        "peak_median_tflops=0.052 peak_spread_pct=51.4 mfu_unavailable=-")
+    busy = "CARAML host at end: load=9.2 cpus=2 other_benchmarks=4 foreign_cpu_pct=77.7"
+    row = decide(tmp_path / "a", job_out=finished_job(global_line=measured, at_end=busy))
+    assert row["mfu"] is None
+    assert "mfu-not-available(matmul-rate-measured-on-a-host-whose-CPU-other-processes-used-" \
+           "78%)" in row["flags"]
+    quiet = "CARAML host at end: load=1.2 cpus=2 other_benchmarks=0 foreign_cpu_pct=2.0"
+    row = decide(tmp_path / "b", job_out=finished_job(global_line=measured, at_end=quiet))
+    assert row["mfu"]["peak_tflops"] == 0.0696 and row["flags"] == []
+    # the datasheet's peak does not depend on the host's load
+    row = decide(tmp_path / "c", job_out=finished_job(at_end=busy))
+    assert row["mfu"]["value"] == pytest.approx(0.410256)
+    assert not any(f.startswith("mfu-not-available") for f in row["flags"])
