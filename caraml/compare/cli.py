@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from caraml.compare import CompareError, decision, figures, plots, power, reference, report, rows, trend
+from caraml.compare import CompareError, decision, figures, plots, power, prices, reference, report, rows, trend
 from caraml.compare.jobs import IMAGENET_TRAIN_IMAGES, OPERATOR_SAMPLES_PER_EPOCH, Jobs
 from jpwr.version import VersionAction
 
@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--references", type=Path, default=reference.DEFAULT_FILE,
                    help="reference figures with tolerance bands, YAML or CSV (default: the shipped file)")
     p.add_argument("--no-references", action="store_true", help="check no figure against a band")
+    p.add_argument("--prices", type=Path,
+                   help="prices per system (YAML: node-hour or capital cost and lifetime, electricity per "
+                        "kWh, PUE): adds cost to solution to the decision page")
     p.add_argument("--all-runs", action="store_true", help="every run of an outpath, not only its latest")
     p.add_argument("--tokens-per-parameter", type=float, default=Jobs.tokens_per_parameter,
                    help="LLM job: tokens per model parameter (default 20)")
@@ -109,6 +112,7 @@ def compare(args: argparse.Namespace) -> int:
     rows.check_comparable(table)
     ref_system = _reference_system(table, args.reference_system)
     refs = reference.load(args.references) if not args.no_references else reference.load_empty()
+    currency, price_list = prices.load(args.prices) if args.prices else ("", {})
     jobs = Jobs(tokens_per_parameter=args.tokens_per_parameter, llm_tokens=args.llm_tokens,
                 epochs=args.epochs, images_per_epoch=args.images_per_epoch,
                 operator_epochs=args.operator_epochs,
@@ -135,10 +139,17 @@ def compare(args: argparse.Namespace) -> int:
     decisions, pngs = [], []
     for chosen in decision.decide(table, head, solutions, jobs, ref_system):
         charts = [decision.ranked_chart(chosen, out), decision.solution_chart(chosen, out)]
+        costs = prices.cost(chosen.solution, price_list) if args.prices else pd.DataFrame()
+        unpriced = prices.unpriced(chosen.solution, price_list) if args.prices else []
+        if not costs.empty:
+            charts.append(decision.cost_chart(chosen, costs, currency, out))
+            costs.assign(benchmark=chosen.benchmark, like=chosen.like).to_csv(
+                out / f"cost_{plots._safe(f'{chosen.benchmark}_{chosen.like}')}.csv", index=False)
         charts = [c for c in charts if c is not None]
         pngs += charts
         decisions.append({"name": chosen.benchmark, "like": chosen.like, "leaders": chosen.leaders,
-                          "unranked": chosen.unranked, "charts": [report.image(p) for p in charts]})
+                          "unranked": chosen.unranked, "charts": [report.image(p) for p in charts],
+                          "unpriced": unpriced})
     benchmarks = []
     for benchmark in dict.fromkeys(b for b in table["benchmark"] if b != "n/a"):
         in_head = head[head["benchmark"] == benchmark]
@@ -174,7 +185,7 @@ def compare(args: argparse.Namespace) -> int:
                                             BELOW_BAND: "a figure is below its reference band."}[status]]
     (out / "report.html").write_text(report.html_page(
         title="caraml-compare: " + " vs ".join(systems), summary=summary, reference=ref_system,
-        decisions=decisions,
+        decisions=decisions, priced=args.prices is not None,
         benchmarks=benchmarks, failed_systems=failed_systems, cards=report.cards(table),
         solution=report.solution_display(solutions),
         timelines=[report.image(p) for p in timelines],

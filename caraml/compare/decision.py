@@ -165,6 +165,32 @@ def pareto(points: pd.DataFrame) -> pd.Series:
     return pd.Series(front, index=points.index)
 
 
+def cost_chart(decision: Decision, costs: pd.DataFrame, currency: str, out: Path) -> Path | None:
+    """Cost to solution of the job on one node, cheapest first: node-hours and electricity stacked."""
+    if costs.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 1.3 + plots.BAR_HEIGHT_IN * len(costs)))
+    y = range(len(costs))
+    ax.barh(y, costs["node_hours_cost"], color=plots.MEASURED, label="node-hours")
+    bars = ax.barh(y, costs["electricity_cost"], left=costs["node_hours_cost"], color="tab:green",
+                   label="electricity (gpu scope x PUE)")
+    for bar, estimated in zip(bars, costs["energy_estimated"]):
+        if estimated:
+            bar.set_hatch("//")
+    for i, total in enumerate(costs["cost"]):
+        ax.annotate(f" {number(total)} {currency}", (total, i), va="center", fontsize=7)
+    ax.set_yticks(list(y), list(costs["system"]), fontsize=7)
+    ax.invert_yaxis()
+    ax.margins(x=0.25)
+    ax.xaxis.set_major_formatter(plots.TICKS)
+    ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+    ax.tick_params(axis="x", labelsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title(f"{decision.benchmark} {decision.like}: cost to solution on one node [{currency}], "
+                 "cheapest first (estimate)", fontsize=8)
+    return plots._save(fig, out / f"cost_{plots._safe(f'{decision.benchmark}_{decision.like}')}.png")
+
+
 def solution_chart(decision: Decision, out: Path) -> Path | None:
     """Time against energy to solution of the job on one node, the Pareto front joined."""
     points = decision.solution
