@@ -53,8 +53,9 @@ def test_the_command_compares_a_real_cpu_run_with_gpu_shaped_systems(cpu_run, tm
 
     head = pd.read_csv(out / "headline.csv", keep_default_na=False, na_values=[""]).set_index("system")
     cpu = head.loc["CPU"]
-    assert (cpu["model"], cpu["peak_basis"], cpu["energy_scope"]) == ("cpu-small", "measured-matmul",
-                                                                      "host-estimate")
+    assert (cpu["model"], cpu["energy_scope"]) == ("cpu-small", "host-estimate")
+    # the measured matmul rate divides, or (a host too busy to measure it) the row says why not
+    assert cpu["peak_basis"] == "measured-matmul" or "mfu-not-available(" in cpu["flags"]
     assert bool(cpu["energy_estimated"]) and cpu["throughput_per_device"] > 0
     assert head.loc["H100", "status"] == "failed"
     # the CPU's cpu-small row has no like-for-like row of A100: no ratio

@@ -53,7 +53,9 @@ def test_the_tiny_benchmark_is_a_line_of_the_comparison(tiny, env, tmp_path):
     done = subprocess.run([sys.executable, "-m", "caraml.compare.cli", f"CPU={tiny.outpath}",
                            "--out", str(tmp_path / "cmp"), "--no-references"],
                           env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
+    # its three timed iterations are a smoke run: shown, marked, and no measurement (exit 1)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "failed benchmark: CPU tiny: no measured row (1 rows: smoke, not a measurement: " in done.stdout
     table = pd.read_csv(tmp_path / "cmp" / "comparison.csv")
     [line] = table.to_dict("records")
     assert (line["benchmark"], line["unit"], line["status"]) == ("tiny", "samples", "ok")
@@ -69,8 +71,9 @@ def test_the_tiny_benchmark_is_a_reframe_check_whose_job_jube_plans(env, tmp_pat
                             cwd=tmp_path, env={
                                  **env, "RFM_REPORT_FILE": str(tmp_path / "report.json")},
                             capture_output=True, text=True, timeout=300)
-    checks = [ln.split()[1:4] for ln in listed.stdout.splitlines() if "CaramlBenchmark" in ln]
-    assert ["CaramlBenchmark", "%benchmark=tiny", "%configuration=smoke"] in checks, listed.stdout
+    # one test class per benchmark of the table (its own perflog)
+    checks = [ln.split()[1:4] for ln in listed.stdout.splitlines() if "Caraml_" in ln]
+    assert ["Caraml_tiny", "%configuration=smoke", "%benchmark=tiny"] in checks, listed.stdout
     planned = plan(benchmarks.get("tiny", env), ["CPU", "smoke"], tmp_path, environ=env)
     assert "-m tests.tiny_benchmark.driver" in planned.job_script.read_text()
     assert planned.params["row_benchmark"] == "tiny"
