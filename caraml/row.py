@@ -99,11 +99,18 @@ def rows_of_run(run_dir: Path, *, slurm_state=None) -> list[dict]:
             row = undecided(None, (link if link.is_dir() else path.parent).resolve(), error)
             row["status"]["reason"] = str(error)
         rows.append(row)
-        decided.add(row["work_package"])
+        decided.add(_folder(row["work_package"]))
     for work in sorted(run_dir.glob("*_execute/work")):
-        if str(work.resolve()) not in decided:
+        if _folder(str(work.resolve())) not in decided:
             rows.append(_decide_or_fail(None, work, slurm_state=slurm_state))
     return rows + _not_started(run_dir)
+
+
+def _folder(work_package: str) -> str:
+    """A work package by its folder's name in the run (000001_execute): the
+    same in a run folder copied or moved elsewhere, whose row.json still
+    names the first place."""
+    return Path(work_package).parent.name
 
 
 def _not_started(run_dir: Path) -> list[dict]:

@@ -11,6 +11,7 @@ the comparison."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,10 @@ class RunDir:
     system: str | None  # the label given on the command line; None: the row's system name
 
 
+# a system's name on the command line (A100, MI250X, GH200-module, ...)
+_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
+
+
 def _is_run_dir(path: Path) -> bool:
     return path.name.isdigit() and all((path / m).is_file() for m in RUN_MARKERS)
 
@@ -47,13 +52,21 @@ def _runs_of_outpath(path: Path, all_runs: bool) -> list[Path]:
     return runs if all_runs else runs[-1:]
 
 
+def _labelled(argument: str) -> tuple[Path, str | None]:
+    """`SYSTEM=PATH` or `PATH`. A label is a word before the first `=`
+    (no `/`), so a path may hold `=` itself (runs/bs=512); an argument that
+    is a folder as it stands is a path."""
+    label, sep, given = argument.partition("=")
+    if not sep or Path(argument).is_dir() or not _LABEL.fullmatch(label):
+        return Path(argument), None
+    return Path(given), label
+
+
 def find_run_dirs(argument: str, all_runs: bool = False) -> list[RunDir]:
     """The run directories behind one command-line argument, `[SYSTEM=]PATH`:
     a run directory, a JUBE outpath (its latest run, or all with all_runs), or
     a directory holding outpaths."""
-    system, sep, given = argument.rpartition("=")
-    path = Path(given if sep else argument)
-    label = system if sep and system else None
+    path, label = _labelled(argument)
     if not path.is_dir():
         raise CompareError(f"{path}: no such directory; give a JUBE run directory or its outpath")
     if _is_run_dir(path):

@@ -380,6 +380,21 @@ def test_a_runs_rows_are_the_decided_ones_then_those_the_model_decides_now(tmp_p
     assert rows[2]["work_package"] == str(execute(run).resolve())
 
 
+def test_a_copied_run_folder_gives_each_work_package_one_row(tmp_path):
+    """Its row.json names the work package where it first ran; the copy's
+    execute folder is that work package, not one more whose job is still
+    to be decided."""
+    run = run_dir(tmp_path / "first")
+    write(execute(run), job_out=finished_job())
+    combine = run / "000002_combine_energy" / "work"
+    combine.mkdir(parents=True)
+    row_model.write(decide(tmp_path / "d", job_out=finished_job()) | {
+        "work_package": str(execute(run).resolve())}, combine)
+    copy = shutil.copytree(run, tmp_path / "copy" / "000000")
+    rows = row_model.rows_of_run(copy, slurm_state=lambda job_id: None)
+    assert [state(r)[0] for r in rows] == ["ok"]
+
+
 # The same signal gives the same status whichever process of the job got it:
 # a rank (which writes its stop line and exits 0) or the job script (which
 # writes the signal down, and whose launcher exits non-zero once it passed

@@ -112,3 +112,13 @@ def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
                                                       "360 W (estimated)",
                                                       "estimated, scope gpu, timed window, 4 energy "
                                                       "devices (estimate)"]
+
+
+def test_a_run_path_holding_an_equals_sign_is_compared_with_or_without_a_label(tmp_path):
+    from caraml.compare.rows import find_run_dirs
+
+    outpath = fx.write_run(tmp_path / "sweep", "bs=512", [fx.a100()])
+    [plain] = find_run_dirs(str(outpath))
+    [labelled] = find_run_dirs(f"A100x={outpath}")
+    assert (plain.path, plain.system) == (outpath / "000000", None)
+    assert (labelled.path, labelled.system) == (outpath / "000000", "A100x")
