@@ -28,16 +28,19 @@ def check_placement(args, world_size: int, device: torch.device) -> None:
     precision.check(args.precision, device)
 
 
+def placement(args, dist: Dist, compiling: str | None = None) -> int:
+    """The batch per device, once this rank's devices are known to take it:
+    the placement checks and, for a driver that compiles (`compiling` names
+    its option), the compiler torch.compile needs on this device."""
+    check_placement(args, dist.world_size, dist.device)
+    if compiling is not None:
+        compile_toolchain.check_on(dist.device.type, compiling)
+    return args.global_batch_size // dist.world_size
+
+
 def batch_per_device(args, dist: Dist, compiling: str | None = None) -> int:
-    """The batch per device, once every rank knows the devices take it (the
-    placement checks and, for a driver that compiles (`compiling` names its
-    option), the compiler torch.compile needs on this device)."""
-    def placement() -> int:
-        check_placement(args, dist.world_size, dist.device)
-        if compiling is not None:
-            compile_toolchain.check_on(dist.device.type, compiling)
-        return args.global_batch_size // dist.world_size
-    return driver.agreed(dist, placement)
+    """placement() agreed by every rank."""
+    return driver.agreed(dist, lambda: placement(args, dist, compiling))
 
 
 def progress(args, unit: str, loss_format: str) -> driver.Progress:

@@ -73,9 +73,14 @@ def train_model(args: Options, dist: Dist, batch_size: int, stop: StopCondition,
                              data_parallel.progress(args, "images", ".4f"))
 
 
+def compiling(args: Options) -> str | None:
+    """The option that makes this run compile kernels, if any."""
+    return "--compile" if args.compile else None
+
+
 def train_and_report(args: Options, dist: Dist, stop: StopCondition,
                      energy: EnergyMeter) -> int:
-    batch_size = data_parallel.batch_per_device(args, dist, "--compile" if args.compile else None)
+    batch_size = data_parallel.batch_per_device(args, dist, compiling(args))
     try:
         result = train_model(args, dist, batch_size, stop, energy)
     except torch.OutOfMemoryError:

@@ -122,11 +122,15 @@ def overall(args: Options, job: TimingStats, devices: int, flops_per_sample: int
             "tflops_counted_per_device": flops_per_sample * mean / devices / 1e12}
 
 
+def compiling(args: Options) -> str | None:
+    """The option that makes this run compile kernels, if any."""
+    return None if args.compile == "none" else f"--compile {args.compile}"
+
+
 def train_and_report(args: Options, dist: Dist, stop: StopCondition,
                      energy: EnergyMeter) -> int:
     problem = problems.get(args.problem)
-    batch_size = data_parallel.batch_per_device(
-        args, dist, None if args.compile == "none" else f"--compile {args.compile}")
+    batch_size = data_parallel.batch_per_device(args, dist, compiling(args))
     try:
         result, flops_per_sample = train_model(args, problem, dist, batch_size, stop, energy)
     except torch.OutOfMemoryError:

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from caraml import compile_toolchain
+from caraml import compile_toolchain, data_parallel
 from caraml.report import BenchmarkInputError
 from image_classification import config as image_config
 from image_classification import image_classification_torch
@@ -88,17 +88,18 @@ def test_the_image_drivers_compile_is_checked_before_the_first_step(bare_node):
     args = image_config.parse(["--compile", "--warmup-iters", "1", "--precision", "fp32",
                                "--global-batch-size", "8"])
     with pytest.raises(BenchmarkInputError, match=r"^--compile compiles kernels .*no C compiler"):
-        image_classification_torch.placement(args, GPU)
-    assert image_classification_torch.placement(args, CPU) == 8   # Triton is the GPU's
+        data_parallel.placement(args, GPU, image_classification_torch.compiling(args))
+    # Triton is the GPU's
+    assert data_parallel.placement(args, CPU, image_classification_torch.compiling(args)) == 8
     eager = image_config.parse(["--precision", "fp32", "--global-batch-size", "8"])
-    assert image_classification_torch.placement(eager, GPU) == 8
+    assert data_parallel.placement(eager, GPU, image_classification_torch.compiling(eager)) == 8
 
 
 def test_the_operator_drivers_compile_is_checked_before_the_first_step(bare_node):
     args = operator_config.parse(["--compile", "default", "--warmup-iters", "1",
                                   "--global-batch-size", "4"])
     with pytest.raises(BenchmarkInputError, match=r"^--compile default compiles kernels"):
-        fno_training.placement(args, GPU)
+        data_parallel.placement(args, GPU, fno_training.compiling(args))
 
 
 def test_the_torch_llm_backends_compile_is_checked_before_the_model_is_built(bare_node):
