@@ -114,6 +114,8 @@ class Benchmark:
     # the README's main command runs it with the smoke tag on a LOCAL host
     # with GPUs (its full default there takes tens of minutes)
     local_smoke: bool = False
+    # its driver reports MFU (model FLOPs over the device's peak)
+    mfu: bool = False
 
     @property
     def per_s_name(self) -> str:
@@ -181,7 +183,8 @@ BUILT_IN = (
         size=("sequence_length", "seq {:g}", "seq n/a"), variant_by_backend=True,
         reframe=ReFrame(prepare="prepare_args"),
         vendor_rate=GRAPHCORE_RATE, vendor_sample_param="seq_length",
-        vendor_steps=re.compile(r"^step \d+ of epoch", re.MULTILINE), local_smoke=True),
+        vendor_steps=re.compile(r"^step \d+ of epoch", re.MULTILINE), local_smoke=True,
+        mfu=True),
     Benchmark(
         "operator", "operator_benchmark.fno_training", "operator_benchmark/fno_benchmark.xml",
         "operator_benchmark/operator_benchmark_run", "samples",

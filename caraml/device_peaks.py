@@ -33,7 +33,7 @@ class Peak:
     basis: str = DATASHEET
     key: str | None = None
     # a measured peak: the TFLOP/s of every window timed, of which tflops is
-    # the best (llm_training/matmul_rate.py)
+    # the best (the LLM driver's matmul_rate.py)
     windows: tuple[float, ...] = ()
 
 

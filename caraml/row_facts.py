@@ -57,7 +57,7 @@ def provenance(job_out: str) -> dict:
 
 
 def measured_peak(g: dict[str, str]) -> dict | None:
-    """The windows behind a measured matmul-rate peak (llm_training/
+    """The windows behind a measured matmul-rate peak (the LLM driver's
     matmul_rate.py: the best window is kept): how many, the slowest, the
     median and the spread; None where the peak was not measured."""
     windows = _num(g.get("peak_windows"))
@@ -71,7 +71,7 @@ def measured_peak(g: dict[str, str]) -> dict | None:
 
 def mfu_refusal(g: dict[str, str], at_end: dict[str, str], contention_pct: float) -> str | None:
     """Why the row has no MFU, or None: the driver refused its measured peak
-    (llm_training/metrics.py), or other processes kept the host busy while
+    (the LLM driver's metrics.py), or other processes kept the host busy while
     it trained (at_end: the `host at end` line), where a load that holds
     every matmul window down alike gives a rate no rule inside the
     measurement can tell from the device's."""

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from caraml import benchmarks
 from caraml.compare import reference
 from caraml.compare.rows import RunDir, flatten
 from caraml.row_status import MEASURED
@@ -87,7 +88,8 @@ def perf_values(row: dict) -> dict[str, tuple[float, str]]:
         names["work_per_wh"]: (figures.get("work_per_wh"), f"{work}/Wh ({label})"),
         "power_w_per_device": (figures.get("mean_power_w_per_device"), f"W per {device} ({label})"),
     }
-    if row.get("benchmark") != "llm":
+    entry = benchmarks.find(row.get("benchmark"))
+    if entry is None or not entry.mfu:
         del values[names["mfu"]]
     return {name: (_number(v) if _number(v) is not None else math.nan, unit)
             for name, (v, unit) in values.items()}
