@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from caraml.compare import CompareError, decision, figures, plots, power, prices, reference, report, rows, trend
+from caraml.compare import (CompareError, decision, figures, frontier, plots, power, prices, reference,
+                            report, rows, trend)
 from caraml.compare.jobs import IMAGENET_TRAIN_IMAGES, OPERATOR_SAMPLES_PER_EPOCH, Jobs
 from jpwr.version import VersionAction
 
@@ -108,8 +109,13 @@ def compare(args: argparse.Namespace) -> int:
         return draw_history(args)
     if not args.runs:
         raise CompareError("no run directory given; give [SYSTEM=]RUN_DIR... or --history DB")
-    table = rows.load(args.runs, args.all_runs)
-    rows.check_comparable(table)
+    loaded = rows.load(args.runs, args.all_runs)
+    rows.check_comparable(loaded)
+    # each system ranks by its run at the devices' own limit; the sweep's capped points get their section
+    table, capped = rows.at_default_limit(loaded)
+    if rows.ran(table).empty:
+        raise CompareError("only power-capped rows ran: the comparison ranks each system by its run at the "
+                           "devices' own limit; add the sweep's 'default' point or a run without a sweep")
     ref_system = _reference_system(table, args.reference_system)
     refs = reference.load(args.references) if not args.no_references else reference.load_empty()
     currency, price_list = prices.load(args.prices) if args.prices else ("", {})
@@ -126,11 +132,13 @@ def compare(args: argparse.Namespace) -> int:
     solutions = figures.time_and_energy_to_solution(table, jobs)
     scaling = figures.scaling_efficiency(table)
     failed_systems = _failed_benchmarks(table)
-    failed_rows = table.drop(index=rows.measured(table).index)  # failed, not run, or a smoke run
+    every = pd.concat([table, capped], ignore_index=True)
+    failed_rows = every.drop(index=rows.measured(every).index)  # failed, not run, or a smoke run
+    sweeps = frontier.sweeps(loaded, jobs)
 
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "comparison.csv", index=False)
+    every.to_csv(out / "comparison.csv", index=False)
     head.to_csv(out / "headline.csv", index=False)
     solutions.to_csv(out / "time_to_solution.csv", index=False)
     scaling.to_csv(out / "scaling.csv", index=False)
@@ -150,6 +158,16 @@ def compare(args: argparse.Namespace) -> int:
         decisions.append({"name": chosen.benchmark, "like": chosen.like, "leaders": chosen.leaders,
                           "unranked": chosen.unranked, "charts": [report.image(p) for p in charts],
                           "unpriced": unpriced})
+    sweep_pages = []
+    for sweep in sweeps:
+        charts = [c for c in [frontier.chart(sweep, out)] if c is not None]
+        pngs += charts
+        sweep_pages.append({"id": plots._safe(sweep.title), "title": sweep.title, "headline": sweep.headline,
+                            "job": sweep.job, "charts": [report.image(p) for p in charts],
+                            "points": report.sweep_display(sweep.points)})
+    if sweeps:
+        pd.concat([s.points.assign(sweep=s.title) for s in sweeps])[frontier.CSV_COLUMNS].to_csv(
+            out / "frontier.csv", index=False)
     benchmarks = []
     for benchmark in dict.fromkeys(b for b in table["benchmark"] if b != "n/a"):
         in_head = head[head["benchmark"] == benchmark]
@@ -161,11 +179,15 @@ def compare(args: argparse.Namespace) -> int:
         full_display = report.rows_display(in_rows, headline=False)
         sol = solutions[solutions["benchmark"] == benchmark] if not solutions.empty else solutions
         notes = [r for r in refused if r.startswith(f"{benchmark} ")]
+        swept = [s for s in sweeps if s.benchmark == benchmark]
         (out / f"comparison_{benchmark}.md").write_text("".join([
             f"# {benchmark}: headline (reference system {ref_system})\n\n", report.markdown(head_display),
             *(f"\n- {n}" for n in notes), "\n\n## All rows\n\n", report.markdown(full_display),
-            "\n## Time and energy to solution\n\n", report.markdown(report.solution_display(sol))]))
+            "\n## Time and energy to solution\n\n", report.markdown(report.solution_display(sol)),
+            *(f"\n## Power-limit sweep: {s.title}\n\n{s.headline}\n\n"
+              + report.markdown(report.sweep_display(s.points)) for s in swept)]))
         benchmarks.append({"name": benchmark, "headline": head_display, "refused": notes,
+                           "sweeps": [s.headline for s in swept],
                            "bars": [report.image(p) for p in bars], "full": full_display,
                            "heatmaps": [report.image(p) for p in heatmaps]})
     timelines = _timelines(table, out)
@@ -185,7 +207,7 @@ def compare(args: argparse.Namespace) -> int:
                                             BELOW_BAND: "a figure is below its reference band."}[status]]
     (out / "report.html").write_text(report.html_page(
         title="caraml-compare: " + " vs ".join(systems), summary=summary, reference=ref_system,
-        decisions=decisions, priced=args.prices is not None,
+        decisions=decisions, priced=args.prices is not None, sweeps=sweep_pages,
         benchmarks=benchmarks, failed_systems=failed_systems, cards=report.cards(table),
         solution=report.solution_display(solutions),
         timelines=[report.image(p) for p in timelines],
@@ -202,10 +224,14 @@ def compare(args: argparse.Namespace) -> int:
     for row in failed_rows.itertuples():
         why = row.smoke or f"{row.status} {row.reason}".rstrip()
         print(f"not a measurement: {row.system} {row.benchmark} {row.like}: {why}")
+    for sweep in sweeps:
+        print(f"power-limit sweep: {sweep.headline}")
+        for point in sweep.points[sweep.points["kind"] == frontier.FLAGGED].itertuples():
+            print(f"power-limit sweep point flagged: {sweep.title} at {point.limit}: {point.off}")
     for row in below.itertuples():
         print(f"BELOW BAND: {row.system} {row.like} batch {row.global_batch:g} {row.figure} "
               f"{row.measured:.4g} < {row.low:.4g} ({row.origin}: {row.source})")
-    print(f"wrote {out}/report.html, {out}/comparison.csv and {len(pngs)} plots ({len(table)} rows, "
+    print(f"wrote {out}/report.html, {out}/comparison.csv and {len(pngs)} plots ({len(every)} rows, "
           f"{len(failed_rows)} not measurements, {len(checks)} checks, {len(below)} below their band); "
           f"exit status {status}")
     return status

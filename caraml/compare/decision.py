@@ -155,14 +155,14 @@ def ranked_chart(decision: Decision, out: Path) -> Path:
     return plots._save(fig, out / f"decision_{plots._safe(f'{decision.benchmark}_{decision.like}')}.png")
 
 
-def pareto(points: pd.DataFrame) -> pd.Series:
+def pareto(points: pd.DataFrame, time: str = "time_h", energy: str = "gpu_energy_kwh") -> pd.Series:
     """Whether each point is on the front: no other point is as fast and as frugal, and better in one."""
     front = []
     for _, p in points.iterrows():
-        dominated = ((points["time_h"] <= p["time_h"]) & (points["gpu_energy_kwh"] <= p["gpu_energy_kwh"])
-                     & ((points["time_h"] < p["time_h"]) | (points["gpu_energy_kwh"] < p["gpu_energy_kwh"])))
+        dominated = ((points[time] <= p[time]) & (points[energy] <= p[energy])
+                     & ((points[time] < p[time]) | (points[energy] < p[energy])))
         front.append(not dominated.any())
-    return pd.Series(front, index=points.index)
+    return pd.Series(front, index=points.index, dtype=bool)
 
 
 def cost_chart(decision: Decision, costs: pd.DataFrame, currency: str, out: Path) -> Path | None:

@@ -146,7 +146,8 @@ def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, l
     return table, list(dict.fromkeys(notes))
 
 
-def _solution(row: pd.Series, work: float, rate: float, case: str, nodes: float, how: str) -> dict:
+def solution(row: pd.Series, work: float, rate: float, case: str, nodes: float, how: str) -> dict:
+    """The job (work, chosen as how says) at rate on nodes: its time and energy to solution."""
     line = {"system": row["system"], "benchmark": row["benchmark"], "like": row["like"], "case": case,
             "nodes": nodes, "from_devices": row["devices"], "from_nodes": row["nodes"],
             "from_global_batch": row["global_batch"], "job": how, "energy_scope": row["energy_scope"],
@@ -155,15 +156,21 @@ def _solution(row: pd.Series, work: float, rate: float, case: str, nodes: float,
         return {**line, "time_h": NOT_REPRESENTATIVE, "energy_kwh": NOT_REPRESENTATIVE,
                 "energy_basis": "", "gpu_energy_kwh": NOT_REPRESENTATIVE, "label": NOT_REPRESENTATIVE}
     seconds = work / rate
-    # the timed window's work per Wh matches the throughput's window (no warm-up)
-    timed = not pd.isna(row["timed_work_per_wh"])
-    energy_kwh = work / (row["timed_work_per_wh"] if timed else row["work_per_wh"]) / 1000
+    work_per_wh, basis = solution_work_per_wh(row)
     kind = "estimated" if row["energy_estimated"] else "measured"
-    return {**line, "time_h": seconds / 3600, "energy_kwh": energy_kwh,
+    return {**line, "time_h": seconds / 3600, "energy_kwh": work / work_per_wh / 1000,
             # the accelerators alone over the whole run: the scope every GPU system has
             "gpu_energy_kwh": work / row["gpu_work_per_wh"] / 1000,
-            "energy_basis": "timed iterations" if timed else f"{row['energy_window']} window",
-            "label": f"{EXTRAPOLATED}; energy {kind}, scope {row['energy_scope']}"}
+            "energy_basis": basis, "label": f"{EXTRAPOLATED}; energy {kind}, scope {row['energy_scope']}"}
+
+
+def solution_work_per_wh(row: pd.Series) -> tuple[float, str]:
+    """The work per Wh energy to solution divides the job by, and its
+    window: the timed window's where the row has it (it matches the
+    throughput's window, no warm-up), else the headline window's."""
+    if not pd.isna(row["timed_work_per_wh"]):
+        return row["timed_work_per_wh"], "timed iterations"
+    return row["work_per_wh"], f"{row['energy_window']} window"
 
 
 def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
@@ -179,13 +186,13 @@ def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
             continue
         best = best.iloc[0]
         work, how = jobs.work(best) if jobs.representative(best) else (math.nan, NOT_REPRESENTATIVE)
-        out.append(_solution(best, work, best["throughput_per_node"], "one node (best configuration)", 1,
+        out.append(solution(best, work, best["throughput_per_node"], "one node (best configuration)", 1,
                              how))
         fastest = group.loc[group["throughput"].idxmax()]
         nodes = fastest["nodes"]
         if nodes == 1:
             continue  # the fastest on one node: no faster than the one-node line, and no second line
-        out.append(_solution(fastest, work, fastest["throughput"],
+        out.append(solution(fastest, work, fastest["throughput"],
                              f"fastest measured ({nodes:g} node{'' if nodes == 1 else 's'})", nodes, how))
     return pd.DataFrame(out)
 

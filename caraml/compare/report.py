@@ -42,11 +42,21 @@ SOLUTION_NOTE = ("Estimates: the job's work over the measured throughput and ove
                  "(timed window where the row has it). Other configurations say 'not representative'.")
 
 
+SWEEP_NOTE = ("Each system is ranked by its run at the devices' own limit; the capped points of its sweep "
+              "are shown here only. Time and energy to solution are estimates: the job's work over each "
+              "point's measured throughput and work per Wh (timed window where the row has it). Only "
+              "measurements whose limit was restored go on the frontier: a smoke run is left out of it and "
+              "out of the chart (never extrapolated), a failed point or one whose limit was not restored is "
+              "listed with its reason (crossed in the chart where it has figures). Ratios to the default "
+              "limit are taken within one energy scope and window.")
+
+
 def _e(value, unit: str = "") -> str:
     return value if isinstance(value, str) else number(value, unit)
 
 
-def _config(row) -> str:
+def configuration(row) -> str:
+    """A row's configuration, batch and layout in words."""
     nodes = row["nodes"]
     return (f"{row['like']}, batch {row['global_batch']:g}, {row['devices']:g} {row['device_unit']}"
             f"{'' if row['devices'] == 1 else 's'} on {nodes:g} node{'' if nodes == 1 else 's'}")
@@ -87,7 +97,7 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
                 "status": f"{row['status']}: {row['reason']}".rstrip(": ")}
     est = " (estimated)" if row["energy_estimated"] else ""
     cells = {
-        "system": row["system"], "configuration": _config(row),
+        "system": row["system"], "configuration": configuration(row),
         "status": row["smoke"] or row["status"] + (f": {row['reason']}" if row["reason"] else ""),
         f"{unit}/s per node": _e(row["throughput_per_node"]),
         "per node x ref": _ratio(row.get("throughput_per_node_ratio")),
@@ -199,6 +209,41 @@ def solution_display(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines, columns=columns).fillna("")
 
 
+def _restored(row) -> str:
+    if row["limit_default"]:
+        return "nothing set"
+    return {True: "yes", False: "no"}.get(row["limit_restored"], "not recorded")
+
+
+def sweep_display(points: pd.DataFrame) -> pd.DataFrame:
+    """A power-limit sweep's points, lowest limit first: the limit as
+    reported and as asked, whether it was restored, where the point stands
+    on the frontier (or why it is off it), and its figures."""
+    lines = []
+    for _, r in points.iterrows():
+        est = " (estimated)" if r["energy_estimated"] else ""
+        where = f"{r['energy_scope']} scope, {r['sweep_basis']}"
+        lines.append({
+            "power limit per device": r["limit"], "limit before the job": _e(r["limit_before_w"], "W"),
+            "restored": _restored(r),
+            "on the frontier": r["standing"],
+            f"{r['unit']}/s": _e(r["throughput"]),
+            "time to solution": NA if pd.isna(r["time_h"]) else duration(r["time_h"] * 3600),
+            "time x default": _ratio(r["time_ratio"]),
+            **({} if r["energy_scope"] == NA else {
+                f"{r['unit']}/Wh, {where}": NA if pd.isna(r["sweep_work_per_wh"])
+                else number(r["sweep_work_per_wh"]) + est,
+                f"energy to solution, {where}": NA if pd.isna(r["energy_kwh"])
+                else energy(r["energy_kwh"] * 1000) + est}),
+            "per Wh x default": _ratio(r["wh_ratio"], bool(r["energy_estimated"])),
+            "mean power per energy device": NA if pd.isna(r["mean_power_w_per_device"])
+            else number(r["mean_power_w_per_device"], "W") + est,
+        })
+    columns = list(dict.fromkeys(c for line in lines for c in line))
+    columns = _together(_together(columns, "energy to solution"), f"{points['unit'].iloc[0]}/Wh, ")
+    return pd.DataFrame(lines, columns=columns).fillna(NA)
+
+
 def plain_display(table: pd.DataFrame) -> pd.DataFrame:
     def cell(v):
         if isinstance(v, float):
@@ -232,4 +277,5 @@ def page(template: str, **context) -> str:
 
 
 def html_page(**context) -> str:
-    return page("report.html.j2", method=METHOD, solution_note=SOLUTION_NOTE, **context)
+    return page("report.html.j2", method=METHOD, solution_note=SOLUTION_NOTE, sweep_note=SWEEP_NOTE,
+                **context)

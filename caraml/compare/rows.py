@@ -133,6 +133,23 @@ def _gpu_work_per_wh(energy: dict, run_window: dict) -> float:
     return work_per_wh * wh / gpu_wh if gpu_wh > 0 else math.nan
 
 
+def _limit(row: dict) -> dict:
+    """The power limit the job ran at, per device (row key power_limit:
+    null where the job left the devices' limit alone). A sweep's `default`
+    point asks for no watts: it measures the limit the devices had."""
+    limit = row.get("power_limit")
+    if not isinstance(limit, dict):
+        return {"limit_swept": False, "limit_default": True, "limit_asked": "", "limit_asked_w": math.nan,
+                "limit_before_w": math.nan, "limit_w": math.nan, "limit_restored": None}
+    restored = limit.get("restored")
+    asked_w = _num(limit.get("asked_w"))
+    return {"limit_swept": True, "limit_default": math.isnan(asked_w),
+            "limit_asked": _text(limit.get("asked")), "limit_asked_w": asked_w,
+            "limit_before_w": _num(limit.get("before_w")),
+            "limit_w": _num(limit.get("reported_w")),
+            "limit_restored": restored if isinstance(restored, bool) else None}
+
+
 def flatten(row: dict, run: RunDir, path: Path) -> dict:
     """One row.json as one line of the comparison."""
     system, config = row.get("system") or {}, row.get("config") or {}
@@ -187,6 +204,7 @@ def flatten(row: dict, run: RunDir, path: Path) -> dict:
         "timed_work_per_wh": _num(timed.get("work_per_wh")),
         "gpu_work_per_wh": _gpu_work_per_wh(energy, run_window),
         "mean_power_w_per_device": _num(figures.get("mean_power_w_per_device")),
+        **_limit(row),
         "energy_seconds": _num(figures.get("seconds")),
         "energy_by_scope": " ".join(f"{k}:{v:.4g}Wh" for k, v in (energy.get("by_scope") or {}).items()
                                     if isinstance(v, (int, float))),
@@ -247,6 +265,13 @@ def with_packages(rows: pd.DataFrame) -> pd.DataFrame:
     rows = rows.assign(package_unit=known.map(lambda p: p[0] if isinstance(p, tuple) else "n/a"),
                        devices_per_package=known.map(lambda p: p[1] if isinstance(p, tuple) else math.nan))
     return rows.assign(throughput_per_package=rows["throughput_per_device"] * rows["devices_per_package"])
+
+
+def at_default_limit(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows that rank each system (run at the devices' own limit: no
+    sweep, or a sweep's `default` point) and the sweep's capped points,
+    which are never ranked beside them as if they were another system."""
+    return rows[rows["limit_default"]], rows[~rows["limit_default"]]
 
 
 def ran(rows: pd.DataFrame) -> pd.DataFrame:

@@ -228,6 +228,34 @@ def smoke(name: str = "MI300X", **changes) -> dict:
         "provenance": {"cuda": None, "rocm": "6.2"}}, changes)
 
 
+def power_limit(asked: str, reported: float | None = None, *, tdp: float = 400.0, before: float = 400.0,
+                restored: bool = True) -> dict:
+    """A row's power_limit as a sweep point writes it: `default` asks for no
+    watts (the device keeps its limit), a value up to 1 is a fraction of
+    the TDP, a larger one watts per device."""
+    asked_w = None if asked == "default" else float(asked) * tdp if float(asked) <= 1 else float(asked)
+    return {"asked": asked, "asked_w": asked_w, "before_w": before,
+            "reported_w": reported if reported is not None else asked_w or before, "restored": restored}
+
+
+def a100_sweep() -> list[dict]:
+    """A100's power-limit sweep of the 800M job, expected figures by hand
+    (tokens/Wh of the timed window: 2400 s of one device's tokens per Wh
+    times per_s_per_device): default 400 W 193,900 (dominated by 360 W,
+    which is faster and more frugal); 360 W 208,000, 300 W 233,684 and
+    250 W 247,273 (the most) on the front; 200 W 195,000 (dominated by
+    250 W); a smoke run at 150 W; 280 W not restored; 100 W failed."""
+    def point(asked: str, per_s: float, wh: float, **changes) -> dict:
+        return a100(per_s_per_device=per_s, timed_wh=wh, power_limit=power_limit(asked), **changes)
+    smoke_run = {"seconds": 12.0, "throughput": {"iterations": 4, "time_per_iteration_s": 3.0}}
+    return [point("default", 19390.0, 240.0), point("0.9", 19500.0, 225.0), point("300", 18500.0, 190.0),
+            point("250", 17000.0, 165.0), point("200", 13000.0, 160.0),
+            point("150", 9000.0, 3.0, **smoke_run),
+            a100(per_s_per_device=17800.0, timed_wh=170.0, power_limit=power_limit("280", restored=False)),
+            failed("A100", reason="power limit 100 W is below the device's minimum of 150 W; give 150 to 400",
+                   power_limit={**power_limit("100", None), "reported_w": 400.0})]
+
+
 def committee(root: Path) -> list[str]:
     """The twelve systems a procurement committee compares: GPU-scope cards
     (A100, H100, WestAI H100), GH200 superchips counted at module scope

@@ -1,0 +1,223 @@
+"""The power-limit sweep's frontier: per system and swept configuration
+(a sweep's rows share system, benchmark and configuration label and differ
+in the row's power_limit), time against energy to solution of the job at
+each limit per device, the Pareto-optimal limits marked, and the limit with
+the most work per Wh named beside the default limit's figure and the time
+it costs.
+
+Only measurements go on the frontier. A smoke run is left out of it and out
+of the chart (never divided or extrapolated): its line in the table keeps
+its rates and says why. A failed point, and a point whose limit was not
+restored after its job, is listed with its reason and never on the front;
+the latter is drawn as a cross where it has figures."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.lines import Line2D
+
+from caraml.compare import plots
+from caraml.compare.decision import pareto
+from caraml.compare.figures import LIKE, solution, solution_work_per_wh
+from caraml.compare.jobs import Jobs
+from caraml.compare.report import configuration
+from caraml.compare.units import number
+from caraml.row_status import MEASURED
+
+# the rows of one sweep: as the sweep's JUBE parameter makes them, one per limit
+SWEEP = ["system", "benchmark", "label"]
+# a point is like for like with the sweep's reference point when these agree too
+SAME_RUN = [*LIKE, "global_batch", "nodes", "devices"]
+# frontier.csv: one line per sweep point
+CSV_COLUMNS = ["sweep", "system", "benchmark", "like", "label", "limit", "limit_asked", "limit_asked_w",
+               "limit_before_w", "limit_w", "limit_restored", "status", "reason", "smoke", "kind", "off",
+               "throughput", "sweep_work_per_wh", "energy_scope", "sweep_basis", "energy_estimated",
+               "mean_power_w_per_device", "time_h", "energy_kwh", "time_ratio", "wh_ratio", "row_file"]
+ON_FRONT, DOMINATED, FLAGGED, SMOKE, FAILED = ("Pareto-optimal", "dominated", "flagged", "smoke",
+                                               "failed")
+
+
+@dataclass
+class Sweep:
+    system: str
+    benchmark: str
+    title: str  # system, configuration, batch and layout
+    unit: str
+    scope: str  # the energy's scope and window every point on the frontier shares
+    estimated: bool  # whether that energy is jpwr's estimate
+    job: str  # the job's work (as Jobs.work says), or why there is none
+    representative: bool  # whether the configuration stands for the job (a time to solution)
+    # one line per limit, lowest first: the rows' columns, and `limit` (its label), `sweep_work_per_wh` and
+    # `sweep_basis` (the figure energy to solution divides by), `kind` (Pareto-optimal, dominated, flagged,
+    # smoke or failed), `off` (why it is off the frontier), `standing` (the two in words), `time_h`,
+    # `energy_kwh` (the job's, NaN where not extrapolated), `wh_ratio` and `time_ratio` (to the default)
+    points: pd.DataFrame
+    headline: str
+
+
+def limit_label(row: pd.Series) -> str:
+    """A point's limit per device as the device reported it, and as the user asked for it."""
+    reported = number(row["limit_w"], "W")
+    return f"default ({reported})" if row["limit_default"] else f"{reported} (asked {row['limit_asked']})"
+
+
+def _off(row: pd.Series, reference: pd.Series | None) -> tuple[str, str]:
+    """The point's kind off the frontier and why; ("", "") where it may be on it."""
+    left = ""
+    if row["limit_restored"] is False:
+        left = "power limit not restored after the job"
+    elif row["limit_restored"] is None and not row["limit_default"]:
+        left = "power limit not recorded as restored after the job"
+    if left:
+        left += f" (it was {number(row['limit_before_w'], 'W')} before): the node may have been left capped"
+    if row["status"] not in MEASURED:
+        return FAILED, "; ".join(filter(None, [f"{row['status']}: {row['reason']}".rstrip(": "), left]))
+    if left:
+        return FLAGGED, left
+    if row["smoke"]:
+        return SMOKE, row["smoke"]
+    if pd.isna(row["sweep_work_per_wh"]):
+        return FLAGGED, "no energy figure"
+    if reference is None:
+        return "", ""
+    ours, theirs = (f"scope {r['energy_scope']}, {r['sweep_basis']}" for r in (row, reference))
+    if ours != theirs:
+        return FLAGGED, f"energy at {ours}, the sweep's at {theirs}: not like for like"
+    differs = [c for c in SAME_RUN
+               if row[c] != reference[c] and not (pd.isna(row[c]) and pd.isna(reference[c]))]
+    return (FLAGGED, f"not the sweep's configuration ({', '.join(differs)} differ)") if differs else ("", "")
+
+
+def _reference(points: pd.DataFrame) -> pd.Series | None:
+    """The point every other is compared with: the default limit's
+    measurement, else the highest limit measured; None where no point is
+    a measurement."""
+    usable = points[[_off(row, None) == ("", "") for _, row in points.iterrows()]]
+    if usable.empty:
+        return None
+    default = usable[usable["limit_default"]]
+    return default.iloc[0] if not default.empty else usable.loc[usable["limit_w"].idxmax()]
+
+
+def _standing(kind: str, off: str) -> str:
+    """Where a point stands, in words: a smoke run's and a failure's reason say what they are."""
+    return off if kind in (SMOKE, FAILED) else f"{kind}: {off}" if off else kind
+
+
+def _sweep(group: pd.DataFrame, jobs: Jobs) -> Sweep:
+    points = group.assign(limit=[limit_label(row) for _, row in group.iterrows()])
+    used = [solution_work_per_wh(row) for _, row in points.iterrows()]
+    points = points.assign(sweep_work_per_wh=[w for w, _ in used], sweep_basis=[b for _, b in used])
+    points = points.sort_values(["limit_w", "limit_asked_w"], na_position="last")
+    reference = _reference(points)
+    src = reference if reference is not None else points.iloc[0]
+    offs = [_off(row, reference) for _, row in points.iterrows()]
+    points["kind"], points["off"] = [k for k, _ in offs], [o for _, o in offs]
+    on = points["kind"] == ""
+    # the front of time and energy per unit of work: the same front as of the job's time and energy
+    per_work = pd.DataFrame({"s": 1 / points.loc[on, "throughput"],
+                             "wh": 1 / points.loc[on, "sweep_work_per_wh"]})
+    points.loc[on, "kind"] = pareto(per_work, time="s", energy="wh").map({True: ON_FRONT, False: DOMINATED})
+    points["standing"] = [_standing(k, o) for k, o in zip(points["kind"], points["off"])]
+    # time and energy to solution of every measurement (flagged ones too); a smoke run is never extrapolated
+    representative = jobs.representative(src)
+    work, how = jobs.work(src) if representative else (math.nan, "")
+    none = {"time_h": math.nan, "energy_kwh": math.nan}
+    solved = [solution(row, work, row["throughput"], "as measured", row["nodes"], how)
+              if representative and kind not in (SMOKE, FAILED) else none
+              for (_, row), kind in zip(points.iterrows(), points["kind"])]
+    points["time_h"], points["energy_kwh"] = [s["time_h"] for s in solved], [s["energy_kwh"] for s in solved]
+    ratio = reference is not None
+    points["wh_ratio"] = (points["sweep_work_per_wh"] / reference["sweep_work_per_wh"]).where(on) if ratio \
+        else math.nan
+    points["time_ratio"] = (reference["throughput"] / points["throughput"]).where(on) if ratio else math.nan
+    job = f"The job: {how}" if representative else (
+        f"{src['like']} does not stand for the job (caraml/benchmarks.py's representative configuration): no "
+        "time or energy to solution" + ("; --llm-tokens N makes any LLM model the job"
+                                        if src["benchmark"] == "llm" else ""))
+    sweep = Sweep(system=src["system"], benchmark=src["benchmark"],
+                  title=f"{src['system']} {src['benchmark']} {configuration(src)}", unit=src["unit"],
+                  scope="" if reference is None else
+                  f"{reference['energy_scope']} scope, {reference['sweep_basis']}",
+                  estimated=bool(points.loc[on, "energy_estimated"].any()), job=job,
+                  representative=representative, points=points, headline="")
+    sweep.headline = _headline(sweep, reference)
+    return sweep
+
+
+def _headline(sweep: Sweep, reference: pd.Series | None) -> str:
+    """The limit with the most work per Wh, beside the default limit's figure and the time it costs."""
+    points, unit = sweep.points, sweep.unit
+    on = points[points["kind"].isin([ON_FRONT, DOMINATED])]
+    if on.empty:
+        return (f"{sweep.title}: no limit of the sweep is a measurement, so no frontier (each point's reason "
+                "below).")
+    where = f"{sweep.scope}{', energy estimated' if sweep.estimated else ''}"
+    best = on.loc[on["sweep_work_per_wh"].idxmax()]
+    figure = f"{number(best['sweep_work_per_wh'])} {unit}/Wh"
+    if not reference["limit_default"]:
+        return (f"{sweep.title}: most {unit} per Wh at {best['limit']}: {figure} ({where}); the sweep has no "
+                "measured default-limit point, so no ratio to it.")
+    if best["limit_default"]:
+        return (f"{sweep.title}: the default limit ({number(best['limit_w'], 'W')}) gives the most {unit} "
+                f"per Wh: {figure} ({where}); no other limit gives more.")
+    return (f"{sweep.title}: most {unit} per Wh at {best['limit']}: {figure}, {number(best['wh_ratio'])}x "
+            f"the default limit's ({number(reference['limit_w'], 'W')}) "
+            f"{number(reference['sweep_work_per_wh'])} {unit}/Wh, taking {number(best['time_ratio'])}x as "
+            f"long ({where}).")
+
+
+def sweeps(rows: pd.DataFrame, jobs: Jobs) -> list[Sweep]:
+    """One Sweep per system and swept configuration; none for a system that swept nothing."""
+    swept = rows[rows["limit_swept"]]
+    return [_sweep(group, jobs) for _, group in swept.groupby(SWEEP, sort=False, dropna=False)]
+
+
+_STYLE = {ON_FRONT: {"marker": "o", "edgecolors": "red", "lw": 1.6, "color": plots.MEASURED},
+          DOMINATED: {"marker": "o", "edgecolors": "0.3", "lw": 0.8, "color": plots.MEASURED},
+          FLAGGED: {"marker": "X", "edgecolors": "none", "lw": 0, "color": "tab:red"}}
+_LEGEND = {ON_FRONT: "Pareto-optimal limit (red ring, dashed front)", DOMINATED: "dominated limit",
+           FLAGGED: "flagged, never on the front (reason in the table)"}
+
+
+def chart(sweep: Sweep, out: Path) -> Path | None:
+    """Time against energy to solution of the job at each limit, the
+    Pareto-optimal limits ringed red and joined; None where no point has both."""
+    points = sweep.points
+    # one energy scope and window on the axis: a flagged point measured at another is in the table only
+    drawn = points[points["kind"].isin(_STYLE) & points["time_h"].notna() & points["energy_kwh"].notna()
+                   & (points["energy_scope"] + " scope, " + points["sweep_basis"] == sweep.scope)]
+    if drawn.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 3.6))
+    for p in drawn.itertuples():
+        style = dict(_STYLE[p.kind])
+        if p.energy_estimated and p.kind != FLAGGED:
+            style["color"] = "white"  # estimated energy: hollow, as in the other charts
+        ax.scatter(p.time_h, p.energy_kwh, s=55, marker=style["marker"], c=style["color"],
+                   edgecolors=style["edgecolors"], linewidths=style["lw"])
+        flagged = ", flagged" if p.kind == FLAGGED else ""
+        ax.annotate(f" {p.limit}{flagged}", (p.time_h, p.energy_kwh), fontsize=7, va="bottom")
+    front = drawn[drawn["kind"] == ON_FRONT].sort_values("time_h")
+    ax.step(front["time_h"], front["energy_kwh"], where="post", color="red", lw=1, ls="--")
+    est = " (estimated)" if sweep.estimated else ""
+    ax.set_xlabel("time to solution [h]", fontsize=8)
+    ax.set_ylabel(f"energy to solution [kWh]\n{sweep.scope}{est}", fontsize=8)
+    ax.xaxis.set_major_formatter(plots.TICKS)
+    ax.yaxis.set_major_formatter(plots.TICKS)
+    ax.tick_params(labelsize=7)
+    ax.margins(0.2)
+    handles = [Line2D([], [], ls="", marker=_STYLE[k]["marker"], markerfacecolor=_STYLE[k]["color"],
+                      markeredgecolor=_STYLE[k]["edgecolors"], label=_LEGEND[k]) for k in _STYLE
+               if k in set(drawn["kind"])]
+    if sweep.estimated:
+        handles.append(Line2D([], [], ls="", marker="o", markerfacecolor="white", markeredgecolor="0.3",
+                              label="hollow: energy estimated"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title(f"{sweep.title}\nover the power limit per device; {sweep.job}; estimates", fontsize=8)
+    return plots._save(fig, out / f"frontier_{plots._safe(sweep.title)}.png")
