@@ -148,6 +148,22 @@ def test_the_report_loads_in_headless_chromium_and_shows_the_headline(tmp_path, 
     assert (width, height) == (1400, 2400)
 
 
+def test_the_browser_shows_the_power_limit_frontier_after_the_decision(tmp_path, chromium):
+    out = tmp_path / "out"
+    argv = [f"GH200={fx.write_run(tmp_path, 'gh200', [fx.gh200()])}",
+            f"A100={fx.write_run(tmp_path, 'a100', fx.a100_sweep())}", "--out", str(out), "--no-references"]
+    assert cli.main(argv) == 0
+    page = browser.load(out / "report.html", tmp_path / "shot.png")
+    name = plots._safe("A100 llm 800M bf16 seq 2048, batch 512, 4 GPUs on 1 node")
+    assert re.findall(r'<section id="(decision|frontier)-', page.dom) == ["decision", "frontier"]
+    section = page.dom.split(f'id="frontier-{name}"')[1].split("</section>")[0]
+    assert f'<img alt="frontier_{name}" src="data:image/png;base64,' in section
+    assert "most tokens per Wh at 250 W (asked 250): 247,000 tokens/Wh, 1.28x the default limit's" in section
+    assert [line for line in page.log.splitlines() if "CONSOLE" in line] == []
+    height, width, _ = matplotlib.image.imread(out / f"frontier_{name}.png").shape
+    assert width > 400 and height > 200
+
+
 def test_the_browser_check_catches_a_page_that_fetches_from_outside_or_fails_a_script(tmp_path, chromium):
     page = tmp_path / "bad.html"
     page.write_text('<html><body><h2>x</h2><img src="https://example.invalid/a.png">'
