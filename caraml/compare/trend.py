@@ -52,8 +52,9 @@ def load(db: Path) -> pd.DataFrame:
 def series(table: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
     """Each run's best row per system and configuration, oldest first: a
     measurement with its verdict against the reference band, a smoke run
-    marked (drawn, never checked against a band)."""
-    ran = rows.ran(table).dropna(subset=[FIGURE])
+    marked (drawn, never checked against a band). A power-limit sweep's
+    capped points are not the system's figure: its default point is."""
+    ran = rows.ran(rows.at_default_limit(table)[0]).dropna(subset=[FIGURE])
     if ran.empty:
         return ran.assign(verdict=pd.Series(dtype=object), low=pd.Series(dtype=float))
     # a run's measurement wins over its smoke rows

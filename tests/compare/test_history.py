@@ -137,6 +137,16 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
     assert cli.main(["--history", str(db), "--out", str(tmp_path / "o2"), "--no-references"]) == 0
 
 
+def test_the_history_draws_a_sweeps_default_limit_row_and_not_its_capped_points(tmp_path, db):
+    run = fx.write_run(tmp_path, "a100", fx.a100_sweep()[:2]) / "000000"  # 360 W ran faster than default
+    (run / history.RUN_MARKER).write_text("<jube/>\n")
+    for work in sorted(run.glob("*_execute/work")):
+        history.record(json.loads((work / "row.json").read_text()), work)
+    out = tmp_path / "out"
+    assert cli.main(["--history", str(db), "--out", str(out), "--no-references"]) == 0
+    assert list(pd.read_csv(out / "history.csv")["throughput_per_device"]) == [19390.0]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--history", "{tmp}/none.sqlite"], "none.sqlite: no such results history"),
     (["--history", "{tmp}/bad.sqlite"], "bad.sqlite: not a results history"),
