@@ -256,6 +256,13 @@ def a100_sweep() -> list[dict]:
                    power_limit={**power_limit("100", None), "reported_w": 400.0})]
 
 
+def sweep_demo(root: Path) -> list[str]:
+    """GH200 without a sweep beside A100's power-limit sweep (a100_sweep); the arguments for
+    caraml-compare."""
+    return [f"GH200={write_run(root, 'gh200', [gh200()])}",
+            f"A100={write_run(root, 'a100_sweep', a100_sweep())}"]
+
+
 def committee(root: Path) -> list[str]:
     """The twelve systems a procurement committee compares: GPU-scope cards
     (A100, H100, WestAI H100), GH200 superchips counted at module scope
@@ -303,7 +310,8 @@ if __name__ == "__main__":
     parser.add_argument("root", type=Path)
     parser.add_argument("--systems", type=int, help="this many A100-shaped systems instead of the demo set")
     parser.add_argument("--committee", action="store_true", help="the twelve systems of committee()")
+    parser.add_argument("--sweep", action="store_true", help="GH200 beside A100's power-limit sweep")
     args = parser.parse_args()
-    written = committee(args.root) if args.committee else demo(args.root) if args.systems is None \
-        else many_systems(args.root, args.systems, power=True)
+    written = committee(args.root) if args.committee else sweep_demo(args.root) if args.sweep \
+        else demo(args.root) if args.systems is None else many_systems(args.root, args.systems, power=True)
     print("\n".join(written))

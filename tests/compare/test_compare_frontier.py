@@ -143,9 +143,7 @@ def test_estimated_energy_is_labelled_and_another_scope_is_never_on_the_frontier
 
 def test_the_report_ranks_default_rows_and_gives_the_sweep_its_section(tmp_path, capsys):
     out = tmp_path / "out"
-    gh200 = fx.write_run(tmp_path, "gh200", [fx.gh200()])
-    sweep = fx.write_run(tmp_path, "a100", fx.a100_sweep())
-    assert cli.main([f"GH200={gh200}", f"A100={sweep}", "--out", str(out), "--no-references"]) == 0
+    assert cli.main([*fx.sweep_demo(tmp_path), "--out", str(out), "--no-references"]) == 0
     head = pd.read_csv(out / "headline.csv").set_index("system")
     # the capped points are never ranked: A100 is its default row (the 360 W point ran faster still)
     assert list(head.index) == ["GH200", "A100"] and head.loc["A100", "throughput_per_device"] == 19390.0

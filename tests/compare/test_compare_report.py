@@ -150,8 +150,7 @@ def test_the_report_loads_in_headless_chromium_and_shows_the_headline(tmp_path, 
 
 def test_the_browser_shows_the_power_limit_frontier_after_the_decision(tmp_path, chromium):
     out = tmp_path / "out"
-    argv = [f"GH200={fx.write_run(tmp_path, 'gh200', [fx.gh200()])}",
-            f"A100={fx.write_run(tmp_path, 'a100', fx.a100_sweep())}", "--out", str(out), "--no-references"]
+    argv = [*fx.sweep_demo(tmp_path), "--out", str(out), "--no-references"]
     assert cli.main(argv) == 0
     page = browser.load(out / "report.html", tmp_path / "shot.png")
     name = plots._safe("A100 llm 800M bf16 seq 2048, batch 512, 4 GPUs on 1 node")
