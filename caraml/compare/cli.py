@@ -216,14 +216,16 @@ def compare(args: argparse.Namespace) -> int:
         references=report.plain_display(refs[["system", "benchmark", "model", "precision", "size",
                                                "global_batch", "devices", "figure", "value", "lower", "upper",
                                                "kind", "source"]]),
-        failed_rows=report.plain_display(failed_rows[["system", "benchmark", "like", "status", "reason",
-                                                      "smoke", "row_file"]])))
+        failed_rows=report.plain_display(failed_rows[["system", "benchmark", "like", "limit_asked", "status",
+                                                      "reason", "smoke", "row_file"]].rename(
+            columns={"limit_asked": "power limit asked"}))))
 
     for line in failed_systems:
         print(f"failed benchmark: {line}")
     for row in failed_rows.itertuples():
         why = row.smoke or f"{row.status} {row.reason}".rstrip()
-        print(f"not a measurement: {row.system} {row.benchmark} {row.like}: {why}")
+        limit = f" at power limit {row.limit_asked}" if row.limit_swept else ""
+        print(f"not a measurement: {row.system} {row.benchmark} {row.like}{limit}: {why}")
     for sweep in sweeps:
         print(f"power-limit sweep: {sweep.headline}")
         for point in sweep.points[sweep.points["kind"] == frontier.FLAGGED].itertuples():

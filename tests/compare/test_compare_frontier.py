@@ -165,7 +165,8 @@ def test_the_report_ranks_default_rows_and_gives_the_sweep_its_section(tmp_path,
     printed = capsys.readouterr().out
     assert f"power-limit sweep point flagged: {TITLE} at 280 W (asked 280): power limit not restored" \
         in printed
-    assert "not a measurement: A100 llm 800M bf16 seq 2048: failed power limit 100 W" in printed
+    assert "not a measurement: A100 llm 800M bf16 seq 2048 at power limit 100: failed power limit 100 W" \
+        in printed
 
 
 def test_only_capped_rows_are_one_line_and_exit_2(tmp_path, capsys):
