@@ -163,7 +163,8 @@ def compare(args: argparse.Namespace) -> int:
         charts = [c for c in [frontier.chart(sweep, out)] if c is not None]
         pngs += charts
         sweep_pages.append({"id": plots._safe(sweep.title), "title": sweep.title, "headline": sweep.headline,
-                            "job": sweep.job, "charts": [report.image(p) for p in charts],
+                            "job": sweep.job, "representative": sweep.representative,
+                            "charts": [report.image(p) for p in charts],
                             "points": report.sweep_display(sweep.points)})
     if sweeps:
         pd.concat([s.points.assign(sweep=s.title) for s in sweeps])[frontier.CSV_COLUMNS].to_csv(

@@ -50,7 +50,7 @@ class Sweep:
     unit: str
     scope: str  # the energy's scope and window every point on the frontier shares
     estimated: bool  # whether that energy is jpwr's estimate
-    job: str  # the job's work (as Jobs.work says), or why there is none
+    job: str  # the job's work (as Jobs.work says), or why there is no time or energy to solution
     representative: bool  # whether the configuration stands for the job (a time to solution)
     # one line per limit, lowest first: the rows' columns, and `limit` (its label), `sweep_work_per_wh` and
     # `sweep_basis` (the figure energy to solution divides by), `kind` (Pareto-optimal, dominated, flagged,
@@ -136,7 +136,7 @@ def _sweep(group: pd.DataFrame, jobs: Jobs) -> Sweep:
     points["wh_ratio"] = (points["sweep_work_per_wh"] / reference["sweep_work_per_wh"]).where(on) if ratio \
         else math.nan
     points["time_ratio"] = (reference["throughput"] / points["throughput"]).where(on) if ratio else math.nan
-    job = f"The job: {how}" if representative else (
+    job = how if representative else (
         f"{src['like']} does not stand for the job (caraml/benchmarks.py's representative configuration): no "
         "time or energy to solution" + ("; --llm-tokens N makes any LLM model the job"
                                         if src["benchmark"] == "llm" else ""))
@@ -201,8 +201,10 @@ def chart(sweep: Sweep, out: Path) -> Path | None:
             style["color"] = "white"  # estimated energy: hollow, as in the other charts
         ax.scatter(p.time_h, p.energy_kwh, s=55, marker=style["marker"], c=style["color"],
                    edgecolors=style["edgecolors"], linewidths=style["lw"])
-        flagged = ", flagged" if p.kind == FLAGGED else ""
-        ax.annotate(f" {p.limit}{flagged}", (p.time_h, p.energy_kwh), fontsize=7, va="bottom")
+        # a flagged point's label under it: it often sits beside a point of the front
+        flagged = p.kind == FLAGGED
+        ax.annotate(f" {p.limit}{', flagged' if flagged else ''}", (p.time_h, p.energy_kwh), fontsize=7,
+                    va="top" if flagged else "bottom")
     front = drawn[drawn["kind"] == ON_FRONT].sort_values("time_h")
     ax.step(front["time_h"], front["energy_kwh"], where="post", color="red", lw=1, ls="--")
     est = " (estimated)" if sweep.estimated else ""
@@ -219,5 +221,6 @@ def chart(sweep: Sweep, out: Path) -> Path | None:
         handles.append(Line2D([], [], ls="", marker="o", markerfacecolor="white", markeredgecolor="0.3",
                               label="hollow: energy estimated"))
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax.set_title(f"{sweep.title}\nover the power limit per device; {sweep.job}; estimates", fontsize=8)
+    ax.set_title(f"{sweep.title}\nover the power limit per device; the job: {sweep.job}; estimates",
+                 fontsize=8)
     return plots._save(fig, out / f"frontier_{plots._safe(sweep.title)}.png")
