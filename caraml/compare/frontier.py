@@ -68,10 +68,11 @@ def limit_label(row: pd.Series) -> str:
 
 def _off(row: pd.Series, reference: pd.Series | None) -> tuple[str, str]:
     """The point's kind off the frontier and why; ("", "") where it may be on it."""
-    left = ""
-    if row["limit_restored"] is False:
+    left, restored = "", row["limit_restored"]
+    restored = None if restored is None or pd.isna(restored) else bool(restored)  # a numpy bool too
+    if restored is False:
         left = "power limit not restored after the job"
-    elif row["limit_restored"] is None and not row["limit_default"]:
+    elif restored is None and not row["limit_default"]:
         left = "power limit not recorded as restored after the job"
     if left:
         left += f" (it was {number(row['limit_before_w'], 'W')} before): the node may have been left capped"

@@ -173,3 +173,13 @@ def test_only_capped_rows_are_one_line_and_exit_2(tmp_path, capsys):
     capped = fx.write_run(tmp_path, "a100", fx.a100_sweep()[1:])
     assert cli.main([f"A100={capped}", "--out", str(tmp_path / "out")]) == cli.BAD_INPUT
     assert "only power-capped rows ran" in capsys.readouterr().err
+
+
+def test_a_sweep_whose_every_point_failed_has_no_frontier_and_says_why(tmp_path):
+    refused = "no privilege to set the power limit: run as root or with the centre's power-management rights"
+    sweep = _sweep_of(tmp_path, [fx.failed("A100", reason=refused, power_limit=fx.power_limit(asked))
+                                 for asked in ("default", "300")])
+    assert sweep.headline == (f"{TITLE}: no limit of the sweep is a measurement, so no frontier (each "
+                              "point's reason below).")
+    assert list(sweep.points["standing"]) == [f"failed: {refused}"] * 2
+    assert frontier.chart(sweep, tmp_path) is None
