@@ -38,6 +38,9 @@ CSV_COLUMNS = ["sweep", "system", "benchmark", "like", "label", "limit", "limit_
                "limit_before_w", "limit_w", "limit_restored", "status", "reason", "smoke", "kind", "off",
                "throughput", "sweep_work_per_wh", "energy_scope", "sweep_basis", "energy_estimated",
                "mean_power_w_per_device", "time_h", "energy_kwh", "time_ratio", "wh_ratio", "row_file"]
+# the row model's flags that put a point's limit in doubt (caraml/power_limit.py row_flags), in words
+DOUBTS = {"power-limit-not-set": "the job never set the power limit (its driver takes none)",
+          "power-limit-differs-on-ranks": "the devices reported other limits than rank 0's on ranks {}"}
 ON_FRONT, DOMINATED, FLAGGED, SMOKE, FAILED = ("Pareto-optimal", "dominated", "flagged", "smoke",
                                                "failed")
 
@@ -66,6 +69,16 @@ def limit_label(row: pd.Series) -> str:
     return f"default ({reported})" if row["limit_default"] else f"{reported} (asked {row['limit_asked']})"
 
 
+def _doubts(row: pd.Series) -> list[str]:
+    """The row's flags that put its limit in doubt, in words (a default point sets nothing)."""
+    out = []
+    for flag in row["flags"].split():
+        name, _, ranks = flag.partition("(")
+        if name in DOUBTS and not (row["limit_default"] and name == "power-limit-not-set"):
+            out.append(DOUBTS[name].format(ranks.rstrip(")")))
+    return out
+
+
 def _off(row: pd.Series, reference: pd.Series | None) -> tuple[str, str]:
     """The point's kind off the frontier and why; ("", "") where it may be on it."""
     left, restored = "", row["limit_restored"]
@@ -78,8 +91,9 @@ def _off(row: pd.Series, reference: pd.Series | None) -> tuple[str, str]:
         left += f" (it was {number(row['limit_before_w'], 'W')} before): the node may have been left capped"
     if row["status"] not in MEASURED:
         return FAILED, "; ".join(filter(None, [f"{row['status']}: {row['reason']}".rstrip(": "), left]))
-    if left:
-        return FLAGGED, left
+    doubts = _doubts(row)
+    if left or doubts:
+        return FLAGGED, "; ".join(filter(None, [left, *doubts]))
     if row["smoke"]:
         return SMOKE, row["smoke"]
     if pd.isna(row["sweep_work_per_wh"]):

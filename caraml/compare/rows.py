@@ -31,6 +31,8 @@ RUN_MARKERS = ("configuration.xml", "workpackages.xml")
 MIN_TIMED_ITERATIONS = 20
 MIN_TIMED_SECONDS = 60.0
 SMOKE = "smoke, not a measurement"
+# the sweep point that sets nothing: the devices' own limit (caraml/power_limit.py's DEFAULT)
+DEFAULT_LIMIT = "default"
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,12 @@ def _limit(row: dict) -> dict:
     if not isinstance(limit, dict):
         return {"limit_swept": False, "limit_default": True, "limit_asked": "", "limit_asked_w": math.nan,
                 "limit_before_w": math.nan, "limit_w": math.nan, "limit_restored": None}
-    restored = limit.get("restored")
+    restored, asked = limit.get("restored"), _text(limit.get("asked"))
     asked_w = _num(limit.get("asked_w"))
-    return {"limit_swept": True, "limit_default": math.isnan(asked_w),
-            "limit_asked": _text(limit.get("asked")), "limit_asked_w": asked_w,
+    # a point that asked for watts and got none worked out (a fraction without a TDP) is no default point
+    default = asked == DEFAULT_LIMIT if asked != "n/a" else math.isnan(asked_w)
+    return {"limit_swept": True, "limit_default": default,
+            "limit_asked": asked, "limit_asked_w": asked_w,
             "limit_before_w": _num(limit.get("before_w")),
             "limit_w": _num(limit.get("reported_w")),
             "limit_restored": restored if isinstance(restored, bool) else None}

@@ -183,3 +183,26 @@ def test_a_sweep_whose_every_point_failed_has_no_frontier_and_says_why(tmp_path)
                               "point's reason below).")
     assert list(sweep.points["standing"]) == [f"failed: {refused}"] * 2
     assert frontier.chart(sweep, tmp_path) is None
+
+
+def test_a_limit_the_job_never_set_or_that_differs_across_devices_is_flagged(tmp_path):
+    sweep = _sweep_of(tmp_path, [
+        fx.a100(power_limit=fx.power_limit("default"), flags=["power-limit-not-set"]),
+        fx.a100(per_s_per_device=18500.0, timed_wh=190.0, power_limit=fx.power_limit("300"),
+                flags=["power-limit-not-set"]),
+        fx.a100(per_s_per_device=17000.0, timed_wh=165.0, power_limit=fx.power_limit("250"),
+                flags=["power-limit-differs-on-ranks(2-3)"])])
+    points = sweep.points.set_index("limit_asked")
+    # the default point sets nothing: not setting it is no doubt
+    assert points["kind"].to_dict() == {"250": "flagged", "300": "flagged", "default": "Pareto-optimal"}
+    assert points.loc["300", "off"] == "the job never set the power limit (its driver takes none)"
+    assert points.loc["250", "off"] == "the devices reported other limits than rank 0's on ranks 2-3"
+    assert sweep.headline.startswith(f"{TITLE}: the default limit (400 W) gives the most tokens per Wh")
+
+
+def test_a_point_whose_watts_could_not_be_worked_out_is_no_default_point(tmp_path):
+    no_tdp = fx.failed("A100", reason="power limit 0.75 is a fraction of the TDP, and this system declares "
+                       "no TDP", power_limit={**fx.power_limit("0.75"), "asked_w": None, "reported_w": None})
+    table = rows.load([f"A100={fx.write_run(tmp_path, 'a100', [fx.a100(), no_tdp])}"])
+    ranked, capped = rows.at_default_limit(table)
+    assert list(ranked["status"]) == ["ok"] and list(capped["limit_asked"]) == ["0.75"]
