@@ -7,12 +7,12 @@ next user, so the previous limit is restored
 - when the block ends, normally or by an exception;
 - on a signal whose action is still the default one (which would end the
   process without unwinding): the limit is put back first, then the signal
-  ends the process as it would have (a driver that handles its stop signals
-  itself, caraml/stopping.py, leaves its loop and ends the block normally);
+  ends the process as it would have (a program that handles its stop
+  signals itself leaves its work and ends the block normally);
 - at interpreter exit, should the block not have ended by then.
 
-Only SIGKILL (Slurm's last word after its KillWait) cannot be answered;
-docs/power_limits.md says what an operator does then.
+Only SIGKILL (Slurm's last word after its KillWait) cannot be answered:
+the limit stays until someone sets it back (or the driver is reloaded).
 
 NVIDIA GPUs through NVML (nvidia-ml-py: nvmlDeviceGetPowerManagementLimit,
 ...Constraints, nvmlDeviceSetPowerManagementLimit, all in milliwatts), AMD
