@@ -55,8 +55,8 @@ def _local(picked: list[int], local_index: int, listed: int, library: str, varia
 
 class _Nvml:
     library = "NVML"
-    privilege = ("root, or a power-management privilege the centre grants (a root service or "
-                 "sudo rule for nvidia-smi --power-limit)")
+    privilege = ("root or a power-management privilege the centre grants (a root service or "
+                 "a sudo rule for nvidia-smi --power-limit)")
 
     def __init__(self, local_index: int) -> None:
         nvml = import_binding("pynvml", "NVML", "pip install nvidia-ml-py")
@@ -104,8 +104,8 @@ class _Nvml:
 
 class _AmdSmi:
     library = "amdsmi"
-    privilege = ("root, or a power-management privilege the centre grants (a root service or "
-                 "sudo rule for amd-smi set --power-cap)")
+    privilege = ("root or a power-management privilege the centre grants (a root service or "
+                 "a sudo rule for amd-smi set --power-cap)")
 
     def __init__(self, local_index: int) -> None:
         lib = import_binding("amdsmi", "amdsmi", "amdsmi ships with ROCm")

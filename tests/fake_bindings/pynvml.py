@@ -1,8 +1,9 @@
 """nvidia-ml-py as a job's own processes see it in the end-to-end tests: the
 fake NVML of tests/jpwr/jpwr_fakes.py with its GPUs kept in the JSON file
 $CARAML_FAKE_NVML_STATE, so that a limit a job sets and puts back is seen
-by the test (and by every process of the job) after the job has ended.
-A test puts this folder first on PYTHONPATH.
+by the test (and by every process of the job) after the job has ended;
+the state's `set_mw` lists every limit set, in order. A test puts this
+folder first on PYTHONPATH.
 
 The GPU draws 60 % of its power limit, and its energy counter counts that
 since boot. What a job meets at a limit is the state's `at_limit_mw`
@@ -58,6 +59,9 @@ class FileNvml(FakeNvml):
     def limits_changed(self) -> None:
         state = json.loads(self._path.read_text())
         state["gpus"] = self._loaded
+        # every limit set, in order, for the test to read
+        state.setdefault("set_mw", []).extend(mw for _, mw in self.limit_calls)
+        self.limit_calls.clear()
         temporary = self._path.with_suffix(f".{os.getpid()}")
         temporary.write_text(json.dumps(state))
         os.replace(temporary, self._path)
