@@ -209,6 +209,7 @@ class _Restorer:
         self._device, self._before_w = device, before_w
         self.changed = False  # set once the new limit is in place
         self._handlers: dict[int, object] = {}
+        self._pid = os.getpid()
 
     def __call__(self) -> bool:
         if not self.changed:
@@ -223,11 +224,15 @@ class _Restorer:
         return True
 
     def _on_signal(self, signum, _frame) -> None:
-        self()
+        # A process forked inside the block (a data loader worker) inherits
+        # this handler; only the process that set the limit puts it back.
+        if os.getpid() == self._pid:
+            self()
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
 
     def arm(self) -> None:
+        self._pid = os.getpid()
         atexit.register(self)
         for sig in ENDING_SIGNALS:
             try:

@@ -118,13 +118,23 @@ def test_no_library_is_one_line_naming_both(no_vendor_libraries):
 # A process that sets the limit and is then ended by a signal it does not
 # handle itself, or that leaves the interpreter from within the block.
 _CHILD = """
-import os, sys, time
+import json, os, sys, time
 from jpwr.gpu.power_limit import limited
 with limited(200.0):
     print("set", flush=True)
     if sys.argv[1] == "exit":
         sys.exit(3)
-    time.sleep(60)
+    if sys.argv[1] == "fork":
+        worker = os.fork()
+        if worker == 0:
+            print(os.getpid(), flush=True)  # the worker's own line: it runs
+            time.sleep(60)
+            os._exit(0)
+        os.waitpid(worker, 0)
+        state = json.loads(open(os.environ["CARAML_FAKE_NVML_STATE"]).read())
+        print(state["gpus"][0]["limit_mw"], flush=True)
+    else:
+        time.sleep(60)
 """
 
 
@@ -158,4 +168,13 @@ def test_a_signal_the_process_does_not_handle_restores_the_limit_and_still_ends_
 def test_leaving_the_interpreter_inside_the_block_restores_the_limit(tmp_path):
     child = _child(tmp_path, "exit")
     assert child.wait(timeout=60) == 3
+    assert _limit_mw(tmp_path) == 300_000
+
+
+def test_a_forked_process_that_gets_a_signal_leaves_the_limit_to_its_parent(tmp_path):
+    child = _child(tmp_path, "fork")
+    assert child.stdout.readline() == "set\n"
+    os.kill(int(child.stdout.readline()), signal.SIGTERM)  # e.g. a data loader worker
+    assert child.stdout.readline() == "200000\n"  # the parent's limit still holds
+    assert child.wait(timeout=60) == 0
     assert _limit_mw(tmp_path) == 300_000
