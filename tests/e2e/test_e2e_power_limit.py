@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -48,6 +49,10 @@ def test_a_sweep_gives_one_row_per_limit_and_leaves_the_device_as_it_found_it(tm
     assert rows["120"]["Status"] == "failed"
     assert "needs root" in rows["120"]["Error"] and rows["120"]["Iterations"] != \
         rows["120"]["Iterations"]  # no iteration: refused before training
+
+    # each job script shows its point on the driver's command line (as a dry run's does)
+    assert sorted(re.search(r"--power-limit (\S+)", (work / "job.sh").read_text()).group(1)
+                  for work in run.work_dirs("execute")) == sorted(rows)
 
     # each job put the limit back before the next set one, and the device ends where it began
     final = json.loads(state.read_text())
