@@ -93,6 +93,9 @@ COLUMNS = [
     # one meaning per name, as in the tables: work per Wh is the timed
     # window's (Tokens/Wh), the whole loop's has its own columns (RunTokens/Wh)
     ("mean_power_w_per_device", "REAL", _headline("mean_power_w_per_device")),
+    # a power-limit sweep's point: the watts asked for and the limit the device reported
+    ("power_limit_asked_w", "REAL", _at("power_limit", "asked_w")),
+    ("power_limit_reported_w", "REAL", _at("power_limit", "reported_w")),
     ("timed_wh", "REAL", _timed("wh")),
     ("timed_work_per_wh", "REAL", _timed("work_per_wh")),
     ("timed_seconds", "REAL", _timed("seconds")),

@@ -24,6 +24,7 @@ import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass
 
+from caraml import power_limit
 from caraml.report import BenchmarkInputError
 
 
@@ -197,6 +198,14 @@ class EnergyOptions:
     energy_methods: tuple[str, ...] = option(
         ("auto",), doc=f"jpwr methods, or '{NO_ENERGY}' to measure no energy")
     energy_interval_ms: int = option(100, rule=POSITIVE, doc="power sampling interval")
+    # a point of the power-limit sweep (caraml/power_limit.py)
+    power_limit: str | None = option(
+        None, doc="power limit per device for the run, put back at its end: 'default' (set "
+                  "nothing, report it), watts, or a fraction (up to 1) of --tdp-w")
+    tdp_w: float | None = option(None, rule=POSITIVE,
+                                 doc="the system's TDP per device (a fractional --power-limit)")
+    power_limit_range_w: str | None = option(
+        None, doc="the limits the system allows, LOW:HIGH in W (either end may be empty)")
 
     @property
     def measures_energy(self) -> bool:
@@ -210,6 +219,12 @@ class EnergyOptions:
         if self.measures_energy and not self.energy_dir:
             raise BenchmarkInputError(
                 "--energy-dir is needed to measure energy (or pass --energy-methods none)")
+        if self.power_limit is not None:
+            try:
+                power_limit.asked_w(self.power_limit, self.tdp_w)
+                power_limit.parse_range(self.power_limit_range_w)
+            except BenchmarkInputError as e:
+                raise BenchmarkInputError(f"--power-limit: {e}") from None
 
 
 @dataclass(frozen=True, kw_only=True)

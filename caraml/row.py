@@ -48,7 +48,7 @@ def undecided(benchmark: str | None, work_package: Path, error: Exception) -> di
                                             "sequence_length", "image_size", "backend", "tp",
                                             "pp", "dp", "micro_batch", "params", "compile")},
                        "label": f"work package {work_package.parent.name}"},
-            "throughput": None, "mfu": None, "energy": None, "memory": None,
+            "throughput": None, "mfu": None, "energy": None, "power_limit": None, "memory": None,
             "status": {"state": "failed", "reason": f"the row model could not decide this row "
                                                     f"({type(error).__name__}: {error})"},
             "flags": [], "provenance": {}}

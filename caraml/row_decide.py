@@ -6,7 +6,7 @@ library only (login node)."""
 
 from __future__ import annotations
 
-from caraml import benchmarks, device_peaks
+from caraml import benchmarks, device_peaks, power_limit
 from caraml.benchmarks import Benchmark
 from caraml.row_evidence import Evidence
 from caraml.row_facts import (MEMORY, Facts, energy, energy_flags, last_kv, measured_peak, mfu_refusal,
@@ -79,12 +79,13 @@ def _mfu(g: dict[str, str]) -> dict | None:
             "measured_peak": measured_peak(g)}
 
 
-def flags(ev: Evidence, status: Status, energy_row: dict | None) -> list[str]:
+def flags(ev: Evidence, status: Status, energy_row: dict | None, limit: dict | None) -> list[str]:
     """Doubt in a measured row, one word each; none for a row that is not a
     measurement (its status says what went wrong)."""
     if status.state not in MEASURED:
         return []
     out = energy_flags(energy_row) if energy_row is not None else []
+    out += power_limit.row_flags(limit, ev.text("job.out"))
     start = last_kv(ev.text("job.out"), "provenance")
     end = last_kv(ev.text("job.out"), "host at end")
     for when, line in (("running", start), ("at-end", end)):
@@ -122,6 +123,9 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
     energy_row = energy(ev.text("jpwr"), facts) if ev.texts.get("jpwr") else None
     if energy_row and not status.measured:
         energy_row = _unmeasured(energy_row)
+    limit = power_limit.row_part(ev.params.get("power_limit"), system["tdp_w"], job_out)
+    # the limit the devices ran under (a sweep's point), beside the software they ran
+    prov["power_limit_w"] = limit["reported_w"] if limit else None
     return {
         "schema": SCHEMA, "benchmark": benchmark.name, "work_package": ev.work_package,
         "system": system, "config": _config(benchmark, ev.params, g),
@@ -129,9 +133,10 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
         "mfu": _mfu(g) if status.state in MEASURED
         and not mfu_refusal(g, last_kv(job_out, "host at end"), CONTENTION_PCT) else None,
         "energy": energy_row,
+        "power_limit": limit,
         "memory": _memory(g) if status.state in MEASURED else None,
         "status": {"state": status.state, "reason": status.reason},
-        "flags": flags(ev, status, energy_row),
+        "flags": flags(ev, status, energy_row, limit),
         "provenance": prov,
     }
 

@@ -30,6 +30,7 @@ def table_fields(row: dict) -> dict[str, object]:
     t = row["throughput"] or {}
     m = row["mfu"] or {}
     memory = row.get("memory") or {}
+    limit = row.get("power_limit") or {}
     system, config = row["system"], row["config"]
     scope = e.get("scope")
     if scope and e.get("headline_window") != "timed":
@@ -44,6 +45,8 @@ def table_fields(row: dict) -> dict[str, object]:
         "mfu": m.get("value"), "peak_tflops": m.get("peak_tflops"),
         "peak_basis": m.get("peak_basis"),
         "power_w_per_device": window.get("mean_power_w_per_device"),
+        # a power-limit sweep's point as asked, and the limit the device reported
+        "power_limit": limit.get("asked"), "power_limit_w": limit.get("reported_w"),
         "work_per_wh": window.get("work_per_wh"), "wh": window.get("wh"),
         "energy_scope": scope,
         "energy_kind": None if not e else "estimated" if e.get("estimated") else "measured",

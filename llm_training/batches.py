@@ -4,6 +4,7 @@ different replicas read disjoint ones."""
 
 from __future__ import annotations
 
+import atexit
 import signal
 from collections.abc import Iterator
 
@@ -26,6 +27,21 @@ def micro_batches(dataset: Dataset, *, micro_batch_size: int, data_parallel: int
                   device: torch.device) -> Iterator[dict[str, torch.Tensor]]:
     """Yields {"tokens", "labels", "loss_mask"} on `device` until the dataset
     is used up; the driver sizes the dataset to the run's iterations."""
+    batches = _loaded(dataset, micro_batch_size=micro_batch_size, data_parallel=data_parallel,
+                      data_parallel_rank=data_parallel_rank, num_workers=num_workers,
+                      device=device)
+    # A run that ends in an exception leaves the batches to the traceback
+    # the interpreter keeps until its exit, where multiprocessing ends the
+    # workers with TERM, which they ignore, and waits for them for ever.
+    # Closed first (atexit runs the last registered first), they end the
+    # workers themselves.
+    atexit.register(batches.close)
+    return batches
+
+
+def _loaded(dataset: Dataset, *, micro_batch_size: int, data_parallel: int,
+            data_parallel_rank: int, num_workers: int,
+            device: torch.device) -> Iterator[dict[str, torch.Tensor]]:
     sampler = DistributedSampler(dataset, num_replicas=data_parallel, rank=data_parallel_rank,
                                  shuffle=False, drop_last=True)
     loader = DataLoader(dataset, batch_size=micro_batch_size, sampler=sampler, drop_last=True,

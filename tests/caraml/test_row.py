@@ -341,7 +341,8 @@ def test_row_json_is_written_with_the_contracts_keys(tmp_path):
     stored = json.loads(path.read_text())
     assert stored["schema"] == "caraml-row/1"
     assert list(stored) == ["schema", "benchmark", "work_package", "system", "config",
-                            "throughput", "mfu", "energy", "memory", "status", "flags", "provenance"]
+                            "throughput", "mfu", "energy", "power_limit", "memory", "status", "flags",
+                            "provenance"]
     assert isinstance(stored["throughput"]["per_s"], float)
 
 
@@ -531,3 +532,34 @@ def test_a_rate_measured_on_a_busy_host_is_no_mfu_but_a_datasheet_peak_is(tmp_pa
     row = decide(tmp_path / "c", job_out=finished_job(at_end=busy))
     assert row["mfu"]["value"] == pytest.approx(0.410256)
     assert not any(f.startswith("mfu-not-available") for f in row["flags"])
+
+
+_LIMIT_LINES = ("CARAML power limit: rank=0 device=gpu0 asked=0.75 asked_w=300 before_w=400 "
+                "reported_w=300\n"
+                "CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=400\n")
+
+
+def test_a_sweep_points_row_has_its_limit_everywhere(tmp_path, capsys):
+    from caraml import history
+
+    row = decide(tmp_path, params={"power_limit": "0.75"},
+                 job_out=_LIMIT_LINES + finished_job())
+    assert state(row) == ("ok", "") and row["flags"] == []
+    assert row["power_limit"] == {"asked": "0.75", "asked_w": 300.0, "before_w": 400.0,
+                                  "reported_w": 300.0, "restored": True}
+    assert row["provenance"]["power_limit_w"] == 300.0
+    assert row["energy"]["windows"]["timed"]["mean_power_w_per_device"] > 0
+    columns = {name: get(row) for name, _, get in history.COLUMNS}
+    assert (columns["power_limit_asked_w"], columns["power_limit_reported_w"]) == (300.0, 300.0)
+    row_print.print_lines(row)
+    fields = dict(w.split("=", 1) for w in capsys.readouterr().out.splitlines()[0].split()[2:])
+    assert (fields["power_limit"], fields["power_limit_w"]) == ("0.75", "300")
+
+
+def test_a_row_without_a_sweep_has_no_limit_and_one_whose_limit_stayed_is_flagged(tmp_path):
+    plain = decide(tmp_path / "plain", job_out=finished_job())
+    assert plain["power_limit"] is None and plain["provenance"]["power_limit_w"] is None
+    left = decide(tmp_path / "left", params={"power_limit": "0.75"},
+                  job_out=_LIMIT_LINES.replace("restored=yes", "restored=no") + finished_job())
+    assert left["power_limit"]["restored"] is False
+    assert "power-limit-not-restored" in left["flags"]

@@ -68,15 +68,24 @@ class FakeNvml(types.ModuleType):
     """The parts of nvidia-ml-py that jpwr uses. gpus: dicts with uuid,
     power_mw and energy_mj, optionally bus (PCI bus id; default: in index
     order), name and migs (UUIDs of its MIG instances); a GPU with lost=True
-    raises like a fallen-off GPU. MIG handles are (gpu index, slot) pairs."""
+    raises like a fallen-off GPU. MIG handles are (gpu index, slot) pairs.
+    Power limits: limit_mw and limit_range_mw (min, max) of a GPU; with
+    refuse=True setting one fails as without privilege. Every limit set is
+    logged in `limit_calls` as (handle, milliwatts)."""
+
+    NVML_ERROR_NO_PERMISSION = 4
 
     class NVMLError(Exception):
-        pass
+        # nvidia-ml-py's errors carry their NVML return code as `value`
+        def __init__(self, value) -> None:
+            super().__init__("Insufficient Permissions" if value == 4 else value)
+            self.value = value
 
     def __init__(self, gpus: list[dict]) -> None:
         super().__init__("pynvml")
         self.gpus = gpus
         self.initialised = 0
+        self.limit_calls: list[tuple[int, int]] = []
 
     def nvmlInit(self):
         self.initialised += 1
@@ -123,8 +132,39 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetTotalEnergyConsumption(self, handle):
         return self._gpu(handle)["energy_mj"]
 
+    def nvmlDeviceGetPowerManagementLimit(self, handle):
+        return self._gpu(handle)["limit_mw"]
+
+    def nvmlDeviceGetPowerManagementLimitConstraints(self, handle):
+        return list(self._gpu(handle)["limit_range_mw"])
+
+    def nvmlDeviceSetPowerManagementLimit(self, handle, milliwatts):
+        gpu = self._gpu(handle)
+        if gpu.get("refuse"):
+            raise self.NVMLError(self.NVML_ERROR_NO_PERMISSION)
+        low, high = gpu["limit_range_mw"]
+        if not low <= milliwatts <= high:
+            raise self.NVMLError("Invalid Argument")
+        self.limit_calls.append((handle, milliwatts))
+        gpu["limit_mw"] = milliwatts
+        self.limits_changed()
+
+    def limits_changed(self) -> None:
+        """Called after a limit was set (the file-backed fake keeps it)."""
+
 
 class FakeAmdSmi(types.ModuleType):
+    """amdsmi's calls that jpwr uses; power caps as power_cap_uw and
+    cap_range_uw (min, max) of a GPU, refuse=True as without privilege."""
+
+    class AmdSmiRetCode:
+        STATUS_NO_PERM = 10
+
+    class AmdSmiLibraryException(Exception):
+        def __init__(self, err_code) -> None:
+            super().__init__(f"AMDSMI_STATUS {err_code}")
+            self.err_code = err_code
+
     def __init__(self, gpus: list[dict]) -> None:
         super().__init__("amdsmi")
         self.gpus = gpus
@@ -146,6 +186,16 @@ class FakeAmdSmi(types.ModuleType):
 
     def amdsmi_get_energy_count(self, handle):
         return self.gpus[handle]["energy_count"]
+
+    def amdsmi_get_power_cap_info(self, handle):
+        low, high = self.gpus[handle]["cap_range_uw"]
+        return {"power_cap": self.gpus[handle]["power_cap_uw"], "min_power_cap": low,
+                "max_power_cap": high, "default_power_cap": high, "dpm_cap": 0}
+
+    def amdsmi_set_power_cap(self, handle, sensor, cap):
+        if self.gpus[handle].get("refuse"):
+            raise self.AmdSmiLibraryException(self.AmdSmiRetCode.STATUS_NO_PERM)
+        self.gpus[handle]["power_cap_uw"] = cap
 
 
 class FakeRocml(types.ModuleType):

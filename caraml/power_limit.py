@@ -1,0 +1,145 @@
+"""One point of a power-limit sweep (the `powercap` tag): the limit per
+device a job asks for, and its record in the job's output and in the row.
+
+A point is `default` (the limit the devices have: nothing is set, the limit
+is reported), watts (`300`), or a fraction of the system's TDP per device
+(`0.75`: any number up to 1). platform.xml declares each system's TDP and
+the range of limits it allows beside it (power_limit_range_w, LOW:HIGH in
+W, either end may be left open) and the points it sweeps; CARAML_POWER_LIMITS
+(`default;250;300`) replaces the points for one run.
+
+Every rank sets its own device's limit before the model is built and puts
+the previous one back at the end, whatever ends the run (the driver core,
+caraml/driver.py, through jpwr/gpu/power_limit.py); each rank prints what
+it did:
+
+    CARAML power limit: rank=0 device=gpu0 asked=0.75 asked_w=300 before_w=400 reported_w=300
+    CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=400
+
+    python -m caraml.power_limit sweep POINTS
+
+prints the points of a sweep for JUBE (CARAML_POWER_LIMITS where it is set,
+else POINTS), each checked. Standard library only: the login node's python3
+runs this, and the row model reads the lines with it."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from caraml import report
+from caraml.report import BenchmarkInputError
+from caraml.row_facts import kv_lines
+
+DEFAULT = "default"
+POINTS_ENV = "CARAML_POWER_LIMITS"
+# the scopes of the lines each rank prints (caraml/driver.py)
+SET_SCOPE = "power limit"
+RESTORED_SCOPE = "power limit restored"
+_NUMBER = re.compile(r"\d+(\.\d*)?|\.\d+")
+
+
+def check_point(text: str) -> str:
+    """A sweep point as given, or BenchmarkInputError saying what one is."""
+    if text == DEFAULT or (_NUMBER.fullmatch(text) and float(text) > 0):
+        return text
+    raise BenchmarkInputError(f"power limit {text!r} is none of '{DEFAULT}', watts (e.g. 300) or a "
+                              "fraction of the TDP (e.g. 0.75)")
+
+
+def parse_range(text: str | None) -> tuple[float | None, float | None] | None:
+    """LOW:HIGH in watts, either end empty for open; None where not given."""
+    if not text:
+        return None
+    low, sep, high = text.partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        ends = tuple(float(end) if end else None for end in (low, high))
+    except ValueError:
+        raise BenchmarkInputError(f"power limit range {text!r} is not LOW:HIGH in watts "
+                                  "(e.g. 100:400; either end may be left empty)") from None
+    return ends
+
+
+def asked_w(point: str, tdp_w: float | None) -> float | None:
+    """The watts per device a point asks for; None for the default point."""
+    check_point(point)
+    if point == DEFAULT:
+        return None
+    value = float(point)
+    if value > 1:
+        return value
+    if not tdp_w:
+        raise BenchmarkInputError(f"power limit {point} is a fraction of the TDP, and this system "
+                                  "declares no TDP (tdp_w in platform.xml); ask for watts instead")
+    return value * tdp_w
+
+
+def _lines_by_rank(text: str, scope: str) -> dict[str, dict[str, str]]:
+    """The last line of each rank (a job run again appends its lines)."""
+    return {line.get("rank", ""): line for line in kv_lines(text, f"CARAML {scope}:")}
+
+
+def _num(value: str | None) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def row_part(point: str | None, tdp_w: float | None, job_out: str) -> dict | None:
+    """The row's power_limit: None where the job asked for no point, else the
+    point, the watts it asks for, and what rank 0's device had before and
+    reported after setting; restored: whether every rank that set a limit
+    said it put the previous one back (true where none changed one)."""
+    if not point:
+        return None
+    set_lines = _lines_by_rank(job_out, SET_SCOPE)
+    restored = _lines_by_rank(job_out, RESTORED_SCOPE)
+    first = set_lines.get("0") or next(iter(set_lines.values()), {})
+    try:
+        watts = asked_w(point, tdp_w)
+    except BenchmarkInputError:
+        watts = None
+    return {"asked": point, "asked_w": watts, "before_w": _num(first.get("before_w")),
+            "reported_w": _num(first.get("reported_w")),
+            "restored": all(restored.get(rank, {}).get("restored") == "yes" for rank in set_lines)}
+
+
+def row_flags(part: dict | None, job_out: str) -> list[str]:
+    """Doubt about a measured row's limit, one word each: a limit the job
+    never set (a driver that takes none), one not put back, and devices
+    that reported other limits than rank 0's."""
+    if part is None:
+        return []
+    set_lines = _lines_by_rank(job_out, SET_SCOPE)
+    if not set_lines:
+        return ["power-limit-not-set"]
+    out = [] if part["restored"] else ["power-limit-not-restored"]
+    first = set_lines.get("0") or next(iter(set_lines.values()))
+    differ = sorted(rank for rank, line in set_lines.items()
+                    if line.get("reported_w") != first.get("reported_w"))
+    if differ:
+        out.append(f"power-limit-differs-on-ranks({'-'.join(differ)})")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2 or argv[0] != "sweep":
+        report.error("usage: python -m caraml.power_limit sweep POINTS")
+        return 2
+    points = os.environ.get(POINTS_ENV) or argv[1]
+    try:
+        checked = [check_point(p.strip()) for p in points.split(";") if p.strip()]
+    except BenchmarkInputError as err:
+        report.error(f"{POINTS_ENV if os.environ.get(POINTS_ENV) else 'power_limit_sweep'}: {err}")
+        return 2
+    report.parameter(";".join(checked))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""A power-limit sweep's point (caraml/power_limit.py) and the driver core
+that sets it (caraml/driver.py), against the fake NVML binding: the points
+a sweep takes, the limit set before the set-up and put back however the run
+ends (a TERM in the timed window, an exception in a step), the refusal
+without privilege and out of range before training, and the row's record."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from caraml import driver, power_limit
+from caraml.options import EnergyOptions, RunOptions
+from caraml.report import BenchmarkInputError
+from caraml.row_facts import kv_lines
+from tests.dist_fixtures import LAUNCHER_VARIABLES
+from tests.jpwr.jpwr_fakes import FakeNvml
+
+
+@dataclass(frozen=True, kw_only=True)
+class Opts(RunOptions, EnergyOptions):
+    pass
+
+
+@pytest.mark.parametrize("point, tdp, watts", [
+    ("default", 400.0, None), ("300", None, 300.0), ("0.75", 400.0, 300.0), ("1", 400.0, 400.0),
+])
+def test_a_point_is_the_default_watts_or_a_fraction_of_the_tdp(point, tdp, watts):
+    assert power_limit.asked_w(point, tdp) == watts
+
+
+@pytest.mark.parametrize("point, tdp, says", [
+    ("0.75", None, "declares no TDP"), ("300W", 400.0, "none of 'default'"),
+    ("-5", 400.0, "none of 'default'"), ("$(reboot)", 400.0, "none of 'default'"),
+])
+def test_a_point_that_is_none_of_these_is_refused_with_what_one_is(point, tdp, says):
+    with pytest.raises(BenchmarkInputError, match=says):
+        power_limit.asked_w(point, tdp)
+
+
+def test_a_range_may_leave_either_end_open():
+    assert power_limit.parse_range("100:400") == (100.0, 400.0)
+    assert power_limit.parse_range(":680") == (None, 680.0)
+    assert power_limit.parse_range("") is None
+    with pytest.raises(BenchmarkInputError, match="LOW:HIGH"):
+        power_limit.parse_range("400")
+
+
+def test_the_sweep_takes_the_users_points_over_the_systems(monkeypatch, capsys):
+    assert power_limit.main(["sweep", "default;0.6;0.8"]) == 0
+    assert capsys.readouterr().out == "default;0.6;0.8"
+    monkeypatch.setenv(power_limit.POINTS_ENV, "default;250")
+    assert power_limit.main(["sweep", "default;0.6;0.8"]) == 0
+    assert capsys.readouterr().out == "default;250"
+    monkeypatch.setenv(power_limit.POINTS_ENV, "default;250 W")
+    assert power_limit.main(["sweep", "default;0.6"]) == 2
+    assert "CARAML_POWER_LIMITS: power limit '250 W' is none of" in capsys.readouterr().err
+
+
+# --- the driver core sets and restores the limit --------------------------------------------
+
+
+@pytest.fixture
+def nvml(monkeypatch):
+    fake = FakeNvml([{"uuid": "GPU-aaaa", "power_mw": 0, "energy_mj": 0, "limit_mw": 400_000,
+                      "limit_range_mw": (100_000, 400_000)}])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setitem(sys.modules, "amdsmi", None)
+    for var in (*LAUNCHER_VARIABLES, "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(var, raising=False)
+    return fake
+
+
+def _run(nvml, step, limit="250", **opts):
+    """driver.main with a training function that runs `step` in the driver
+    core's loop; returns the exit status and what the device's limit was
+    at each step."""
+    seen = []
+    options = Opts(train_iters=6, warmup_iters=2, energy_methods=("none",), device="cpu",
+                   power_limit=limit, **opts)
+
+    def train(args, dist, stop, meter):
+        def counted():
+            seen.append(nvml.gpus[0]["limit_mw"])
+            return step(len(seen))
+        result = driver.train_loop(counted, args, dist, stop, meter, lambda *a: "progress")
+        return driver.report_result(dist, result, rank_line=lambda d: {},
+                                    global_line=lambda job: {})
+    return driver.main([], lambda argv: options, train), seen
+
+
+def _lines(text: str, scope: str) -> list[dict]:
+    return kv_lines(text, f"CARAML {scope}:")
+
+
+def test_the_limit_holds_for_the_whole_run_and_is_put_back_after_it(nvml, capsys):
+    status, seen = _run(nvml, lambda i: 0.0)
+    assert status == driver.EXIT_OK
+    assert seen == [250_000] * 6
+    assert nvml.limit_calls == [(0, 250_000), (0, 400_000)]
+    out = capsys.readouterr().out
+    assert _lines(out, power_limit.SET_SCOPE) == [
+        {"rank": "0", "device": "gpu0", "asked": "250", "asked_w": "250", "before_w": "400",
+         "reported_w": "250"}]
+    assert _lines(out, power_limit.RESTORED_SCOPE) == [
+        {"rank": "0", "device": "gpu0", "restored": "yes", "limit_w": "400"}]
+
+
+def test_a_term_in_the_timed_window_stops_the_run_and_restores_the_limit(nvml, capsys):
+    def step(i):
+        if i == 4:  # the second timed iteration
+            os.kill(os.getpid(), signal.SIGTERM)
+        return 0.0
+    status, seen = _run(nvml, step)
+    assert status == driver.EXIT_OK and len(seen) == 4
+    out = capsys.readouterr().out
+    assert "CARAML stop: signal SIGTERM" in out
+    assert nvml.limit_calls == [(0, 250_000), (0, 400_000)]
+    assert power_limit.row_part("250", None, out)["restored"] is True
+
+
+def test_an_exception_in_a_step_restores_the_limit(nvml, capsys):
+    def step(i):
+        if i == 3:
+            raise RuntimeError("a step that fails")
+        return 0.0
+    with pytest.raises(RuntimeError, match="a step that fails"):
+        _run(nvml, step)
+    assert nvml.gpus[0]["limit_mw"] == 400_000
+    assert nvml.limit_calls == [(0, 250_000), (0, 400_000)]
+    assert "restored=yes" in capsys.readouterr().out
+
+
+def test_without_privilege_the_run_fails_before_training_with_one_line(nvml, capsys):
+    nvml.gpus[0]["refuse"] = True
+    status, seen = _run(nvml, lambda i: 0.0)
+    assert status == driver.EXIT_INPUT and seen == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("CARAML ERROR: setting the power limit of gpu0")
+    assert "needs root" in err[0]
+    assert nvml.gpus[0]["limit_mw"] == 400_000
+
+
+def test_a_limit_out_of_the_systems_range_fails_before_training(nvml, capsys):
+    status, seen = _run(nvml, lambda i: 0.0, limit="0.9", tdp_w=400.0,
+                        power_limit_range_w="150:300")
+    assert status == driver.EXIT_INPUT and seen == []
+    assert "power limit 360 W is outside 150-300 W" in capsys.readouterr().err
+    assert nvml.limit_calls == []
+
+
+def test_the_default_point_sets_nothing_and_reports_the_limit(nvml, capsys):
+    status, seen = _run(nvml, lambda i: 0.0, limit="default")
+    assert status == driver.EXIT_OK and seen == [400_000] * 6 and nvml.limit_calls == []
+    part = power_limit.row_part("default", None, capsys.readouterr().out)
+    assert part == {"asked": "default", "asked_w": None, "before_w": 400.0, "reported_w": 400.0,
+                    "restored": True}
+
+
+# --- the row's record ---------------------------------------------------------------------
+
+
+_TWO_RANKS = """\
+CARAML power limit: rank=0 device=gpu0 asked=0.75 asked_w=300 before_w=400 reported_w=300
+CARAML power limit: rank=1 device=gpu1 asked=0.75 asked_w=300 before_w=400 reported_w=295
+CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=400
+"""
+
+
+def test_the_row_says_a_limit_a_rank_did_not_put_back_and_devices_that_differ():
+    part = power_limit.row_part("0.75", 400.0, _TWO_RANKS)
+    assert part == {"asked": "0.75", "asked_w": 300.0, "before_w": 400.0, "reported_w": 300.0,
+                    "restored": False}
+    assert power_limit.row_flags(part, _TWO_RANKS) == [
+        "power-limit-not-restored", "power-limit-differs-on-ranks(1)"]
+
+
+def test_a_job_that_asked_for_no_point_has_no_limit_and_one_that_set_none_is_flagged():
+    assert power_limit.row_part("", 400.0, _TWO_RANKS) is None
+    part = power_limit.row_part("300", None, "")
+    assert part["asked_w"] == 300.0 and part["reported_w"] is None
+    assert power_limit.row_flags(part, "") == ["power-limit-not-set"]

@@ -1,0 +1,93 @@
+"""nvidia-ml-py as a job's own processes see it in the end-to-end tests: the
+fake NVML of tests/jpwr/jpwr_fakes.py with its GPUs kept in the JSON file
+$CARAML_FAKE_NVML_STATE, so that a limit a job sets and puts back is seen
+by the test (and by every process of the job) after the job has ended;
+the state's `set_mw` lists every limit set, in order. A test puts this
+folder first on PYTHONPATH.
+
+The GPU draws 60 % of its power limit, and its energy counter counts that
+since boot. What a job meets at a limit is the state's `at_limit_mw`
+entry for that limit, in milliwatts:
+  refuse  setting the limit fails as without privilege;
+  term    the process gets SIGTERM when the timed window begins (the
+          main thread reads the energy counter there first), as from scancel;
+  raise   once the timed window has begun, the next power reading (the
+          sampler's thread) makes the training step (the main thread)
+          raise, as a GPU that fails."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+from tests.jpwr.jpwr_fakes import FakeNvml
+
+STATE_ENV = "CARAML_FAKE_NVML_STATE"
+
+
+class FakeGpuFailed(RuntimeError):
+    pass
+
+
+class FileNvml(FakeNvml):
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._loaded: list[dict] = []
+        self._window_begun = False
+        self._raised = False
+        super().__init__([])
+
+    @property
+    def gpus(self) -> list[dict]:
+        self._loaded = json.loads(self._path.read_text())["gpus"]
+        return self._loaded
+
+    @gpus.setter
+    def gpus(self, _value) -> None:
+        pass  # the file holds them
+
+    def _action(self, handle) -> str:
+        gpu = self.gpus[handle]
+        return json.loads(self._path.read_text()).get("at_limit_mw", {}).get(str(gpu["limit_mw"]), "")
+
+    def limits_changed(self) -> None:
+        state = json.loads(self._path.read_text())
+        state["gpus"] = self._loaded
+        # every limit set, in order, for the test to read
+        state.setdefault("set_mw", []).extend(mw for _, mw in self.limit_calls)
+        self.limit_calls.clear()
+        temporary = self._path.with_suffix(f".{os.getpid()}")
+        temporary.write_text(json.dumps(state))
+        os.replace(temporary, self._path)
+
+    def nvmlDeviceSetPowerManagementLimit(self, handle, milliwatts):
+        actions = json.loads(self._path.read_text()).get("at_limit_mw", {})
+        if actions.get(str(milliwatts)) == "refuse":
+            raise self.NVMLError(self.NVML_ERROR_NO_PERMISSION)
+        super().nvmlDeviceSetPowerManagementLimit(handle, milliwatts)
+
+    def _power_mw(self, handle) -> int:
+        return int(0.6 * self.gpus[handle]["limit_mw"])
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        if self._window_begun and not self._raised and self._action(handle) == "raise":
+            self._raised = True
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(threading.main_thread().ident), ctypes.py_object(FakeGpuFailed))
+        return self._power_mw(handle)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle):
+        if threading.current_thread() is threading.main_thread() and not self._window_begun:
+            self._window_begun = True
+            if self._action(handle) == "term":
+                os.kill(os.getpid(), signal.SIGTERM)
+        return int(self._power_mw(handle) * time.monotonic())
+
+
+sys.modules[__name__] = FileNvml(Path(os.environ[STATE_ENV]))

@@ -1,0 +1,180 @@
+"""Setting a GPU's power limit for a block and putting it back
+(jpwr/gpu/power_limit.py), against fake NVML and amdsmi bindings: the order
+of the calls, the restore on every end, the refusal without privilege and
+the refusal of a limit out of range."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from jpwr_fakes import FakeAmdSmi, FakeNvml
+
+from jpwr.gpu.power_limit import PowerLimitError, limited
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _gpu(uuid: str, limit_w: float = 400, low_w: float = 100, high_w: float = 400, **extra) -> dict:
+    return {"uuid": uuid, "power_mw": 0, "energy_mj": 0, "limit_mw": int(limit_w * 1000),
+            "limit_range_mw": (int(low_w * 1000), int(high_w * 1000)), **extra}
+
+
+@pytest.fixture
+def nvml(install):
+    fake = FakeNvml([_gpu("GPU-aaaa"), _gpu("GPU-bbbb")])
+    install("pynvml", fake)
+    return fake
+
+
+def test_the_limit_is_set_read_back_and_the_previous_one_restored_after_the_block(nvml):
+    with limited(250.0) as limit:
+        assert nvml.gpus[0]["limit_mw"] == 250_000
+        assert (limit.device, limit.asked_w, limit.before_w, limit.reported_w) == \
+            ("gpu0", 250.0, 400.0, 250.0)
+    assert nvml.limit_calls == [(0, 250_000), (0, 400_000)]  # set, then restore
+    assert limit.restored and nvml.gpus[0]["limit_mw"] == 400_000
+    assert nvml.initialised == 0  # NVML shut down again
+
+
+def test_an_exception_in_the_block_restores_the_limit_and_goes_on(nvml):
+    with pytest.raises(ZeroDivisionError):
+        with limited(200.0):
+            1 / 0  # noqa: B018 - a failing training step
+    assert nvml.limit_calls == [(0, 200_000), (0, 400_000)]
+
+
+def test_each_local_rank_sets_its_own_visible_gpu(nvml, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-bbbb")
+    with limited(300.0, local_index=0) as limit:
+        assert limit.device == "gpu1"
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with limited(300.0, local_index=1):
+        pass
+    assert nvml.limit_calls == [(1, 300_000), (1, 400_000)] * 2
+    assert nvml.gpus[0]["limit_mw"] == 400_000
+
+
+def test_the_default_point_sets_nothing_and_reports_the_limit_there_is(nvml):
+    with limited(None) as limit:
+        assert (limit.asked_w, limit.before_w, limit.reported_w) == (None, 400.0, 400.0)
+    assert nvml.limit_calls == [] and limit.restored
+
+
+def test_without_privilege_the_refusal_is_one_line_naming_the_privilege(install):
+    fake = FakeNvml([_gpu("GPU-aaaa", refuse=True)])
+    install("pynvml", fake)
+    with pytest.raises(PowerLimitError) as refused:
+        with limited(250.0):
+            raise AssertionError("the block must not run")
+    message = str(refused.value)
+    assert "\n" not in message and "gpu0" in message and "NVML" in message
+    assert "needs root" in message and "privilege" in message
+    assert fake.gpus[0]["limit_mw"] == 400_000 and fake.limit_calls == []
+
+
+@pytest.mark.parametrize("asked, system_range, shown", [
+    (450.0, None, "outside 100-400 W"),  # above the device's range
+    (350.0, (150.0, 300.0), "outside 150-300 W"),  # inside the device's, above the system's
+    (120.0, (150.0, None), "outside 150-400 W"),  # an open upper end: the device's
+])
+def test_a_limit_out_of_range_is_refused_with_the_range_before_anything_is_set(
+        nvml, asked, system_range, shown):
+    with pytest.raises(PowerLimitError, match=shown):
+        with limited(asked, system_range=system_range):
+            raise AssertionError("the block must not run")
+    assert nvml.limit_calls == []
+
+
+def test_amdsmi_caps_in_microwatts_and_restores(install):
+    fake = FakeAmdSmi([{"uuid": "u0", "power_cap_uw": 560_000_000,
+                        "cap_range_uw": (100_000_000, 560_000_000)}])
+    install("amdsmi", fake)
+    with limited(400.0) as limit:
+        assert fake.gpus[0]["power_cap_uw"] == 400_000_000
+        assert (limit.before_w, limit.reported_w) == (560.0, 400.0)
+    assert fake.gpus[0]["power_cap_uw"] == 560_000_000
+
+
+def test_amdsmi_without_privilege_names_it(install):
+    install("amdsmi", FakeAmdSmi([{"uuid": "u0", "power_cap_uw": 560_000_000,
+                                   "cap_range_uw": (100_000_000, 560_000_000), "refuse": True}]))
+    with pytest.raises(PowerLimitError, match="amdsmi needs root"):
+        with limited(400.0):
+            pass
+
+
+def test_no_library_is_one_line_naming_both(no_vendor_libraries):
+    with pytest.raises(PowerLimitError, match="no GPU whose power limit can be set here.*NVML.*amdsmi"):
+        with limited(250.0):
+            pass
+
+
+# A process that sets the limit and is then ended by a signal it does not
+# handle itself, or that leaves the interpreter from within the block.
+_CHILD = """
+import json, os, sys, time
+from jpwr.gpu.power_limit import limited
+with limited(200.0):
+    print("set", flush=True)
+    if sys.argv[1] == "exit":
+        sys.exit(3)
+    if sys.argv[1] == "fork":
+        worker = os.fork()
+        if worker == 0:
+            print(os.getpid(), flush=True)  # the worker's own line: it runs
+            time.sleep(60)
+            os._exit(0)
+        os.waitpid(worker, 0)
+        state = json.loads(open(os.environ["CARAML_FAKE_NVML_STATE"]).read())
+        print(state["gpus"][0]["limit_mw"], flush=True)
+    else:
+        time.sleep(60)
+"""
+
+
+def _state(tmp_path: Path) -> Path:
+    path = tmp_path / "nvml.json"
+    path.write_text(json.dumps({"gpus": [_gpu("GPU-aaaa", limit_w=300)]}))
+    return path
+
+
+def _child(tmp_path: Path, how: str) -> subprocess.Popen:
+    env = {**os.environ, "CARAML_FAKE_NVML_STATE": str(_state(tmp_path)),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "fake_bindings"), str(ROOT)])}
+    return subprocess.Popen([sys.executable, "-c", _CHILD, how], env=env, stdout=subprocess.PIPE,
+                            text=True)
+
+
+def _limit_mw(tmp_path: Path) -> int:
+    return json.loads((tmp_path / "nvml.json").read_text())["gpus"][0]["limit_mw"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR1])
+def test_a_signal_the_process_does_not_handle_restores_the_limit_and_still_ends_it(tmp_path, sig):
+    child = _child(tmp_path, "wait")
+    assert child.stdout.readline() == "set\n"
+    assert _limit_mw(tmp_path) == 200_000
+    child.send_signal(sig)
+    assert child.wait(timeout=60) == -sig  # ended by the signal, as without the limit
+    assert _limit_mw(tmp_path) == 300_000
+
+
+def test_leaving_the_interpreter_inside_the_block_restores_the_limit(tmp_path):
+    child = _child(tmp_path, "exit")
+    assert child.wait(timeout=60) == 3
+    assert _limit_mw(tmp_path) == 300_000
+
+
+def test_a_forked_process_that_gets_a_signal_leaves_the_limit_to_its_parent(tmp_path):
+    child = _child(tmp_path, "fork")
+    assert child.stdout.readline() == "set\n"
+    os.kill(int(child.stdout.readline()), signal.SIGTERM)  # e.g. a data loader worker
+    assert child.stdout.readline() == "200000\n"  # the parent's limit still holds
+    assert child.wait(timeout=60) == 0
+    assert _limit_mw(tmp_path) == 300_000
