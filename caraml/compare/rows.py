@@ -19,6 +19,7 @@ import pandas as pd
 
 from caraml import benchmarks
 from caraml import row as row_model
+from caraml.power_limit import DEFAULT as DEFAULT_LIMIT
 from caraml.compare import CompareError
 from caraml.login import systems
 from caraml.row_status import MEASURED
@@ -31,8 +32,6 @@ RUN_MARKERS = ("configuration.xml", "workpackages.xml")
 MIN_TIMED_ITERATIONS = 20
 MIN_TIMED_SECONDS = 60.0
 SMOKE = "smoke, not a measurement"
-# the sweep point that sets nothing: the devices' own limit (caraml/power_limit.py's DEFAULT)
-DEFAULT_LIMIT = "default"
 
 
 @dataclass(frozen=True)
