@@ -48,12 +48,17 @@ class Layer:
         return LOCK_DIR / f"{self.name}.txt"
 
 
-# The main command's environment, then what the ReFrame checks add, then
-# what the tests add (the README's test command)
+# The main command's environment, a vendor's sensor bindings (installed
+# where that vendor's GPUs are: amdsmi fails to import without ROCm), what
+# the ReFrame checks add, what jpwr's HDF5 files need, and what the tests
+# add (the README's test command)
 LAYERS = (
-    Layer("main", ("torch", "bench", "nvidia", "rocm", "jsc"), (), ("wandb", "pytest", "pytest-mock")),
+    Layer("main", ("torch", "bench", "jsc"), (), ("wandb", "pytest", "pytest-mock")),
+    Layer("nvidia", ("nvidia",), ("main",), ()),
+    Layer("rocm", ("rocm",), ("main",), ()),
     Layer("reframe", ("reframe",), ("main",), ("wandb", "pytest", "pytest-mock")),
-    Layer("test", ("test",), ("main", "reframe"), ("wandb", "pytest-mock")),
+    Layer("h5", ("h5",), ("main",), ("wandb", "pytest", "pytest-mock")),
+    Layer("test", ("test",), ("main", "reframe", "h5"), ("wandb", "pytest-mock")),
 )
 NEVER = "sys_platform == 'never'"
 

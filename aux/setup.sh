@@ -80,6 +80,12 @@ _caraml_setup() (
         "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null
     }
 
+    # The lock's layer of this node's vendor's sensor bindings
+    vendor_layer() {
+        if command -v nvidia-smi >/dev/null; then echo ",nvidia"
+        elif [ -d /sys/class/kfd ]; then echo ",rocm"; fi
+    }
+
     # pip from the index, or (CARAML_WHEELHOUSE) from a folder that
     # aux/wheelhouse.py filled on a connected machine: no network needed
     PIP_SOURCE=()
@@ -129,10 +135,10 @@ _caraml_setup() (
             && die "CARAML_WHEELHOUSE=$CARAML_WHEELHOUSE is not a folder; fill one with: python3 aux/wheelhouse.py DIR"
         if [ ! -x "$VENV/bin/python" ]; then
             local py; py="$(pick_python)"
-            local flags=() extras="torch,main"
+            local flags=() extras="torch,main$(vendor_layer)"
             if system_torch_works "$py"; then
                 flags=(--system-site-packages)
-                extras="main"
+                extras="main$(vendor_layer)"
             fi
             say "creating virtual environment $VENV with $("$py" --version)${flags:+ on top of its own torch}"
             if ! "$py" -m venv "${flags[@]}" "$VENV" 2>/dev/null; then
@@ -145,18 +151,19 @@ _caraml_setup() (
         # a venv made before the lock had layers: its torch as it was, the main layer
         if [ ! -f "$extras_file" ] || ! grep -q 'main' "$extras_file"; then
             if grep -q '^include-system-site-packages = true' "$VENV/pyvenv.cfg"; then
-                echo "main" >"$extras_file"
+                echo "main$(vendor_layer)" >"$extras_file"
             else
-                echo "torch,main" >"$extras_file"
+                echo "torch,main$(vendor_layer)" >"$extras_file"
             fi
         fi
         # layers asked for on top (CARAML_EXTRAS=reframe: the ReFrame checks;
-        # test: the tests), kept like the rest
+        # h5: jpwr's HDF5 files; test: the tests), kept like the rest (the
+        # venv's order; aux/lock.py puts them in the lock's)
         local asked=() extra
         IFS=, read -ra asked <<<"${CARAML_EXTRAS:-}"
         for extra in ${asked[@]+"${asked[@]}"}; do
             [[ "$extra" =~ ^[a-z0-9_-]+$ && -f "$LOCK_DIR/$extra.txt" ]] \
-                || die "CARAML_EXTRAS=$CARAML_EXTRAS: '$extra' is no layer of the lock aux/lock/ (reframe, test)"
+                || die "CARAML_EXTRAS=$CARAML_EXTRAS: '$extra' is no layer of the lock aux/lock/ ($(cd "$LOCK_DIR" && ls -- *.txt | sed 's/\.txt$//' | paste -sd, -))"
             [[ ",$(cat "$extras_file")," == *",$extra,"* ]] || echo "$(cat "$extras_file"),$extra" >"$extras_file"
         done
         local extras layers mode=system

@@ -78,8 +78,8 @@ def _checkout(tmp_path: Path, lock: dict[str, str] | None = None) -> Path:
         shutil.copytree(ROOT / "aux" / "lock", checkout / "aux" / "lock")
     else:
         (checkout / "aux" / "lock").mkdir()
-        for layer, text in lock.items():
-            (checkout / "aux" / "lock" / f"{layer}.txt").write_text(text)
+        for layer in (ROOT / "aux" / "lock").glob("*.txt"):
+            (checkout / "aux" / "lock" / layer.name).write_text(lock.get(layer.stem, ""))
     (checkout / "pyproject.toml").write_text(PYPROJECT)
     (checkout / "backend.py").write_text(BACKEND)
     return checkout
@@ -121,16 +121,16 @@ def test_a_wheelhouse_with_torch_goes_on_to_pip(tmp_path):
 
 
 def _mini_lock(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    """A wheelhouse and a lock of three layers: torch (no torchvision, so
-    the final torch check fails after pip's work) and a package in the main
-    layer, one package in the test layer"""
+    """A wheelhouse and a lock: torch (no torchvision, so the final torch
+    check fails after pip's work) and a package in the main layer, one
+    package in the test layer, the other layers empty"""
     wheelhouse = tmp_path / "wheelhouse"
     wheelhouse.mkdir()
     torch = wheel(wheelhouse, "torch", "2.13.0")
     main = wheel(wheelhouse, "mainpkg", "1.0")
     test = wheel(wheelhouse, "testpkg", "1.0")
     return wheelhouse, {"main": lock_entry("mainpkg", "1.0", [main]) + lock_entry("torch", "2.13.0", [torch]),
-                        "reframe": "", "test": lock_entry("testpkg", "1.0", [test])}
+                        "test": lock_entry("testpkg", "1.0", [test])}
 
 
 def _site_names(tmp_path: Path) -> list[str]:
@@ -148,7 +148,7 @@ def test_the_main_layer_is_installed_hashed_and_the_test_layer_only_when_asked(t
     assert _site_names(tmp_path) == ["mainpkg-1.0.dist-info", "mini-0.1.dist-info", "torch-2.13.0.dist-info"]
     monkeypatch.setenv("CARAML_EXTRAS", "test")
     done = _setup(checkout, wheelhouse, tmp_path)
-    assert "from the lock's layers main,reframe,test " in done.stdout, done.stdout + done.stderr
+    assert "from the lock's layers main,reframe,h5,test " in done.stdout, done.stdout + done.stderr
     assert "testpkg-1.0.dist-info" in _site_names(tmp_path)
 
 
