@@ -3,8 +3,8 @@
 # with the suite and a torch stack (the node's own where it works with the
 # node's GPUs, else the locked standard build), and a check that they work.
 # Every package comes from the hashed lock aux/lock/ (pip --require-hashes);
-# CARAML_EXTRAS=reframe or test adds that layer of it (the README's test
-# command asks for test).
+# CARAML_EXTRAS=reframe, h5 or test adds that layer of it (the README's
+# test command asks for test).
 # Offline (HPC compute nodes): CARAML_WHEELHOUSE=DIR installs from a folder
 # that `python3 aux/wheelhouse.py DIR` filled on a connected machine.
 # Source it (it exports PATH, VIRTUAL_ENV and CARAML_ROOT and sets VENV) or
@@ -149,7 +149,7 @@ _caraml_setup() (
             echo "$extras" >"$extras_file"
         fi
         # a venv made before the lock had layers: its torch as it was, the main layer
-        if [ ! -f "$extras_file" ] || ! grep -q 'main' "$extras_file"; then
+        if [ ! -f "$extras_file" ] || ! grep -qE '(^|,)main(,|$)' "$extras_file"; then
             if grep -q '^include-system-site-packages = true' "$VENV/pyvenv.cfg"; then
                 echo "main$(vendor_layer)" >"$extras_file"
             else
@@ -176,7 +176,7 @@ _caraml_setup() (
         for extra in "${asked[@]}"; do lock_files+=("$LOCK_DIR/$extra.txt"); done
         want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" "${lock_files[@]}" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
         if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then return; fi
-        say "installing the suite [$extras] into $VENV from the lock's layers $layers${CARAML_WHEELHOUSE:+ from $CARAML_WHEELHOUSE}$([ "$mode" = pinned ] && echo " (the standard torch build is several GB on first install)")"
+        say "installing the suite [$extras] into $VENV from the lock's layers $layers${CARAML_WHEELHOUSE:+ (files from $CARAML_WHEELHOUSE)}$([ "$mode" = pinned ] && echo " (the standard torch build is several GB on first install)")"
         [ "$mode" = system ] || check_wheelhouse_torch
         local log="$VENV/pip-install.log"
         if ! { install_suite "$mode" "$layers" \

@@ -29,15 +29,20 @@ from lock import LAYERS, NEVER, entries, framework_only, target_env
 
 
 def platform_tags(platform: str) -> list[str]:
-    """The platform and the older manylinux tags of the same architecture
-    that a wheel may carry instead (never another architecture's)."""
+    """The platform and every older manylinux tag of the same architecture
+    that a wheel may carry instead, as pip on the node accepts them (the
+    CUDA libraries carry 2_5 to 2_27; never another architecture's)."""
     match = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", platform)
     if not match:
         raise SystemExit(f"[caraml wheelhouse] ERROR: --platform {platform}: expected a manylinux tag "
                          "such as manylinux_2_28_x86_64 or manylinux_2_28_aarch64")
     glibc_minor, arch = int(match.group(2)), match.group(3)
-    older = [f"manylinux_2_{m}_{arch}" for m in (27, 17) if m < glibc_minor]
-    legacy = [f"manylinux2014_{arch}"] + ([f"manylinux1_{arch}"] if arch == "x86_64" else [])
+    # aarch64 wheels start at glibc 2.17 (manylinux2014); x86_64 ones at 2.5 (manylinux1)
+    oldest = 5 if arch in ("x86_64", "i686") else 17
+    older = [f"manylinux_2_{m}_{arch}" for m in range(glibc_minor - 1, oldest - 1, -1)]
+    legacy = [f"manylinux2014_{arch}"]
+    if oldest == 5:
+        legacy += [f"manylinux2010_{arch}", f"manylinux1_{arch}"]
     return [platform] + older + legacy
 
 

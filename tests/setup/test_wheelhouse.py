@@ -17,10 +17,14 @@ import wheelhouse  # noqa: E402
 
 
 def test_the_tags_stay_on_the_nodes_architecture():
-    assert wheelhouse.platform_tags("manylinux_2_28_aarch64") == [
-        "manylinux_2_28_aarch64", "manylinux_2_27_aarch64", "manylinux_2_17_aarch64",
-        "manylinux2014_aarch64"]
-    assert wheelhouse.platform_tags("manylinux_2_28_x86_64")[-1] == "manylinux1_x86_64"
+    arm = wheelhouse.platform_tags("manylinux_2_28_aarch64")
+    assert arm[:2] == ["manylinux_2_28_aarch64", "manylinux_2_27_aarch64"]
+    assert arm[-2:] == ["manylinux_2_17_aarch64", "manylinux2014_aarch64"]
+    assert all(tag.endswith("_aarch64") for tag in arm) and len(arm) == 13
+    x86 = wheelhouse.platform_tags("manylinux_2_28_x86_64")
+    # the tags of the locked torch's CUDA libraries (nvidia-cuda-cupti: 2_25, nvtx: 2_5)
+    assert {"manylinux_2_25_x86_64", "manylinux_2_5_x86_64", "manylinux2010_x86_64"} <= set(x86)
+    assert x86[-1] == "manylinux1_x86_64" and all(tag.endswith("_x86_64") for tag in x86)
     with pytest.raises(SystemExit, match="--platform linux_aarch64: expected a manylinux tag"):
         wheelhouse.platform_tags("linux_aarch64")
 
