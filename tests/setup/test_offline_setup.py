@@ -85,10 +85,11 @@ def _checkout(tmp_path: Path, lock: dict[str, str] | None = None) -> Path:
     return checkout
 
 
-def _setup(checkout: Path, wheelhouse: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+def _setup(checkout: Path, wheelhouse: Path, tmp_path: Path, extras: str = "") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")
            and k not in ("VIRTUAL_ENV", "CARAML_VENV", "PYTHONPATH")}
-    env.update(PIP_CONFIG_FILE=os.devnull, CARAML_SYSTEM_TORCH="0",
+    # CARAML_EXTRAS as asked, not the test command's own
+    env.update(PIP_CONFIG_FILE=os.devnull, CARAML_SYSTEM_TORCH="0", CARAML_EXTRAS=extras,
                CARAML_WHEELHOUSE=str(wheelhouse), CARAML_VENV=str(tmp_path / "venv"))
     return subprocess.run(["bash", str(checkout / "aux" / "setup.sh")], env=env, capture_output=True,
                           text=True, timeout=600)
@@ -138,7 +139,7 @@ def _site_names(tmp_path: Path) -> list[str]:
     return sorted(p.name for p in site.glob("*.dist-info") if not p.name.startswith(("pip-", "setuptools-")))
 
 
-def test_the_main_layer_is_installed_hashed_and_the_test_layer_only_when_asked(tmp_path, monkeypatch):
+def test_the_main_layer_is_installed_hashed_and_the_test_layer_only_when_asked(tmp_path):
     wheelhouse, lock = _mini_lock(tmp_path)
     checkout = _checkout(tmp_path, lock)
     done = _setup(checkout, wheelhouse, tmp_path)
@@ -146,8 +147,7 @@ def test_the_main_layer_is_installed_hashed_and_the_test_layer_only_when_asked(t
     assert "torch/torchvision do not work together" in done.stderr, done.stdout + done.stderr
     assert "from the lock's layers main " in done.stdout
     assert _site_names(tmp_path) == ["mainpkg-1.0.dist-info", "mini-0.1.dist-info", "torch-2.13.0.dist-info"]
-    monkeypatch.setenv("CARAML_EXTRAS", "test")
-    done = _setup(checkout, wheelhouse, tmp_path)
+    done = _setup(checkout, wheelhouse, tmp_path, extras="test")
     assert "from the lock's layers main,reframe,h5,test " in done.stdout, done.stdout + done.stderr
     assert "testpkg-1.0.dist-info" in _site_names(tmp_path)
 
