@@ -1,7 +1,7 @@
 """The hashed lock of the suite's stack, in layers, and what reads it.
 
-    python3 aux/lock.py                 # regenerate aux/lock/*.txt (needs `uv` on PATH; docs/setup.md)
-    python aux/lock.py layers test      # the layers to install for these: main,reframe,test
+    python3 aux/lock.py [--upgrade]     # regenerate aux/lock/*.txt (needs `uv` on PATH; docs/setup.md)
+    python aux/lock.py layers main,test # the layers to install for these: main,reframe,h5,test
     python aux/lock.py check LAYERS     # `pip check` of this venv, less what those layers drop
 
 Every layer is one `uv pip compile --universal --generate-hashes` of some
@@ -16,6 +16,7 @@ own torch, leaving out what only the framework needs."""
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -135,8 +136,9 @@ def target_env(python_version: str, machine: str) -> dict[str, str]:
             "platform_python_implementation": "CPython", "extra": ""}
 
 
-def compile_layers() -> None:
-    """Regenerates every layer with uv from pyproject.toml"""
+def compile_layers(upgrade: bool) -> None:
+    """Regenerates every layer with uv from pyproject.toml: the versions
+    already locked stay where pyproject.toml allows them, unless upgrade"""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     LOCK_DIR.mkdir(exist_ok=True)
     for current in LAYERS:
@@ -152,12 +154,16 @@ def compile_layers() -> None:
                "--generate-hashes", "--custom-compile-command", "python3 aux/lock.py",
                "--override", str(overrides.relative_to(ROOT)), "pyproject.toml"]
         cmd += [arg for extra in current.extras for arg in ("--extra", extra)]
+        cmd += ["--upgrade"] if upgrade else []
         if not bases:
             cmd += [str(build.relative_to(ROOT))]
         for base in bases:
             cmd += ["-c", str(base.path.relative_to(ROOT))]
         cmd += [arg for name in kept for arg in ("--no-emit-package", name)]
         cmd += ["-o", str(current.path.relative_to(ROOT))]
+        cut = cmd.index("--no-emit-package") if kept else cmd.index("-o")
+        more = f"  (and --no-emit-package for the bases' {len(kept)} packages)" if kept else ""
+        print("+ " + shlex.join(cmd[:cut] + cmd[-2:]) + more, flush=True)
         try:
             subprocess.run(cmd, cwd=ROOT, check=True)
         finally:
@@ -187,9 +193,9 @@ def main(argv: list[str]) -> int:
             return check(names)
         print(",".join(c.name for c in layers_for(names)))
         return 0
-    if argv:
+    if argv not in ([], ["--upgrade"]):
         raise SystemExit(__doc__)
-    compile_layers()
+    compile_layers(upgrade=bool(argv))
     return 0
 
 
