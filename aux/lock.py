@@ -97,6 +97,12 @@ class Entry:
     def applies(self, env: dict[str, str] | None) -> bool:
         return not self.marker or Marker(self.marker).evaluate(env)
 
+    def unmarked(self) -> str:
+        """The lines without the marker, for a target it was judged for:
+        pip would judge it by the Python that runs pip"""
+        head, sep, rest = self.text.partition(" \\\n")
+        return f"{self.name}=={self.version}" + sep + rest
+
 
 def entries(path: Path) -> list[Entry]:
     found = []

@@ -53,7 +53,7 @@ def selected(python_version: str, machine: str, with_torch: bool, locks: list[Pa
     found = [e for path in locks for e in entries(path)]
     leave_out = set() if with_torch else framework_only(found)
     env = target_env(python_version, machine)
-    return [e.text for e in found if e.marker != NEVER and e.applies(env) and e.name not in leave_out]
+    return [e.unmarked() for e in found if e.marker != NEVER and e.applies(env) and e.name not in leave_out]
 
 
 def download(lines: list[str], out: Path, pip_target: list[str]) -> bool:

@@ -107,3 +107,19 @@ def test_the_lines_are_judged_for_the_node_and_the_framework_stays_out(tmp_path)
     assert [line.split("==")[0] for line in _lines(lock, "x86_64", with_torch=True)] == [
         "cudalib", "megatron-core", "torch"]
     assert all("--hash=sha256:" in line for line in _lines(lock, "aarch64"))
+    # judged here, so pip (which would judge them by its own Python) sees no marker
+    assert not any(";" in line for line in _lines(lock, "aarch64"))
+
+
+def test_a_line_for_another_python_than_pips_own_is_downloaded(index, tmp_path):
+    """pip download --python-version 3.12 would skip a line marked for
+    Python >= 3.12 when it runs on 3.11 (and the reverse)"""
+    python, marker = (("3.12", "python_full_version >= '3.12'") if sys.version_info < (3, 12)
+                      else ("3.11", "python_full_version < '3.12'"))
+    lock = tmp_path / "main.txt"
+    lock.write_text(lock_entry("newpy", "1.0", [wheel(index, "newpy", "1.0")], marker=marker))
+    out = tmp_path / "out"
+    lines = wheelhouse.selected(python, "x86_64", False, [lock])
+    target = ["--python-version", python, "--implementation", "cp", "--platform", "manylinux_2_28_x86_64"]
+    assert wheelhouse.download(lines, out, target)
+    assert [p.name for p in out.glob("*.whl")] == ["newpy-1.0-py3-none-any.whl"]
