@@ -1,14 +1,14 @@
-"""Installs the suite into a virtual environment made on top of a node's
-own torch (a module, a container, a vendor build) without ever installing
-another torch. megatron-core and torchrun-jsc require torch (>=2.6.0 and
->=1.9); a vendor build such as NGC's 2.6.0a0 does not satisfy that, and pip
-would fetch PyPI's torch over it. So the packages that require torch are
-installed without their dependencies, and what else they need is installed
-with its own; a constraint pins torch to the node's version, so that a
-package that still asks for another torch stops the install instead.
+"""Installs the locked stack into a virtual environment made on top of a
+node's own torch (a module, a container, a vendor build) without ever
+installing another torch. megatron-core and torchrun-jsc require torch
+(>=2.6.0 and >=1.9); a vendor build such as NGC's 2.6.0a0 does not satisfy
+that, and pip would fetch PyPI's torch over it. So the lock's packages are
+installed without their dependencies (the lock is complete), less the
+framework and what only it needs (CUDA libraries, triton) and less the
+packages the node brings; a node package that an installed package does
+not accept is installed at the lock's version after all.
 
-    python aux/node_torch.py --constraint aux/constraints.txt [--extras E --suite ROOT]
-                             [REQUIREMENT ...] [-- PIP_OPTIONS ...]
+    python aux/node_torch.py -r aux/lock/main.txt [-r aux/lock/test.txt ...] [-- PIP_OPTIONS ...]
 
 Run it with the venv's Python; PIP_OPTIONS (--no-index --find-links DIR)
 tell pip where packages come from."""
@@ -17,33 +17,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
-import json
+import re
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from wheelhouse import FRAMEWORK, name_of, requirements
-
-
-def needs_framework(requires_dist: list[str]) -> bool:
-    return any(name_of(r) in FRAMEWORK for r in requires_dist if "extra ==" not in r)
-
-
-def split(reqs: list[str], report: dict) -> tuple[list[str], list[str]]:
-    """(requirements to install with their dependencies, requirements to
-    install without): pip's dry-run report of reqs tells which need torch;
-    what those need besides the framework joins the first list."""
-    needing = {}
-    for item in report["install"]:
-        meta = item["metadata"]
-        if needs_framework(meta.get("requires_dist", [])):
-            needing[name_of(meta["name"])] = meta["requires_dist"]
-    with_deps = [r for r in reqs if name_of(r) not in needing and name_of(r) not in FRAMEWORK]
-    for requires in needing.values():
-        with_deps += [r for r in requires if "extra ==" not in r and name_of(r) not in FRAMEWORK]
-    without_deps = [r for r in reqs if name_of(r) in needing]
-    return with_deps, without_deps
+from lock import Entry, entries, framework_only, name_of
 
 
 def node_packages() -> set[str]:
@@ -58,20 +37,29 @@ def node_packages() -> set[str]:
     return names
 
 
-def node_constraints(lock: Path, torch_version: str, out: Path) -> Path:
-    """The lock without the framework's lines and without the packages the
-    node brings (they are kept as they are where they satisfy the suite),
-    and torch pinned to the node's."""
-    keep_as_is = FRAMEWORK | node_packages()
-    kept = [line for line in lock.read_text().splitlines()
-            if not line.strip() or line.startswith("#") or name_of(line) not in keep_as_is]
-    out.write_text("\n".join(kept + [f"torch=={torch_version}"]) + "\n")
-    return out
+def wanted(locks: list[Path], node: set[str]) -> list[Entry]:
+    """The lock's lines for this Python and platform that the venv installs"""
+    found = [e for path in locks for e in entries(path)]
+    leave_out = framework_only(found) | node
+    return [e for e in found if e.applies(None) and e.name not in leave_out]
 
 
-def pip(*args: str) -> None:
+def rejected(check_output: str, replaceable: set[str]) -> set[str]:
+    """Of the node's packages the lock may replace, those that pip check
+    says an installed package does not accept"""
+    said = re.findall(r"^\S+ \S+ has requirement .*, but you have (\S+) \S+\.$", check_output, re.M)
+    return {name_of(n) for n in said} & replaceable
+
+
+def pip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     print("+ pip " + " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "pip", *args], check=True)
+    return subprocess.run([sys.executable, "-m", "pip", *args], check=check,
+                          stdout=None if check else subprocess.PIPE, text=True)
+
+
+def install(selected: list[Entry], out: Path, pip_options: list[str]) -> None:
+    out.write_text("".join(e.text + "\n" for e in selected))
+    pip("install", "--require-hashes", "--no-deps", *pip_options, "-r", str(out))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,10 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     cut = argv.index("--") if "--" in argv else len(argv)
     pip_options = argv[cut + 1:]
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--constraint", type=Path, required=True, help="the stack's lock file")
-    ap.add_argument("--extras", default="", help="the suite's extras, comma-separated")
-    ap.add_argument("--suite", type=Path, help="the checkout, installed editable without dependencies")
-    ap.add_argument("requirement", nargs="*")
+    ap.add_argument("-r", dest="locks", type=Path, action="append", required=True,
+                    help="a layer of the lock (aux/lock/), bases first")
     args = ap.parse_args(argv[:cut])
     try:
         torch_version = importlib.metadata.version("torch")
@@ -90,27 +76,22 @@ def main(argv: list[str] | None = None) -> int:
         print("[caraml setup] ERROR: this Python has no torch of its own to keep; "
               "set CARAML_SYSTEM_TORCH=0 to install the standard build", file=sys.stderr)
         return 1
-    reqs = list(args.requirement)
-    if args.extras:
-        reqs += requirements([e for e in args.extras.split(",") if e])
-    constraint = node_constraints(args.constraint, torch_version,
-                                  Path(sys.prefix) / "caraml-node-constraints.txt")
     print(f"[caraml setup] keeping this node's torch {torch_version}", flush=True)
+    node = node_packages()
+    out = Path(sys.prefix) / "caraml-node-requirements.txt"
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            report_file = Path(tmp) / "report.json"
-            pip("install", "--dry-run", "--quiet", "--ignore-installed", "--no-deps", "--report",
-                str(report_file), "-c", str(constraint), *pip_options, *reqs)
-            with_deps, without_deps = split(reqs, json.loads(report_file.read_text()))
-        pip("install", "-c", str(constraint), *pip_options, *with_deps)
-        if without_deps:
-            pip("install", "--no-deps", "-c", str(constraint), *pip_options, *without_deps)
-        if args.suite:
-            pip("install", "--no-deps", *pip_options, "-e", str(args.suite))
+        install(wanted(args.locks, node), out, pip_options)
+        checked = pip("check", check=False)
+        replaceable = node & {e.name for e in wanted(args.locks, set())}
+        upgrade = rejected(checked.stdout, replaceable)
+        if upgrade:
+            print(f"[caraml setup] the lock's versions of {', '.join(sorted(upgrade))}: "
+                  "the node's are not accepted", flush=True)
+            install([e for e in wanted(args.locks, node - upgrade) if e.name in upgrade], out, pip_options)
     except subprocess.CalledProcessError:
         print(f"[caraml setup] ERROR: pip stopped (above) while keeping this node's torch "
-              f"{torch_version}; if a package asks for another torch, load a newer torch module "
-              f"or set CARAML_SYSTEM_TORCH=0 for the standard build", file=sys.stderr)
+              f"{torch_version}; set CARAML_SYSTEM_TORCH=0 (and delete the venv) for the "
+              f"standard build", file=sys.stderr)
         return 1
     return 0
 

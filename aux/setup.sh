@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Set-up shared by the README's two commands: JUBE, a virtual environment
 # with the suite and a torch stack (the node's own where it works with the
-# node's GPUs, else the pinned standard build), and a check that they work.
+# node's GPUs, else the locked standard build), and a check that they work.
+# Every package comes from the hashed lock aux/lock/ (pip --require-hashes);
+# CARAML_EXTRAS=reframe, h5 or test adds that layer of it (the README's
+# test command asks for test).
 # Offline (HPC compute nodes): CARAML_WHEELHOUSE=DIR installs from a folder
 # that `python3 aux/wheelhouse.py DIR` filled on a connected machine.
 # Source it (it exports PATH, VIRTUAL_ENV and CARAML_ROOT and sets VENV) or
 # run it; it is idempotent and fast once done (a stamp keyed on
-# pyproject.toml and aux/constraints.txt skips the pip install).
+# pyproject.toml and the lock's files skips the pip install).
 
 # The work runs in a function whose body is a subshell: its `set -e`, its
 # `exit` on an error, its functions and variables end with it, so a shell
@@ -16,8 +19,8 @@ _caraml_setup() (
 
     VENV="${CARAML_VENV:-$CARAML_ROOT/.venv}"
     STAMP="$VENV/.caraml-setup-stamp"
-    # the versions of the whole stack (docs/setup.md says how to refresh it)
-    CONSTRAINTS="$CARAML_ROOT/aux/constraints.txt"
+    # the hashed versions of the whole stack (docs/setup.md says how to refresh it)
+    LOCK_DIR="$CARAML_ROOT/aux/lock"
 
     say() { echo "[caraml setup] $*"; }
     die() { echo "[caraml setup] ERROR: $*" >&2; exit 1; }
@@ -77,8 +80,8 @@ _caraml_setup() (
         "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null
     }
 
-    # The sensor bindings of this node's vendor
-    vendor_extras() {
+    # The lock's layer of this node's vendor's sensor bindings
+    vendor_layer() {
         if command -v nvidia-smi >/dev/null; then echo ",nvidia"
         elif [ -d /sys/class/kfd ]; then echo ",rocm"; fi
     }
@@ -91,17 +94,26 @@ _caraml_setup() (
         "$VENV/bin/python" -m pip install ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"} "$@"
     }
 
-    # The suite and its extras: with the pinned torch build, one pip call
-    # under the lock; on the node's own torch, aux/node_torch.py, which
-    # never lets pip install another torch over it.
+    # The lock's layers, then the suite itself. With the locked torch build
+    # every line of the layers (the lock is complete: --no-deps); on the
+    # node's own torch, aux/node_torch.py, which leaves out the framework
+    # and what only it needs, and the node's own packages. The suite's own
+    # build backend (setuptools) is one of the locked packages: no build
+    # isolation, which would fetch it unchecked.
     install_suite() {
-        local mode=$1 extras=$2
+        local mode=$1 layers=$2 lock_args=() layer asked=()
+        IFS=, read -ra asked <<<"$layers"
+        for layer in "${asked[@]}"; do
+            lock_args+=(-r "$LOCK_DIR/$layer.txt")
+        done
+        # (called in an && list, where set -e does not act: each step says its failure)
         if [ "$mode" = pinned ]; then
-            pip_install -c "$CONSTRAINTS" -e "$CARAML_ROOT[$extras]"
+            pip_install --require-hashes --no-deps "${lock_args[@]}" || return 1
         else
-            "$VENV/bin/python" "$CARAML_ROOT/aux/node_torch.py" --constraint "$CONSTRAINTS" \
-                --extras "$extras" --suite "$CARAML_ROOT" -- ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"}
+            "$VENV/bin/python" "$CARAML_ROOT/aux/node_torch.py" "${lock_args[@]}" \
+                -- ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"} || return 1
         fi
+        pip_install --no-deps --no-build-isolation -e "$CARAML_ROOT"
     }
 
     # Offline, without a torch of the node's and without one in the
@@ -113,20 +125,20 @@ _caraml_setup() (
         die "the wheelhouse $CARAML_WHEELHOUSE holds no torch and this node has no working one: refill it on a connected machine with 'python3 aux/wheelhouse.py DIR --with-torch', or load the node's torch (module, container) and run again with CARAML_SYSTEM_TORCH=1 after deleting $VENV"
     }
 
-    # What the venv is made of (its torch and the vendor's sensor bindings) is
-    # decided once, where it is created, and kept in it: the login node that
+    # What the venv is made of (its torch, the lock's layers) is decided
+    # once, where it is created, and kept in it: the login node that
     # prepares data and combines energy files shares it with GPU nodes whose
-    # view (a GPU, nvidia-smi) it lacks. Delete the venv to decide again.
+    # view (a GPU) it lacks. Delete the venv to decide again.
     ensure_venv() {
         local extras_file="$VENV/.caraml-extras"
         [ -n "${CARAML_WHEELHOUSE:-}" ] && [ ! -d "$CARAML_WHEELHOUSE" ] \
             && die "CARAML_WHEELHOUSE=$CARAML_WHEELHOUSE is not a folder; fill one with: python3 aux/wheelhouse.py DIR"
         if [ ! -x "$VENV/bin/python" ]; then
             local py; py="$(pick_python)"
-            local flags=() extras="torch,bench,test$(vendor_extras)"
+            local flags=() extras="torch,main$(vendor_layer)"
             if system_torch_works "$py"; then
                 flags=(--system-site-packages)
-                extras="bench,test$(vendor_extras)"
+                extras="main$(vendor_layer)"
             fi
             say "creating virtual environment $VENV with $("$py" --version)${flags:+ on top of its own torch}"
             if ! "$py" -m venv "${flags[@]}" "$VENV" 2>/dev/null; then
@@ -136,34 +148,40 @@ _caraml_setup() (
             fi
             echo "$extras" >"$extras_file"
         fi
-        # a venv made before its make-up was recorded says it in its pyvenv.cfg
-        if [ ! -f "$extras_file" ]; then
+        # a venv made before the lock had layers: its torch as it was, the main layer
+        if [ ! -f "$extras_file" ] || ! grep -qE '(^|,)main(,|$)' "$extras_file"; then
             if grep -q '^include-system-site-packages = true' "$VENV/pyvenv.cfg"; then
-                echo "bench,test$(vendor_extras)" >"$extras_file"
+                echo "main$(vendor_layer)" >"$extras_file"
             else
-                echo "torch,bench,test$(vendor_extras)" >"$extras_file"
+                echo "torch,main$(vendor_layer)" >"$extras_file"
             fi
         fi
-        # extras asked for on top (CARAML_EXTRAS=reframe: the ReFrame checks), kept like the rest
+        # layers asked for on top (CARAML_EXTRAS=reframe: the ReFrame checks;
+        # h5: jpwr's HDF5 files; test: the tests), kept like the rest (the
+        # venv's order; aux/lock.py puts them in the lock's)
         local asked=() extra
         IFS=, read -ra asked <<<"${CARAML_EXTRAS:-}"
         for extra in ${asked[@]+"${asked[@]}"}; do
-            [[ "$extra" =~ ^[a-z0-9_-]+$ ]] || die "CARAML_EXTRAS=$CARAML_EXTRAS: '$extra' is no extra of pyproject.toml (e.g. reframe)"
+            [[ "$extra" =~ ^[a-z0-9_-]+$ && -f "$LOCK_DIR/$extra.txt" ]] \
+                || die "CARAML_EXTRAS=$CARAML_EXTRAS: '$extra' is no layer of the lock aux/lock/ ($(cd "$LOCK_DIR" && ls -- *.txt | sed 's/\.txt$//' | paste -sd, -))"
             [[ ",$(cat "$extras_file")," == *",$extra,"* ]] || echo "$(cat "$extras_file"),$extra" >"$extras_file"
         done
-        local extras mode=system
+        local extras layers mode=system
         extras="$(cat "$extras_file")"
         [[ "$extras" == torch,* ]] && mode=pinned
-        local want
-        want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" "$CONSTRAINTS" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
+        # the layers in the lock's order, each with its bases (aux/lock.py)
+        layers="$(python_of_lock layers "${extras#torch,}")" || die "the lock's layers could not be read: $layers"
+        local want lock_files=()
+        IFS=, read -ra asked <<<"$layers"
+        for extra in "${asked[@]}"; do lock_files+=("$LOCK_DIR/$extra.txt"); done
+        want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" "${lock_files[@]}" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
         if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then return; fi
-        say "installing the suite [$extras] into $VENV${CARAML_WHEELHOUSE:+ from $CARAML_WHEELHOUSE}$([ "$mode" = pinned ] && echo " (the standard torch build is several GB on first install)")"
+        say "installing the suite [$extras] into $VENV from the lock's layers $layers${CARAML_WHEELHOUSE:+ (files from $CARAML_WHEELHOUSE)}$([ "$mode" = pinned ] && echo " (the standard torch build is several GB on first install)")"
         [ "$mode" = system ] || check_wheelhouse_torch
         local log="$VENV/pip-install.log"
-        if ! { { [ -n "${CARAML_WHEELHOUSE:-}" ] || "$VENV/bin/python" -m pip install -c "$CONSTRAINTS" --upgrade pip; } \
-               && install_suite "$mode" "$extras" \
+        if ! { install_suite "$mode" "$layers" \
                && { [ "$mode" = pinned ] || matching_torchvision; } \
-               && pip_check "$mode"; } >"$log" 2>&1; then
+               && pip_check "$mode" "$layers"; } >"$log" 2>&1; then
             tail -n 30 "$log" >&2
             die "pip could not install the suite into $VENV (full log: $log)"
         fi
@@ -173,8 +191,15 @@ _caraml_setup() (
 
     # On top of a system's packages pip check also judges the host's own, which
     # are none of the suite's business; the torch check below still runs.
+    # The lock drops a few requirements on purpose (aux/lock.py): those are
+    # no error.
     pip_check() {
-        [ "$1" = system ] || "$VENV/bin/python" -m pip check
+        [ "$1" = system ] || "$VENV/bin/python" "$CARAML_ROOT/aux/lock.py" check "$2"
+    }
+
+    # aux/lock.py, with the Python that made the venv (packaging or pip's copy of it)
+    python_of_lock() {
+        "$VENV/bin/python" "$CARAML_ROOT/aux/lock.py" "$@" 2>&1
     }
 
     # torchvision is built against one torch minor version: 0.(N+15) for 2.N

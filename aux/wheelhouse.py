@@ -7,11 +7,11 @@ air-gapped GPU machine) sets up from it:
     CARAML_WHEELHOUSE=DIR bash aux/setup.sh
 
 Wheels only, for the target's Python and platform (default: this machine's
-architecture); the suite's requirements come from pyproject.toml, their
-versions from aux/constraints.txt. torch stays out unless --with-torch: a
-GPU node keeps the torch that works with its driver (setup.sh builds the
-venv on top of it), so megatron-core's and torchrun-jsc's requirement of
-torch is not followed. JUBE, which is not on PyPI, comes as Debian's pure-Python package,
+architecture): every line of the hashed lock (aux/lock/, all layers) that
+applies there, each file checked against the lock's hashes. torch, and
+what only it needs (CUDA libraries, triton), stay out unless --with-torch:
+a GPU node keeps the torch that works with its driver (setup.sh builds the
+venv on top of it). JUBE, which is not on PyPI, comes as Debian's pure-Python package,
 unpacked into DIR/jube."""
 
 from __future__ import annotations
@@ -22,90 +22,65 @@ import re
 import shutil
 import subprocess
 import sys
-import tomllib
-import zipfile
+import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-CONSTRAINTS = ROOT / "aux" / "constraints.txt"
-EXTRAS = ("bench", "test", "nvidia", "rocm", "jsc", "h5")
-FRAMEWORK = {"torch", "torchvision", "torchaudio", "triton"}
-
-
-def name_of(requirement: str) -> str:
-    return re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
-
-
-def requirements(extras: list[str]) -> list[str]:
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    project = pyproject["project"]
-    wanted = list(project["dependencies"])
-    for extra in extras:
-        # `host = ["caraml[torch,bench]"]` names the suite's own extras
-        wanted += [r for r in project["optional-dependencies"][extra] if name_of(r) != "caraml"]
-    # pip needs the suite's build backend to install it (editable) offline
-    return wanted + pyproject["build-system"]["requires"] + ["pip", "wheel"]
-
-
-def wheel_requirements(wheel: Path) -> list[str]:
-    with zipfile.ZipFile(wheel) as z:
-        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
-        lines = z.read(meta).decode().splitlines()
-    return [line.split(":", 1)[1].strip() for line in lines
-            if line.startswith("Requires-Dist:") and "extra ==" not in line]
-
-
-def download(requirement: str, out: Path, pip_target: list[str], deps: bool) -> bool:
-    cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", *pip_target,
-           "-c", str(CONSTRAINTS), "-d", str(out), requirement] + ([] if deps else ["--no-deps"])
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["?"])[-1]
-        print(f"[caraml wheelhouse] no wheel for {requirement}: {last}", file=sys.stderr)
-    return proc.returncode == 0
+from lock import LAYERS, NEVER, entries, framework_only, target_env
 
 
 def platform_tags(platform: str) -> list[str]:
-    """The platform and the older manylinux tags of the same architecture
-    that a wheel may carry instead (never another architecture's)."""
+    """The platform and every older manylinux tag of the same architecture
+    that a wheel may carry instead, as pip on the node accepts them (the
+    CUDA libraries carry 2_5 to 2_27; never another architecture's)."""
     match = re.fullmatch(r"manylinux_(\d+)_(\d+)_(\w+)", platform)
     if not match:
         raise SystemExit(f"[caraml wheelhouse] ERROR: --platform {platform}: expected a manylinux tag "
                          "such as manylinux_2_28_x86_64 or manylinux_2_28_aarch64")
     glibc_minor, arch = int(match.group(2)), match.group(3)
-    older = [f"manylinux_2_{m}_{arch}" for m in (27, 17) if m < glibc_minor]
-    legacy = [f"manylinux2014_{arch}"] + ([f"manylinux1_{arch}"] if arch == "x86_64" else [])
+    # aarch64 wheels start at glibc 2.17 (manylinux2014); x86_64 ones at 2.5 (manylinux1)
+    oldest = 5 if arch in ("x86_64", "i686") else 17
+    older = [f"manylinux_2_{m}_{arch}" for m in range(glibc_minor - 1, oldest - 1, -1)]
+    legacy = [f"manylinux2014_{arch}"]
+    if oldest == 5:
+        legacy += [f"manylinux2010_{arch}", f"manylinux1_{arch}"]
     return [platform] + older + legacy
 
 
-def fill(out: Path, python_version: str, platform: str, with_torch: bool) -> list[str]:
-    """Downloads the requirements; returns those no wheel was found for."""
+def selected(python_version: str, machine: str, with_torch: bool, locks: list[Path]) -> list[str]:
+    """The lock's lines (hashes included) that a node of this Python and
+    architecture installs. pip download would judge the lines' markers by
+    the machine it runs on, not by the node, so they are judged here."""
+    found = [e for path in locks for e in entries(path)]
+    leave_out = set() if with_torch else framework_only(found)
+    env = target_env(python_version, machine)
+    return [e.unmarked() for e in found if e.marker != NEVER and e.applies(env) and e.name not in leave_out]
+
+
+def download(lines: list[str], out: Path, pip_target: list[str]) -> bool:
+    """pip download of the lines, each file checked against its hashes"""
+    with tempfile.TemporaryDirectory() as tmp:
+        wanted = Path(tmp) / "requirements.txt"
+        wanted.write_text("\n".join(lines) + "\n")
+        cmd = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--no-deps",
+               "--require-hashes", *pip_target, "-d", str(out), "-r", str(wanted)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        said = [line.strip() for line in proc.stderr.splitlines() if line.strip()] or ["?"]
+        # pip's own ERROR line, and the file it names (a hash mismatch names it below)
+        at = max((i for i, line in enumerate(said) if line.startswith("ERROR:")), default=len(said) - 1)
+        print(f"[caraml wheelhouse] ERROR: pip download stopped: {' '.join(said[at:at + 2])}",
+              file=sys.stderr)
+    return proc.returncode == 0
+
+
+def fill(out: Path, python_version: str, platform: str, with_torch: bool) -> bool:
     tags = platform_tags(platform)
     target = ["--python-version", python_version, "--implementation", "cp"]
     for tag in tags:
         target += ["--platform", tag]
-    extras = (["torch"] if with_torch else []) + list(EXTRAS)
-    missing = []
-    for req in requirements(extras):
-        if with_torch or name_of(req) in FRAMEWORK:
-            ok = download(req, out, target, deps=True)
-        else:
-            # Fetched alone first: a package that needs torch (megatron-core)
-            # must not bring a CUDA build of it along.
-            ok = download(req, out, target, deps=False)
-            wheel = max(out.glob(f"{name_of(req).replace('-', '_')}-*.whl"), default=None,
-                        key=lambda p: p.stat().st_mtime)
-            if ok and wheel and not {name_of(r) for r in wheel_requirements(wheel)} & FRAMEWORK:
-                ok = download(req, out, target, deps=True)
-            elif ok and wheel:
-                for dep in wheel_requirements(wheel):
-                    if name_of(dep) not in FRAMEWORK:
-                        ok &= download(dep.split(";")[0], out, target, deps=True)
-        if not ok:
-            missing.append(req)
-    return missing
-
-
+    machine = re.fullmatch(r"manylinux_\d+_\d+_(\w+)", platform).group(1)
+    lines = selected(python_version, machine, with_torch, [c.path for c in LAYERS])
+    return download(lines, out, target)
 def add_jube(out: Path) -> None:
     if (out / "jube" / "usr" / "bin" / "jube").is_file():
         return
@@ -131,14 +106,12 @@ def main() -> int:
                     help="also torch and torchvision (for nodes without a working torch)")
     args = ap.parse_args()
     args.dir.mkdir(parents=True, exist_ok=True)
-    missing = fill(args.dir, args.python_version, args.platform, args.with_torch)
+    if not fill(args.dir, args.python_version, args.platform, args.with_torch):
+        return 1
     add_jube(args.dir)
     wheels = len(list(args.dir.glob("*.whl")))
     print(f"[caraml wheelhouse] {wheels} wheels and JUBE in {args.dir} for Python "
           f"{args.python_version} on {args.platform}")
-    if missing:
-        print(f"[caraml wheelhouse] ERROR: no wheel for {' '.join(missing)}", file=sys.stderr)
-        return 1
     return 0
 
 

@@ -1,7 +1,8 @@
 """A venv made on a node's own torch never gets another torch: the node's
 torch here is a module build, 2.6.0a0, which megatron-core's
 `torch>=2.6.0` does not accept, and the package folder offers PyPI's torch
-2.13.0, which plain pip would take."""
+2.13.0, which plain pip would take. The lock's other packages come with
+their hashes checked; what only the framework needs stays out."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import subprocess
 import venv
 from pathlib import Path
 
-from wheels import installed, wheel
+from wheels import installed, lock_entry, wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,91 +21,100 @@ def _pip(python: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
                           env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_the_nodes_torch_is_kept_and_what_needs_torch_still_installs(tmp_path):
+def _node_torch(python: Path, lock: Path, wheels: Path, env: dict) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), str(ROOT / "aux/node_torch.py"), "-r", str(lock), "--",
+                           "--no-index", "--find-links", str(wheels)],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def _site(env_dir: Path) -> Path:
+    return next((env_dir / "lib").glob("python3*/site-packages"))
+
+
+def test_the_nodes_torch_is_kept_and_what_only_it_needs_stays_out(tmp_path):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    wheel(wheels, "megatron-core", "0.16.1", ["torch>=2.6.0", "fakeneed>=1"])
-    wheel(wheels, "fakeneed", "1.0")
-    wheel(wheels, "plainpkg", "2.0")
-    wheel(wheels, "torch", "2.13.0")
+    megatron = wheel(wheels, "megatron-core", "0.16.1", ["torch>=2.6.0", "fakeneed>=1"])
+    fakeneed = wheel(wheels, "fakeneed", "1.0")
+    plain = wheel(wheels, "plainpkg", "2.0")
+    torch = wheel(wheels, "torch", "2.13.0", ["nvidia-fake"])
+    cuda = wheel(wheels, "nvidia-fake", "13.0")
     module_site = tmp_path / "module-site"
     installed(module_site, "torch", "2.6.0a0")
-    lock = tmp_path / "constraints.txt"
-    lock.write_text("# lock\nfakeneed==1.0\nmegatron-core==0.16.1\ntorch==2.13.0\ntriton==3.7.1\n")
+    lock = tmp_path / "main.txt"
+    lock.write_text("# lock\n" + lock_entry("fakeneed", "1.0", [fakeneed], via=("megatron-core",))
+                    + lock_entry("megatron-core", "0.16.1", [megatron])
+                    + lock_entry("nvidia-fake", "13.0", [cuda], via=("torch",))
+                    + lock_entry("plainpkg", "2.0", [plain])
+                    + lock_entry("otherarch", "1.0", [plain], marker="platform_machine == 'none'")
+                    + lock_entry("torch", "2.13.0", [torch],
+                                 via=("megatron-core", "caraml (pyproject.toml)")))
 
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
     python = env_dir / "bin" / "python"
     # pip of the test's own Python, and the node's torch, as a module puts them
     env = _env(module_site)
-    source = ["--no-index", "--find-links", str(wheels)]
 
     # the trap is real: plain pip replaces the node's torch
-    plain = _pip(python, "install", "--dry-run", *source, "megatron-core", env=env)
-    assert "torch-2.13.0" in plain.stdout, plain.stdout + plain.stderr
+    trap = _pip(python, "install", "--dry-run", "--no-index", "--find-links", str(wheels),
+                "megatron-core", env=env)
+    assert "torch-2.13.0" in trap.stdout, trap.stdout + trap.stderr
 
-    done = subprocess.run([str(python), str(ROOT / "aux/node_torch.py"), "--constraint", str(lock),
-                           "megatron-core==0.16.1", "plainpkg", "--", *source],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = _node_torch(python, lock, wheels, env)
     assert done.returncode == 0, done.stdout + done.stderr
-    site = next((env_dir / "lib").glob("python3*/site-packages"))
-    assert sorted(p.name for p in site.glob("*.dist-info")) == [
+    assert sorted(p.name for p in _site(env_dir).glob("*.dist-info")) == [
         "fakeneed-1.0.dist-info", "megatron_core-0.16.1.dist-info", "plainpkg-2.0.dist-info"]
-    torch = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"],
-                           env=env, capture_output=True, text=True, timeout=60)
-    assert torch.stdout.strip() == "2.6.0a0"
+    torch_now = subprocess.run([str(python), "-c", "import torch; print(torch.__version__)"],
+                               env=env, capture_output=True, text=True, timeout=60)
+    assert torch_now.stdout.strip() == "2.6.0a0"
     assert "keeping this node's torch 2.6.0a0" in done.stdout
-    written = (env_dir / "caraml-node-constraints.txt").read_text().splitlines()
-    assert "torch==2.6.0a0" in written and "torch==2.13.0" not in written
-    assert "triton==3.7.1" not in written and "fakeneed==1.0" in written
+    assert "--require-hashes" in done.stdout
+    written = (env_dir / "caraml-node-requirements.txt").read_text()
+    assert "torch==" not in written and "nvidia-fake" not in written and "otherarch" not in written
 
 
-def test_the_nodes_own_packages_stay_and_new_ones_come_at_the_locked_version(tmp_path):
+def test_the_nodes_own_packages_stay_unless_an_installed_one_rejects_them(tmp_path):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    wheel(wheels, "megatron-core", "0.16.1", ["torch>=2.6.0", "nodenumpy>=1", "fakeneed"])
-    for version in ("1.0", "2.0"):
-        wheel(wheels, "nodenumpy", version)
-        wheel(wheels, "fakeneed", version)
+    megatron = wheel(wheels, "megatron-core", "0.16.1", ["torch>=2.6.0", "nodenumpy>=1", "nodeyaml>=6"])
+    numpy2 = wheel(wheels, "nodenumpy", "2.0")
+    yaml6 = wheel(wheels, "nodeyaml", "6.0")
     module_site = tmp_path / "module-site"
     installed(module_site, "torch", "2.6.0a0")
-    installed(module_site, "nodenumpy", "1.5")  # what the node's torch came with
-    lock = tmp_path / "constraints.txt"
-    lock.write_text("nodenumpy==2.0\nfakeneed==1.0\ntorch==2.13.0\n")
+    installed(module_site, "nodenumpy", "1.5")  # what the node's torch came with, accepted
+    installed(module_site, "nodeyaml", "5.0")  # not accepted by megatron-core
+    lock = tmp_path / "main.txt"
+    lock.write_text(lock_entry("megatron-core", "0.16.1", [megatron])
+                    + lock_entry("nodenumpy", "2.0", [numpy2], via=("megatron-core",))
+                    + lock_entry("nodeyaml", "6.0", [yaml6], via=("megatron-core",)))
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
-    done = subprocess.run([str(env_dir / "bin/python"), str(ROOT / "aux/node_torch.py"),
-                           "--constraint", str(lock), "megatron-core", "--",
-                           "--no-index", "--find-links", str(wheels)],
-                          env=_env(module_site), capture_output=True, text=True, timeout=300)
+    done = _node_torch(env_dir / "bin/python", lock, wheels, _env(module_site))
     assert done.returncode == 0, done.stdout + done.stderr
-    site = next((env_dir / "lib").glob("python3*/site-packages"))
-    assert sorted(p.name for p in site.glob("*.dist-info")) == [
-        "fakeneed-1.0.dist-info", "megatron_core-0.16.1.dist-info"]
+    assert sorted(p.name for p in _site(env_dir).glob("*.dist-info")) == [
+        "megatron_core-0.16.1.dist-info", "nodeyaml-6.0.dist-info"]
+    assert "the lock's versions of nodeyaml: the node's are not accepted" in done.stdout, done.stdout
 
 
-def test_a_package_that_asks_for_another_torch_stops_the_install(tmp_path):
+def test_a_file_that_does_not_match_the_locks_hash_stops_the_install(tmp_path):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
-    wheel(wheels, "needsnewtorch", "1.0", ["fakeneed"])
-    wheel(wheels, "fakeneed", "1.0", ["torch>=2.13"])  # torch only one level down
-    wheel(wheels, "torch", "2.13.0")
+    locked = wheel(tmp_path, "plainpkg", "2.0")
+    lock = tmp_path / "main.txt"
+    lock.write_text(lock_entry("plainpkg", "2.0", [locked]))
+    # the folder's file of that name and version is another one
+    wheel(wheels, "plainpkg", "2.0", ["fakeneed"])
     module_site = tmp_path / "module-site"
     installed(module_site, "torch", "2.6.0a0")
-    lock = tmp_path / "constraints.txt"
-    lock.write_text("torch==2.13.0\n")
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
-    env = _env(module_site)
-    done = subprocess.run([str(env_dir / "bin/python"), str(ROOT / "aux/node_torch.py"),
-                           "--constraint", str(lock), "needsnewtorch", "--",
-                           "--no-index", "--find-links", str(wheels)],
-                          env=env, capture_output=True, text=True, timeout=300)
+    done = _node_torch(env_dir / "bin/python", lock, wheels, _env(module_site))
     assert done.returncode == 1, done.stdout + done.stderr
+    assert "DO NOT MATCH THE HASHES" in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(
         "[caraml setup] ERROR: pip stopped (above) while keeping this node's torch 2.6.0a0")
-    site = next((env_dir / "lib").glob("python3*/site-packages"))
-    assert not list(site.glob("torch*"))
+    assert not list(_site(env_dir).glob("plainpkg*"))
 
 
 def _env(module_site: Path) -> dict:

@@ -1,6 +1,7 @@
-"""Offline set-up without a usable torch and without torch in the
-wheelhouse ends with one error that names both fixes, not with pip's
-resolution conflict."""
+"""Offline set-up from a wheelhouse: it installs the lock's layers with
+their hashes checked, the test layer only when asked; without a usable
+torch and without torch in the wheelhouse it ends with one error that
+names both fixes, not with pip's resolution conflict."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from wheels import lock_entry, wheel
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # A checkout whose package asks for torch like the suite's `torch` extra
-# does; its in-tree build backend answers pip's metadata question without
-# the network (the suite's own backend, setuptools, would first have to
-# come from the wheelhouse too).
+# does; its in-tree build backend builds it without the network (the
+# suite's own backend, setuptools, would first have to come from the
+# wheelhouse too).
 PYPROJECT = '''
 [build-system]
 requires = []
@@ -28,6 +31,7 @@ version = "0.1"
 
 BACKEND = '''
 import os
+import zipfile
 
 METADATA = """Metadata-Version: 2.1
 Name: mini
@@ -50,24 +54,42 @@ def prepare_metadata_for_build_editable(metadata_directory, config_settings=None
 
 
 def build_editable(wheel_directory, config_settings=None, metadata_directory=None):
-    raise RuntimeError("not reached: torch cannot be found first")
+    info = "mini-0.1.dist-info"
+    files = {info + "/METADATA": METADATA, "mini.pth": os.getcwd() + "\\n",
+             info + "/WHEEL": "Wheel-Version: 1.0\\nGenerator: mini\\nRoot-Is-Purelib: true\\n"
+                                 "Tag: py3-none-any\\n"}
+    name = "mini-0.1-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as z:
+        for path, text in files.items():
+            z.writestr(path, text)
+        z.writestr(info + "/RECORD", "".join(p + ",,\\n" for p in [*files, info + "/RECORD"]))
+    return name
 '''
 
 
-def _checkout(tmp_path: Path) -> Path:
+def _checkout(tmp_path: Path, lock: dict[str, str] | None = None) -> Path:
+    """The mini checkout with the set-up and the suite's lock, or a lock of
+    the given layers' texts"""
     checkout = tmp_path / "checkout"
     (checkout / "aux").mkdir(parents=True)
-    for name in ("setup.sh", "checkout_path.sh", "constraints.txt"):
+    for name in ("setup.sh", "checkout_path.sh", "lock.py"):
         shutil.copy2(ROOT / "aux" / name, checkout / "aux" / name)
+    if lock is None:
+        shutil.copytree(ROOT / "aux" / "lock", checkout / "aux" / "lock")
+    else:
+        (checkout / "aux" / "lock").mkdir()
+        for layer in (ROOT / "aux" / "lock").glob("*.txt"):
+            (checkout / "aux" / "lock" / layer.name).write_text(lock.get(layer.stem, ""))
     (checkout / "pyproject.toml").write_text(PYPROJECT)
     (checkout / "backend.py").write_text(BACKEND)
     return checkout
 
 
-def _setup(checkout: Path, wheelhouse: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+def _setup(checkout: Path, wheelhouse: Path, tmp_path: Path, extras: str = "") -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")
            and k not in ("VIRTUAL_ENV", "CARAML_VENV", "PYTHONPATH")}
-    env.update(PIP_CONFIG_FILE=os.devnull, CARAML_SYSTEM_TORCH="0",
+    # CARAML_EXTRAS as asked, not the test command's own
+    env.update(PIP_CONFIG_FILE=os.devnull, CARAML_SYSTEM_TORCH="0", CARAML_EXTRAS=extras,
                CARAML_WHEELHOUSE=str(wheelhouse), CARAML_VENV=str(tmp_path / "venv"))
     return subprocess.run(["bash", str(checkout / "aux" / "setup.sh")], env=env, capture_output=True,
                           text=True, timeout=600)
@@ -97,3 +119,44 @@ def test_a_wheelhouse_with_torch_goes_on_to_pip(tmp_path):
     assert done.returncode == 1
     assert "holds no torch" not in done.stderr
     assert "pip could not install the suite" in done.stderr
+
+
+def _mini_lock(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A wheelhouse and a lock: torch (no torchvision, so the final torch
+    check fails after pip's work) and a package in the main layer, one
+    package in the test layer, the other layers empty"""
+    wheelhouse = tmp_path / "wheelhouse"
+    wheelhouse.mkdir()
+    torch = wheel(wheelhouse, "torch", "2.13.0")
+    main = wheel(wheelhouse, "mainpkg", "1.0")
+    test = wheel(wheelhouse, "testpkg", "1.0")
+    return wheelhouse, {"main": lock_entry("mainpkg", "1.0", [main]) + lock_entry("torch", "2.13.0", [torch]),
+                        "test": lock_entry("testpkg", "1.0", [test])}
+
+
+def _site_names(tmp_path: Path) -> list[str]:
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    return sorted(p.name for p in site.glob("*.dist-info") if not p.name.startswith(("pip-", "setuptools-")))
+
+
+def test_the_main_layer_is_installed_hashed_and_the_test_layer_only_when_asked(tmp_path):
+    wheelhouse, lock = _mini_lock(tmp_path)
+    checkout = _checkout(tmp_path, lock)
+    done = _setup(checkout, wheelhouse, tmp_path)
+    # pip's work is done; the torch check, the last step, fails on the mini torch
+    assert "torch/torchvision do not work together" in done.stderr, done.stdout + done.stderr
+    assert "from the lock's layers main " in done.stdout
+    assert _site_names(tmp_path) == ["mainpkg-1.0.dist-info", "mini-0.1.dist-info", "torch-2.13.0.dist-info"]
+    done = _setup(checkout, wheelhouse, tmp_path, extras="test")
+    assert "from the lock's layers main,reframe,h5,test " in done.stdout, done.stdout + done.stderr
+    assert "testpkg-1.0.dist-info" in _site_names(tmp_path)
+
+
+def test_a_wheel_that_does_not_match_the_lock_stops_the_setup(tmp_path):
+    wheelhouse, lock = _mini_lock(tmp_path)
+    wheel(wheelhouse, "mainpkg", "1.0", ["other"])  # the same file name, other bytes
+    done = _setup(_checkout(tmp_path, lock), wheelhouse, tmp_path)
+    assert done.returncode == 1
+    assert "DO NOT MATCH THE HASHES" in done.stderr, done.stdout + done.stderr
+    assert "pip could not install the suite" in done.stderr.splitlines()[-1]
+    assert "mainpkg-1.0.dist-info" not in _site_names(tmp_path)

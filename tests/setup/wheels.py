@@ -1,8 +1,10 @@
-"""Tiny wheels and installed distributions for the set-up's tests: pip
-treats them like any other, so the tests see what pip would install."""
+"""Tiny wheels, installed distributions and lock files for the set-up's
+tests: pip treats them like any other, so the tests see what pip would
+install."""
 
 from __future__ import annotations
 
+import hashlib
 import zipfile
 from pathlib import Path
 
@@ -38,3 +40,16 @@ def installed(site: Path, name: str, version: str) -> None:
     info.mkdir()
     (info / "METADATA").write_text(_metadata(name, version, []))
     (info / "RECORD").write_text("")
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def lock_entry(name: str, version: str, files: list[Path], marker: str = "",
+               via: tuple[str, ...] = ("caraml (pyproject.toml)",)) -> str:
+    """One package of a lock file as `uv pip compile --generate-hashes` writes it"""
+    head = f"{name}=={version}" + (f" ; {marker}" if marker else "")
+    hashes = [f"    --hash=sha256:{sha256(f)}" for f in files]
+    notes = [f"    # via {via[0]}"] if len(via) == 1 else ["    # via"] + [f"    #   {v}" for v in via]
+    return " \\\n".join([head] + hashes) + "\n" + "\n".join(notes) + "\n"
