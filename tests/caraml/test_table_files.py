@@ -127,3 +127,29 @@ def test_every_table_reads_a_pattern_or_parameter_that_exists():
     row_columns = {c.text for c in root.iter("column")} | {k.text for k in root.iter("key")}
     # what the row model prints is a pattern of platform.xml
     assert {c for c in row_columns if c.startswith("row_")} <= rows
+
+
+def _analysed_files() -> list[tuple[str, str, str, str]]:
+    """(script, step, file, patternsets) of every file every benchmark script's analyser reads."""
+    found = []
+    for script in [*XML_FILES[1:], "tests/tiny_benchmark.xml"]:
+        for analyse in ET.parse(ROOT / script).getroot().iter("analyse"):
+            found += [(script, analyse.get("step"), f.text, f.get("use")) for f in analyse.iter("file")]
+    for script in YAML_FILES:
+        for analyse in _yaml(script)["analyser"]["analyse"]:
+            found += [(script, analyse["step"], f["_"], f["use"]) for f in analyse["file"]]
+    return found
+
+
+def test_a_rows_status_is_the_row_models_alone():
+    """platform.xml decides nothing: its patterns read the row model's lines,
+    which each step's row.out holds until the combine step prints them."""
+    platform = ET.parse(ROOT / "platform.xml").getroot()
+    assert [s.get("name") for s in platform.iter("patternset")] == ["rowPatterns"]
+    assert all(p.text.startswith("^CARAML row") and p.get("mode") is None
+               for p in platform.iter("pattern"))
+    files = _analysed_files()
+    read_rows = {(script, step, file) for script, step, file, use in files if "rowPatterns" in use}
+    steps = {(script, step) for script, step, _, _ in files}
+    assert read_rows == {(script, step, "stdout" if step == "combine_energy" else "row.out")
+                         for script, step in steps}

@@ -141,12 +141,15 @@ def test_the_result_of_a_container_build_is_its_table(tmp_path, script, tags, sy
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines[3:]]
     assert rows and all(row[:3] == [system, container, "dry-run"] for row in rows), shown
 
-    # the build job's end decides: built with status 0, failed otherwise
+    # the build job's end decides: built with status 0, failed otherwise; the
+    # job script writes the row's lines at its end (aux/job.sh.in), as here
     [work, *_] = run.work_dirs("build_container")
     for status, expected in (("0", "built"), ("1", "failed")):
         (work / "job.out").write_text("CARAML job: start=2026-11-26T10:00:00+00:00 host=n1 job_id=7\n"
                                       f"CARAML job: end=2026-11-26T10:30:00+00:00 status={status}\n")
-        shown = run.jube("result", str(run.outpath), "-i", "last", "-a")
+        subprocess.run([sys.executable, "-m", "caraml.row_line"], cwd=work, check=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+        shown = run.jube("result", str(run.outpath), "-i", "last")
         first = [c.strip() for c in shown.strip().splitlines()[3].strip("|").split("|")]
         assert first[2] == expected, shown
 
