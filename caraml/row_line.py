@@ -5,7 +5,8 @@ rowPatterns); once the combine step has run, its own lines win. Written
 wherever a row's state changes: when the job is written and submitted
 (caraml/login/jobplan.py), when a check refuses it (platform.xml,
 preflight_cmd), when the job starts and ends (aux/job.sh.in) and when its
-script was killed (caraml/jobwatch.py). A container build job's lines say
+script was killed (caraml/jobwatch.py); each time the run's full table
+(caraml/row_csv.py) is written anew too. A container build job's lines say
 how its build stands (caraml/row_status.py, decide_build).
 
     python3 -m caraml.row_line [--exit-status N] [WORK]
@@ -24,6 +25,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from caraml import row_csv
 from caraml.row import undecided
 from caraml.row_decide import decide_row
 from caraml.row_evidence import Evidence, gather
@@ -64,11 +66,17 @@ def lines(work: Path) -> str:
 
 
 def write(work: Path) -> Path:
+    """row.out, and the run's full table anew (caraml/row_csv.py)."""
     path = work / LINES_FILE
     part = work / (LINES_FILE + ".part")
     part.write_text(lines(work))
     os.replace(part, path)
-    (work.resolve().parents[1] / ANALYSIS_CACHE).unlink(missing_ok=True)
+    run_dir = work.resolve().parents[1]
+    (run_dir / ANALYSIS_CACHE).unlink(missing_ok=True)
+    try:
+        row_csv.write(run_dir)
+    except ET.ParseError as error:  # JUBE's record being rewritten: the next change writes it
+        print(f"CARAML: the full table of {run_dir} was not written ({error})", file=sys.stderr)
     return path
 
 
@@ -81,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         write(args.work)
-    except OSError as error:
+    except (OSError, ValueError) as error:
         # not an error line: the row's own decision must not read it as the job's failure
         print(f"CARAML: the row's lines could not be written into {args.work} ({error}); "
               "jube result shows the row once its combine step has run", file=sys.stderr)
