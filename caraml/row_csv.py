@@ -17,6 +17,7 @@ import csv
 import io
 import os
 import re
+import socket
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -118,11 +119,15 @@ def table(run_dir: Path) -> str:
 
 
 def write(run_dir: Path) -> Path:
+    """The file, replaced whole: jobs on several nodes may write it at once."""
     path = run_dir / FILE
     path.parent.mkdir(exist_ok=True)
-    part = path.with_name(path.name + ".part")
-    part.write_text(table(run_dir))
-    os.replace(part, path)
+    part = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.part")
+    try:
+        part.write_text(table(run_dir))
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
     return path
 
 
