@@ -97,8 +97,10 @@ def watch(job: Process, done_file: Path, error_file: Path,
     killed = kill_all(seen)
     if not done_file.exists():
         error_file.write_text(ending(signal_file, killed))
-        row_line.write(done_file.parent)
-        done_file.touch()
+        try:
+            row_line.main([str(done_file.parent)])
+        finally:  # JUBE waits for the done marker, whatever happened before it
+            done_file.touch()
 
 
 def main(argv: list[str] | None = None) -> int:

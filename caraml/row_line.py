@@ -73,6 +73,8 @@ def write(work: Path) -> Path:
     os.replace(part, path)
     run_dir = work.resolve().parents[1]
     (run_dir / ANALYSIS_CACHE).unlink(missing_ok=True)
+    if not (run_dir / "workpackages.xml").is_file():
+        return path  # a job script made outside a JUBE run: no run, no table
     try:
         row_csv.write(run_dir)
     except ET.ParseError as error:  # JUBE's record being rewritten: the next change writes it

@@ -364,7 +364,8 @@ def submit_and_say(facts_path: Path) -> int:
         return 2
     finally:
         sys.stdout.flush()
-        row_line.write(facts_path.resolve().parent)
+        # never the step's failure: a line it cannot write is said on stderr
+        row_line.main([str(facts_path.resolve().parent)])
 
 
 def main(argv: list[str] | None = None) -> int:
