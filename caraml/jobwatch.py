@@ -7,7 +7,8 @@ job.sh starts this in a session of its own when it runs without Slurm
 (Slurm ends a job's processes itself). It remembers the job script's
 descendants while the script lives; once the script is gone it kills the
 ones still alive, and if the script left no end markers it writes them:
-the error file names the signal, the done marker lets JUBE go on.
+the error file names the signal, the row's lines (caraml/row_line.py) say
+it failed, the done marker lets JUBE go on.
 
 Standard library only, Linux /proc: it runs with the node's python3."""
 
@@ -19,6 +20,8 @@ import signal
 import sys
 import time
 from pathlib import Path
+
+from caraml import row_line
 
 Process = tuple[int, str]  # pid and start time: a pid alone may be reused
 
@@ -84,7 +87,7 @@ def ending(signal_file: Path | None, killed: int) -> str:
             f"the job script was killed; {stopped}\n")
 
 
-def watch(job: Process, done_file: Path, error_file: Path, analysis_cache: Path,
+def watch(job: Process, done_file: Path, error_file: Path,
           interval_s: float = 0.2, signal_file: Path | None = None) -> None:
     seen: set[Process] = set()
     while alive(job):
@@ -94,8 +97,10 @@ def watch(job: Process, done_file: Path, error_file: Path, analysis_cache: Path,
     killed = kill_all(seen)
     if not done_file.exists():
         error_file.write_text(ending(signal_file, killed))
-        analysis_cache.unlink(missing_ok=True)
-        done_file.touch()
+        try:
+            row_line.main([str(done_file.parent)])
+        finally:  # JUBE waits for the done marker, whatever happened before it
+            done_file.touch()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,14 +108,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pid", type=int, required=True, help="the job script's process")
     ap.add_argument("--done-file", type=Path, required=True)
     ap.add_argument("--error-file", type=Path, required=True)
-    ap.add_argument("--analysis-cache", type=Path, required=True)
     ap.add_argument("--signal-file", type=Path, help="where the job script writes the signals it got")
     args = ap.parse_args(argv)
     stat = _stat(args.pid)
     if stat is None:
         return 0
     watch((args.pid, stat[1]), args.done_file.absolute(), args.error_file.absolute(),
-          args.analysis_cache, signal_file=args.signal_file and args.signal_file.absolute())
+          signal_file=args.signal_file and args.signal_file.absolute())
     return 0
 
 

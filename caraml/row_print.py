@@ -5,6 +5,7 @@ flags lines. Standard library only (login node)."""
 from __future__ import annotations
 
 import sys
+import textwrap
 
 from caraml import report
 from caraml.row_facts import MEMORY
@@ -81,9 +82,31 @@ def print_lines(row: dict, file=None) -> None:
     """The lines the JUBE tables read: single words in `CARAML row:`, the
     free texts each on a line of its own (JUBE's patterns take the rest of
     the line; commas become semicolons); an ok row's reason is empty."""
-    file = file or sys.stdout
     # an unknown value is left out of the line: its cell stays empty
-    report.write_line(report.line("row", {k: v for k, v in table_fields(row).items()
-                                          if v not in (None, "-")}), file)
-    report.write_line("CARAML row reason: " + report.one_line(row["status"]["reason"]), file)
-    report.write_line("CARAML row flags: " + (" ".join(row["flags"]) or "none"), file)
+    _write({k: v for k, v in table_fields(row).items() if v not in (None, "-")},
+           row["status"]["reason"], row["flags"], file)
+
+
+def print_build(state: str, reason: str, file=None) -> None:
+    """A container build job's lines: its state and reason alone."""
+    _write({"state": state, "notable": "no" if state == "built" else "yes"}, reason, [], file)
+
+
+# JUBE's pretty tables show a cell of several lines one line under the
+# other: a reason or list of flags wrapped at this width keeps the issues
+# table within 160 characters (row.json and the full table keep them whole)
+CELL_WIDTH = 36
+
+
+def _cell(text: str) -> str:
+    """Free text as lines of at most CELL_WIDTH characters (a longer word,
+    a path, stays whole; a flag breaks at its hyphens), each after the
+    first starting with two spaces (rowPatterns read them as one value)."""
+    return "\n  ".join(textwrap.wrap(text, CELL_WIDTH, break_long_words=False))
+
+
+def _write(fields: dict, reason: str, flags: list[str], file) -> None:
+    file = file or sys.stdout
+    report.write_line(report.line("row", fields), file)
+    report.write_line("CARAML row reason: " + _cell(report.one_line(reason)), file)
+    report.write_line("CARAML row flags: " + (_cell(" ".join(flags)) or "none"), file)

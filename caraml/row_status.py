@@ -10,6 +10,9 @@ and caraml-compare read what it decided).
     pending            Slurm holds the job: the reason is Slurm's
     running            started, not ended
 
+A container build job (the container tag) has its own vocabulary, decided
+by decide_build: built, failed, dry-run, queued, building.
+
 Standard library only (login node)."""
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from dataclasses import dataclass
 from caraml.row_evidence import DONE, SIGNAL_FILE, Evidence
 
 STATES = ("ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending", "running")
+BUILD_STATES = ("built", "failed", "dry-run", "queued", "building")
 # The states that are measurements; every other row is left out of every figure.
 MEASURED = ("ok", "ok-stopped-early")
 # The job script's own error marker, and the suite's one-line errors
@@ -39,7 +43,7 @@ class Status:
     reason: str = ""
 
     def __post_init__(self):
-        if self.state not in STATES:
+        if self.state not in STATES + BUILD_STATES:
             raise ValueError(f"unknown row state {self.state!r}")
 
     @property
@@ -154,3 +158,19 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
         return Status("ok", "")
     # the ranks name the TERM the job script passed on; the signal that came is the script's
     return Status("ok-stopped-early", f"signal {signal}" if signal else stop)
+
+
+def decide_build(ev: Evidence) -> Status:
+    """The status of a container build job (containers/build.sh run by the
+    job script): built once the job ended with status 0."""
+    error = _first_error(ev)
+    end = _END.search(ev.text("job.out"))
+    if error or (end and end.group(1) != "0"):
+        return Status("failed", error or f"job exited with status {end.group(1)}")
+    if end:
+        return Status("built", "")
+    planned = ev.text("stderr", "stdout")
+    dry_run = _DRY_RUN.search(planned)
+    if dry_run:
+        return Status("dry-run", _dry_run_reason(dry_run.group(1), bool(_NO_ACCOUNT.search(planned))))
+    return Status("building" if _START.search(ev.text("job.out")) else "queued", "")

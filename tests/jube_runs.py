@@ -1,5 +1,6 @@
 """Running a benchmark through the real JUBE, as a user would, into a
-temporary output folder, and reading its CSV result table."""
+temporary output folder, and reading its full table (the CSV the row model
+writes, caraml/row_csv.py) and what a plain `jube result` printed."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ class JubeRun:
     script: str
     outpath: Path
     env: dict[str, str] | None = None
+    # what the last plain `jube result RUN -i last` printed (table())
+    shown: str = ""
 
     def jube(self, *args: str, timeout: float = 600) -> str:
         proc = subprocess.run(["jube", *args], cwd=ROOT, env=self.env, text=True,
@@ -49,9 +52,16 @@ class JubeRun:
 
     def table(self) -> pd.DataFrame:
         self.jube("continue", str(self.outpath), "-i", "last")
-        self.jube("result", str(self.outpath), "-i", "last")
+        self.shown = self.jube("result", str(self.outpath), "-i", "last")
         csv = self.run_dir / "result" / "result_csv.dat"
         return pd.read_csv(csv, keep_default_na=False, na_values=[""])
+
+    def shown_tables(self) -> list[str]:
+        """The tables the last plain `jube result` printed, each of its
+        lines no longer than 160 characters (the README's promise)."""
+        lines = self.shown.splitlines()
+        assert max(map(len, lines)) <= 160, self.shown
+        return [line[:-1] for line in lines if line.endswith(":") and not line.startswith("|")]
 
     @property
     def run_dir(self) -> Path:

@@ -123,8 +123,6 @@ def variables(f: dict[str, str], root: Path) -> list[str]:
         "DONE_FILE": f["done_file"],
         # the signals that reached the job script (caraml/row.py reads it)
         "SIGNAL_FILE": SIGNAL_FILE,
-        # JUBE keeps the first analysis of a run: a job that ended makes it stale
-        "ANALYSIS_CACHE": str(rundir / "analyse.xml"),
         "SAMPLES_PER_DEVICE": f["samples_per_device"],
         "SUBMIT_MODE": f["submit_mode"],
         "MASTER_ADDR_SUFFIX": f["master_addr_suffix"],
@@ -354,11 +352,27 @@ def run_tool(argv: list[str]) -> int:
     return 1  # not reached: execv replaces this process
 
 
+def submit_and_say(facts_path: Path) -> int:
+    """submit, then the row's lines as the row model decides them now: dry
+    run, queued, failed with the refusal, or (a local job) how it ended."""
+    from caraml import row_line  # the row model: only where a job is submitted
+
+    try:
+        return submit(facts_path)
+    except (PlanError, OSError, ValueError) as exc:
+        report.error(str(exc))
+        return 2
+    finally:
+        sys.stdout.flush()
+        # never the step's failure: a line it cannot write is said on stderr
+        row_line.main([str(facts_path.resolve().parent)])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
         if args[:1] == ["submit"] and len(args) == 2:
-            return submit(Path(args[1]))
+            return submit_and_say(Path(args[1]))
         if args[:1] == ["run"]:
             return run_tool(args[1:])
         raise PlanError("usage: jobplan.py submit FACTS | jobplan.py run [--need-venv] TOOL ARGS...")

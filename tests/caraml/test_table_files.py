@@ -1,8 +1,8 @@
 """The JUBE files only read what the row model decided: no parameter or
-pattern is a program (a python-mode value is one line), and the full
-table's columns are the ones of aux/caraml_columns.xml in every benchmark
-script. JUBE 2.5.1 reads no XML include inside a YAML table, so the LLM
-scripts' table file writes the same sets out; this keeps the two equal."""
+pattern is a program (a python-mode value is one line), the tables JUBE
+prints are the short ones, and every column of the full table, which the
+row model writes (aux/caraml_columns.xml, caraml/row_csv.py), names a value
+the row model has."""
 
 from __future__ import annotations
 
@@ -74,56 +74,87 @@ def test_the_one_line_check_sees_a_folded_yaml_block():
     assert _python_mode_lines_yaml(folded) == [("x", 2), ("y", 1)]
 
 
-def _xml_columns(sets: list[str]) -> list[tuple[str, str, str | None]]:
+def _sources(set_name: str) -> list[str]:
     root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
-    return [(c.get("title"), c.text, c.get("format"))
-            for s in sets for c in root.findall(f"column[@set='{s}']")]
+    return [c.text for c in root.findall(f"column[@set='{set_name}']")]
 
 
-def test_the_llm_tables_have_the_shared_columns():
+CONTAINER = [("System", "system_name"), ("Container", "container"), ("Status", "status"),
+             ("Cause", "reason")]
+
+
+def test_the_llm_tables_are_the_short_ones_and_the_container_build():
     result = _yaml("llm_training/llm_tables.yaml")["result"]
-    [csv] = [t for t in result["table"] if t["name"] == "result_csv"]
-    assert [(c["title"], c["_"], c.get("format")) for c in csv["column"]] == \
-        _xml_columns(["head", "llm", "tail"])
     [container] = [t for t in result["table"] if t["name"] == "container"]
-    assert [(c["title"], c["_"], c.get("format")) for c in container["column"]] == \
-        _xml_columns(["container"])
-    # a container build has only the container table; a benchmark run every other one
+    assert [(c["title"], c["_"]) for c in container["column"]] == CONTAINER
+    # a container build has only the container table; a benchmark run the two
+    # short ones (JUBE prints every table: the full one is the row model's CSV)
     assert {t["name"]: t["tag"] for t in result["table"]} == {
-        "result": "!container", "issues": "!container", "result_csv": "!container",
-        "container": "container"}
+        "result": "!container", "issues": "!container", "container": "container"}
     # the row model keeps the history (caraml/history.py); JUBE's <database> would overwrite it
     assert "database" not in result
 
 
-@pytest.mark.parametrize("script, own", [(XML_FILES[1], "image"), (XML_FILES[2], "operator")])
-def test_the_xml_tables_include_the_shared_columns(script, own):
+@pytest.mark.parametrize("script", XML_FILES[1:])
+def test_the_xml_tables_are_the_short_ones_and_the_container_build(script):
     result = ET.parse(ROOT / script).getroot().find("benchmark/result")
-    csv = result.find("table[@name='result_csv']")
-    assert [i.get("path") for i in csv.iter("include")] == \
-        ["column[@set='head']", f"column[@set='{own}']", "column[@set='tail']"]
     container = result.find("table[@name='container']")
-    assert [i.get("path") for i in container.iter("include")] == ["column[@set='container']"]
+    assert [(c.get("title"), c.text) for c in container.iter("column")] == CONTAINER
     assert {t.get("name"): t.get("tag") for t in result.iter("table")} == {
-        "result": "!container", "issues": "!container", "result_csv": "!container",
-        "container": "container"}
+        "result": "!container", "issues": "!container", "container": "container"}
     assert result.findall("database") == []
 
 
-def test_the_operator_set_reads_the_operator_scripts_patterns_and_parameters():
-    """A column of a name the script neither reads nor sets stays empty in every row."""
+def test_every_column_of_the_full_table_names_a_value_the_row_model_has(tmp_path):
+    """row.<field>: a field of the row's line; param.<name>: a parameter of a
+    JUBE file; global.<key>: a key of the driver's summary line (the row
+    model's test lines hold each); data.name: the data step's corpus."""
+    from caraml import row_csv
+    from tests.caraml.row_packages import IMAGE_GLOBAL, LLM_GLOBAL, OPERATOR_GLOBAL
+
     root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
-    script = ET.parse(ROOT / XML_FILES[2]).getroot()
-    rows = ET.parse(ROOT / "platform.xml").getroot().find("patternset[@name='rowPatterns']")
-    named = {e.get("name") for e in [*script.iter(), *rows] if e.tag in ("pattern", "parameter")}
-    own = {c.text for c in root.findall("column[@set='operator']")} | \
-        {k.text for k in root.findall("key[@set='operator']")}
-    assert {c for c in own if not c.startswith("row_")} <= named
+    assert {c.get("set") for c in root.iter("column")} == {"head", "llm", "image", "operator", "other",
+                                                        "tail"}
+    parameters = {e.get("name") for path in XML_FILES for e in ET.parse(ROOT / path).getroot().iter("parameter")}
+    parameters |= {p["name"] for path in YAML_FILES for s in _yaml(path)["parameterset"]
+                   for p in s.get("parameter", [])}
+    keys = {w.split("=")[0] for line in (LLM_GLOBAL, IMAGE_GLOBAL, OPERATOR_GLOBAL) for w in line.split()}
+    # the LLM driver's line has two more, the operator driver's four (their train_and_report)
+    keys |= {"recompute", "attention",
+             "data", "flops_counted_per_sample", "tflops_counted_per_device", "flops_note"}
+    row = {"status": {"state": "ok", "reason": ""}, "flags": [], "work_package": "/r/000001_execute/work",
+           **{k: None for k in ("throughput", "mfu", "energy", "memory")}, "provenance": {},
+           "system": {"nodes": 1, "devices_per_node": 1},
+           "config": {"model": None, "precision": None, "global_batch": None}}
+    named = set(row_csv.sources(row, tmp_path, {}, {}))
+    unknown = [c.text for c in root.iter("column")
+               if not (c.text in named
+                       or c.text.startswith("param.") and c.text[6:] in parameters
+                       or c.text.startswith("global.") and c.text[7:] in keys)]
+    assert unknown == []
 
 
-def test_every_table_reads_a_pattern_or_parameter_that_exists():
-    root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
-    rows = {p.get("name") for p in ET.parse(ROOT / "platform.xml").getroot().iter("pattern")}
-    row_columns = {c.text for c in root.iter("column")} | {k.text for k in root.iter("key")}
-    # what the row model prints is a pattern of platform.xml
-    assert {c for c in row_columns if c.startswith("row_")} <= rows
+def _analysed_files() -> list[tuple[str, str, str, str]]:
+    """(script, step, file, patternsets) of every file every benchmark script's analyser reads."""
+    found = []
+    for script in [*XML_FILES[1:], "tests/tiny_benchmark.xml"]:
+        for analyse in ET.parse(ROOT / script).getroot().iter("analyse"):
+            found += [(script, analyse.get("step"), f.text, f.get("use")) for f in analyse.iter("file")]
+    for script in YAML_FILES:
+        for analyse in _yaml(script)["analyser"]["analyse"]:
+            found += [(script, analyse["step"], f["_"], f["use"]) for f in analyse["file"]]
+    return found
+
+
+def test_a_rows_status_is_the_row_models_alone():
+    """platform.xml decides nothing: its patterns read the row model's lines,
+    which each step's row.out holds until the combine step prints them."""
+    platform = ET.parse(ROOT / "platform.xml").getroot()
+    assert [s.get("name") for s in platform.iter("patternset")] == ["rowPatterns"]
+    assert all(p.text.startswith("^CARAML row") and p.get("mode") is None
+               for p in platform.iter("pattern"))
+    files = _analysed_files()
+    read_rows = {(script, step, file) for script, step, file, use in files if "rowPatterns" in use}
+    steps = {(script, step) for script, step, _, _ in files}
+    assert read_rows == {(script, step, "stdout" if step == "combine_energy" else "row.out")
+                         for script, step in steps}

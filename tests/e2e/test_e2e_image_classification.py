@@ -24,6 +24,8 @@ def test_cpu_smoke_run_gives_a_full_row_with_consistent_figures(tmp_path):
     run.run("CPU", "smoke")
     table = run.table()
     assert len(table) == 1, table
+    # a plain `jube result` shows the two short tables; the full one is the CSV file's
+    assert run.shown_tables() == ["result", "issues"]
     row = table.iloc[0]
     assert row["Status"] == "ok", row.to_dict()
     assert (row["System"], row["Model"], row["Devices"], row["GlobalBatchSize"]) == ("CPU", "resnet18", 1, 8)

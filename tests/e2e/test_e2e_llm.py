@@ -52,6 +52,8 @@ def test_cpu_smoke_run_on_a_local_corpus(tmp_path):
     run.run("CPU", "smoke")
     table = run.table()
     assert len(table) == 1, table
+    # a plain `jube result` shows the two short tables; the full one is the CSV file's
+    assert run.shown_tables() == ["result", "issues"]
     _check_full_row(table.iloc[0], "local-pydoc")
 
 

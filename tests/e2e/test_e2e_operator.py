@@ -68,6 +68,8 @@ def test_row_json_is_an_operator_row_of_the_problem(smoke):
 
 def test_the_short_table_fits_160_columns_and_the_history_holds_the_rows(smoke, history_file):
     smoke.table()
+    # a plain `jube result` shows the two short tables; the full one is the CSV file's
+    assert smoke.shown_tables() == ["result", "issues"]
     lines = (smoke.run_dir / "result" / "result.dat").read_text().splitlines()
     assert max(map(len, lines)) <= 160, "\n".join(lines)
     assert lines[0] == "result:"

@@ -37,10 +37,13 @@ def test_doubtful_runs_are_flagged_in_the_row(tmp_path):
     _replace(execute / "job.out", r"^CARAML host at end: .*$",
              "CARAML host at end: load=1.8 cpus=2 other_benchmarks=1 foreign_cpu_pct=47.0")
     _replace(execute / "job.out", r"iterations_total=\d+", "iterations_total=2")
-    # the row model decides again from the changed files, as the combine step does
+    # the row model decides again from the changed files and writes the full
+    # table anew, as the combine step does
     with open(combine / "stdout", "w") as out:
         subprocess.run([sys.executable, "-m", "caraml.row", "--benchmark", "image", "jpwr.out",
                         "jpwr.err"], cwd=combine, stdout=out, check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "caraml.row_csv", str(run.run_dir)], stdout=subprocess.DEVNULL,
+                   check=True, timeout=120)
     (run.run_dir / "analyse.xml").unlink(missing_ok=True)  # JUBE reads the files again
     row = run.table().iloc[0]
     flags = row["Flags"].split()

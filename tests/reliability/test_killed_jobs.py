@@ -70,11 +70,19 @@ def _training(job: subprocess.Popen) -> set[jobwatch.Process]:
 
 def test_a_killed_job_script_takes_its_processes_with_it_and_says_so(dry_run):
     work = dry_run.work_dirs("execute")[0]
+    (work / "stderr").write_text("")  # a submitted job's step: no dry run's marker
     job = _start(work)
     processes = _training(job)
+    # the job script wrote the row's lines at its start (the tables' state)
+    assert (work / "row.out").read_text().startswith("CARAML row: state=running ")
     job.send_signal(signal.SIGKILL)
     job.wait()
     _wait_for(lambda: (work / "ready").exists(), "the done marker")
+    # no trap ran: the watcher wrote them, through the row model, before the done marker
+    lines = (work / "row.out").read_text()
+    assert lines.startswith("CARAML row: state=failed notable=yes layout=1x1 model=resnet18 ")
+    reason = lines.split("CARAML row reason: ")[1].split("CARAML row flags: ")[0]
+    assert " ".join(reason.split()) == (work / "error").read_text().strip().replace(",", ";")
     # SIGKILL is sent by then; a loaded host may take a moment to end them
     _wait_for(lambda: not [p for p in processes if jobwatch.alive(p)], "the killed job's processes to end",
               timeout_s=60)

@@ -1,0 +1,159 @@
+"""The full table of a run (every column) as a CSV file, written from the
+row model: every row of the run (caraml/row.py, rows_of_run) with the
+columns of aux/caraml_columns.xml, into RUN/<id>/result/result_csv.dat.
+JUBE 2.5.1 prints every table it writes, and this one's lines are several
+hundred characters long, so `jube result` shows the short tables and the
+row model writes this one: the combine step when it decides a row, and
+caraml/row_line.py wherever a row's state changes before.
+
+    python -m caraml.row_csv RUN          (the last run of a JUBE outpath, or one run's folder)
+
+writes the file anew and prints it. Standard library only (login and
+compute nodes; the csv module, as pandas is not there)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import socket
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from caraml import benchmarks, report
+from caraml.row import rows_of_run
+from caraml.row_evidence import workpackage_params
+from caraml.row_facts import last_kv
+from caraml.row_print import table_fields
+
+COLUMNS = Path(__file__).resolve().parents[1] / "aux" / "caraml_columns.xml"
+FILE = Path("result") / "result_csv.dat"
+# the data step's line and its warning of a corpus shorter than one sequence
+_DATA = re.compile(r"^CARAML data:.*\bname=(\S+)", re.MULTILINE)
+_TINY = re.compile(r"^CARAML warning: corpus \S+ has only (\d+) tokens", re.MULTILINE)
+
+
+def columns(benchmark: str | None) -> list[tuple[str, str, str | None]]:
+    """(title, source, format) of the head set, the benchmark's own set
+    (named as the benchmark; "other" where it has none) and the tail."""
+    root = ET.parse(COLUMNS).getroot()
+    own = benchmark if root.find(f"column[@set='{benchmark}']") is not None else "other"
+    unit = benchmarks.get(benchmark).unit.capitalize() if benchmark in benchmarks.names() else "Work"
+    return [(c.get("title").replace("{Unit}", unit), c.text.strip(), c.get("format"))
+            for name in ("head", own, "tail") for c in root.findall(f"column[@set='{name}']")]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _data_name(stdout: str) -> str:
+    name = _DATA.findall(stdout)
+    tiny = _TINY.findall(stdout)
+    return (name[0] if name else "") + (f" (only {tiny[0]} tokens: repeated)" if tiny else "")
+
+
+def _parents(run_dir: Path) -> dict[int, int]:
+    """Each work package's first parent, from JUBE's record of the run."""
+    root = ET.parse(run_dir / "workpackages.xml").getroot()
+    return {int(wp.get("id")): int(first) for wp in root.iter("workpackage")
+            if (first := (wp.findtext("parents") or "").split(",")[0].strip())}
+
+
+def sources(row: dict, run_dir: Path, params: dict[int, dict[str, str]],
+            parents: dict[int, int]) -> dict[str, object]:
+    """Every value a column may name: row.<field> (the row's `CARAML row`
+    line, its state, reason and flags), global.<key> (the driver's summary
+    line), param.<name> (JUBE's parameters of the work package) and
+    data.name (the data step's corpus)."""
+    folder = Path(row["work_package"]).parent.name  # 000003_execute
+    head = folder.split("_", 1)[0]
+    wp_id = int(head) if head.isdigit() else -1
+    data_id = wp_id if folder.endswith("_prepare_data") else parents.get(wp_id)
+    data = "".join(_read(p / "stdout") for p in run_dir.glob(f"{data_id:06d}_*/work")) \
+        if data_id is not None else ""
+    values: dict[str, object] = {f"row.{k}": v for k, v in table_fields(row).items()}
+    values.update({"row.reason": report.one_line(row["status"]["reason"]),
+                   "row.flags": " ".join(row["flags"]) or "none",
+                   "row.work_package": row["work_package"], "data.name": _data_name(data)})
+    values.update({f"global.{k}": v for k, v in
+                   last_kv(_read(run_dir / folder / "work" / "job.out"), "global").items()})
+    values.update({f"param.{k}": v for k, v in params.get(wp_id, {}).items()})
+    return values
+
+
+def _cell(value: object, form: str | None) -> str:
+    if value is None or value == "-":
+        return ""
+    if form:
+        try:
+            return format(float(value), form)
+        except ValueError:
+            pass
+    return str(value)
+
+
+def _order(row: dict) -> tuple:
+    config = row["config"]
+    return (row["system"]["name"] or "", config["model"] or "", config["precision"] or "",
+            config["compile"] or "", config["global_batch"] or 0)
+
+
+def table(run_dir: Path) -> str:
+    """The run's full table: one line per row, sorted as JUBE's tables."""
+    rows = sorted(rows_of_run(run_dir, slurm_state=lambda job_id: None), key=_order)
+    params, parents = workpackage_params(run_dir), _parents(run_dir)
+    cols = columns(next((r["benchmark"] for r in rows if r["benchmark"]), None))
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([title for title, _, _ in cols])
+    for row in rows:
+        values = sources(row, run_dir, params, parents)
+        writer.writerow([_cell(values.get(source), form) for _, source, form in cols])
+    return out.getvalue()
+
+
+def write(run_dir: Path) -> Path:
+    """The file, replaced whole: jobs on several nodes may write it at once."""
+    path = run_dir / FILE
+    path.parent.mkdir(exist_ok=True)
+    part = path.with_name(f".{path.name}.{socket.gethostname()}.{os.getpid()}.part")
+    try:
+        part.write_text(table(run_dir))
+        os.replace(part, path)
+    finally:
+        part.unlink(missing_ok=True)
+    return path
+
+
+def run_folder(path: Path) -> Path:
+    """A run's folder: PATH itself, or the last run of the outpath PATH."""
+    if (path / "workpackages.xml").is_file():
+        return path
+    runs = sorted(p for p in path.glob("[0-9]*") if (p / "workpackages.xml").is_file())
+    if not runs:
+        raise ValueError(f"{path} is neither a JUBE run's folder nor an outpath with runs")
+    return runs[-1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print(__doc__.split("\n\n")[1].strip(), file=sys.stderr)
+        return 2
+    try:
+        path = write(run_folder(Path(args[0])))
+    except (OSError, ValueError, ET.ParseError) as error:
+        report.error(f"the full table could not be written: {error}")
+        return 1
+    sys.stdout.write(path.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
