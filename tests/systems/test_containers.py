@@ -101,11 +101,19 @@ def test_check_names_each_missing_module(tmp_path):
 
 
 def requirements(tmp_path, *args):
-    return subprocess.run([sys.executable, str(CONTAINERS / "requirements.py"), *args],
-                          text=True, capture_output=True, cwd=tmp_path)
+    # the image's Python: without site-packages (-S), its distributions those
+    # of tmp_path/image (PYTHONPATH), whatever this test's environment holds
+    image = tmp_path / "image"
+    return subprocess.run([sys.executable, "-S", str(CONTAINERS / "requirements.py"), *args],
+                          text=True, capture_output=True, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(image)})
 
 
 def test_requirements_leave_out_what_the_image_has(tmp_path):
+    for dist, version in (("numpy", "2.1.0"), ("megatron_core", "0.16.1")):
+        info = tmp_path / "image" / f"{dist}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
     (tmp_path / "pyproject.toml").write_text(
         '[project]\nname = "x"\ndependencies = ["numpy>=1", "no-such-dist-a>=2"]\n'
         '[project.optional-dependencies]\n'
