@@ -71,7 +71,7 @@ _MODULE_FIELDS = ("NVML_FI_DEV_POWER_REQUESTED_LIMIT", "NVML_FI_DEV_POWER_MIN_LI
                   "NVML_FI_DEV_POWER_MAX_LIMIT")
 _MODULE_CALLS = ("nvmlDeviceSetPowerManagementLimit_v2", "nvmlDeviceGetFieldValues",
                  "NVML_POWER_SCOPE_MODULE", *_MODULE_FIELDS)
-_AT_GPU_SCOPE = "or give the points in watts of the GPU limit at gpu scope (power_limit_scope gpu)"
+_AT_GPU_SCOPE = "or give the points in watts of the GPU limit at gpu scope (CARAML_POWER_LIMIT_SCOPE=gpu)"
 
 
 class _Nvml:
@@ -182,7 +182,7 @@ class _AmdSmi:
     def __init__(self, local_index: int, scope: str = GPU) -> None:
         if scope != GPU:
             raise PowerLimitError(f"amdsmi sets no {scope} power limit; give the points at gpu scope "
-                                  "(power_limit_scope gpu)")
+                                  "(CARAML_POWER_LIMIT_SCOPE=gpu)")
         lib = import_binding("amdsmi", "amdsmi", "amdsmi ships with ROCm")
         try:
             lib.amdsmi_init()
