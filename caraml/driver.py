@@ -201,11 +201,12 @@ def limited_power(opts: EnergyOptions, dist: Dist) -> Iterator[None]:
     watts = power_limit.asked_w(opts.power_limit, opts.tdp_w)
     limit = None
     try:
-        with limited(watts, local_index=dist.local_rank,
+        with limited(watts, local_index=dist.local_rank, scope=opts.power_limit_scope,
                      system_range=power_limit.parse_range(opts.power_limit_range_w)) as limit:
-            report.emit(power_limit.SET_SCOPE, rank=dist.rank, device=limit.device,
-                        asked=opts.power_limit, asked_w="-" if watts is None else watts,
-                        before_w=limit.before_w, reported_w=limit.reported_w)
+            report.write_line(report.line(power_limit.SET_SCOPE, {
+                "rank": dist.rank, "device": limit.device, "scope": limit.scope,
+                "asked": opts.power_limit, "asked_w": "-" if watts is None else watts,
+                "before_w": limit.before_w, "reported_w": limit.reported_w}))
             yield
     except PowerLimitError as err:
         raise BenchmarkInputError(str(err)) from None

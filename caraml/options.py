@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass
 
 from caraml import power_limit
+from caraml.power_limit import SCOPES as POWER_LIMIT_SCOPES
 from caraml.report import BenchmarkInputError
 
 
@@ -206,6 +207,10 @@ class EnergyOptions:
                                  doc="the system's TDP per device (a fractional --power-limit)")
     power_limit_range_w: str | None = option(
         None, doc="the limits the system allows, LOW:HIGH in W (either end may be empty)")
+    power_limit_scope: str = option(
+        POWER_LIMIT_SCOPES[0], choices=POWER_LIMIT_SCOPES,
+        doc="what --power-limit limits: 'gpu' (the GPU's own limit) or 'module' (a GH200 "
+            "superchip's, through NVML's power scopes)")
 
     @property
     def measures_energy(self) -> bool:

@@ -5,22 +5,28 @@ A point is `default` (the limit the devices have: nothing is set, the limit
 is reported), watts (`300`), or a fraction of the system's TDP per device
 (`0.75`: any number up to 1). platform.xml declares each system's TDP and
 the range of limits it allows beside it (power_limit_range_w, LOW:HIGH in
-W, either end may be left open) and the points it sweeps; CARAML_POWER_LIMITS
-(`default;250;300`) replaces the points for one run.
+W, either end may be left open), the scope its limits are set at
+(power_limit_scope: `gpu`, the GPU's own limit, or `module`, a GH200
+superchip's limit for the whole of it, the unit its TDP counts) and the
+points it sweeps; CARAML_POWER_LIMITS (`default;250;300`) replaces the
+points for one run, CARAML_POWER_LIMIT_SCOPE (`gpu`) the scope.
 
 Every rank sets its own device's limit before the model is built and puts
 the previous one back at the end, whatever ends the run (the driver core,
 caraml/driver.py, through jpwr/gpu/power_limit.py); each rank prints what
 it did:
 
-    CARAML power limit: rank=0 device=gpu0 asked=0.75 asked_w=300 before_w=400 reported_w=300
+    CARAML power limit: rank=0 device=gpu0 scope=gpu asked=0.75 asked_w=300 before_w=400 reported_w=300
     CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=400
 
     python -m caraml.power_limit sweep POINTS
+    python -m caraml.power_limit scope SCOPE
 
-prints the points of a sweep for JUBE (CARAML_POWER_LIMITS where it is set,
-else POINTS), each checked. Standard library only: the login node's python3
-runs this, and the row model reads the lines with it."""
+print the points of a sweep for JUBE (CARAML_POWER_LIMITS where it is set,
+else POINTS), each checked, and the scope (CARAML_POWER_LIMIT_SCOPE where
+it is set, else SCOPE), checked. Standard library only (and jpwr's scope
+names, which are): the login node's python3 runs this, and the row model
+reads the lines with it."""
 
 from __future__ import annotations
 
@@ -31,9 +37,11 @@ import sys
 from caraml import report
 from caraml.report import BenchmarkInputError
 from caraml.row_facts import kv_lines
+from jpwr.gpu.power_limit import SCOPES
 
 DEFAULT = "default"
 POINTS_ENV = "CARAML_POWER_LIMITS"
+SCOPE_ENV = "CARAML_POWER_LIMIT_SCOPE"
 # the scopes of the lines each rank prints (caraml/driver.py)
 SET_SCOPE = "power limit"
 RESTORED_SCOPE = "power limit restored"
@@ -46,6 +54,13 @@ def check_point(text: str) -> str:
         return text
     raise BenchmarkInputError(f"power limit {text!r} is none of '{DEFAULT}', watts (e.g. 300) or a "
                               "fraction of the TDP (e.g. 0.75)")
+
+
+def check_scope(text: str) -> str:
+    """A limit's scope as given, or BenchmarkInputError naming the scopes."""
+    if text in SCOPES:
+        return text
+    raise BenchmarkInputError(f"power limit scope {text!r} is none of {' or '.join(SCOPES)}")
 
 
 def parse_range(text: str | None) -> tuple[float | None, float | None] | None:
@@ -89,9 +104,11 @@ def _num(value: str | None) -> float | None:
         return None
 
 
-def row_part(point: str | None, tdp_w: float | None, job_out: str) -> dict | None:
+def row_part(point: str | None, tdp_w: float | None, job_out: str,
+             scope: str | None = None) -> dict | None:
     """The row's power_limit: None where the job asked for no point, else the
-    point, the watts it asks for, and what rank 0's device had before and
+    point, the watts it asks for, the scope the job set it at (gpu or
+    module; None where not given), and what rank 0's device had before and
     reported after setting; restored: whether every rank that set a limit
     said it put the previous one back (true where none changed one)."""
     if not point:
@@ -103,7 +120,8 @@ def row_part(point: str | None, tdp_w: float | None, job_out: str) -> dict | Non
         watts = asked_w(point, tdp_w)
     except BenchmarkInputError:
         watts = None
-    return {"asked": point, "asked_w": watts, "before_w": _num(first.get("before_w")),
+    return {"asked": point, "asked_w": watts, "scope": scope or None,
+            "before_w": _num(first.get("before_w")),
             "reported_w": _num(first.get("reported_w")),
             "restored": all(restored.get(rank, {}).get("restored") == "yes" for rank in set_lines)}
 
@@ -128,16 +146,21 @@ def row_flags(part: dict | None, job_out: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[0] != "sweep":
-        report.error("usage: python -m caraml.power_limit sweep POINTS")
+    if len(argv) != 2 or argv[0] not in ("sweep", "scope"):
+        report.error("usage: python -m caraml.power_limit sweep POINTS | scope SCOPE")
         return 2
-    points = os.environ.get(POINTS_ENV) or argv[1]
+    env, declared = (POINTS_ENV, "power_limit_sweep") if argv[0] == "sweep" \
+        else (SCOPE_ENV, "power_limit_scope")
+    given = os.environ.get(env) or argv[1]
     try:
-        checked = [check_point(p.strip()) for p in points.split(";") if p.strip()]
+        if argv[0] == "scope":
+            checked = check_scope(given.strip())
+        else:
+            checked = ";".join(check_point(p.strip()) for p in given.split(";") if p.strip())
     except BenchmarkInputError as err:
-        report.error(f"{POINTS_ENV if os.environ.get(POINTS_ENV) else 'power_limit_sweep'}: {err}")
+        report.error(f"{env if os.environ.get(env) else declared}: {err}")
         return 2
-    report.parameter(";".join(checked))
+    report.parameter(checked)
     return 0
 
 

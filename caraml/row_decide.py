@@ -123,7 +123,8 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
     energy_row = energy(ev.text("jpwr"), facts) if ev.texts.get("jpwr") else None
     if energy_row and not status.measured:
         energy_row = _unmeasured(energy_row)
-    limit = power_limit.row_part(ev.params.get("power_limit"), system["tdp_w"], job_out)
+    limit = power_limit.row_part(ev.params.get("power_limit"), system["tdp_w"], job_out,
+                                 ev.params.get("power_limit_scope_run"))
     # the limit the devices ran under (a sweep's point), beside the software they ran
     prov["power_limit_w"] = limit["reported_w"] if limit else None
     return {

@@ -46,8 +46,9 @@ def table_fields(row: dict) -> dict[str, object]:
         "mfu": m.get("value"), "peak_tflops": m.get("peak_tflops"),
         "peak_basis": m.get("peak_basis"),
         "power_w_per_device": window.get("mean_power_w_per_device"),
-        # a power-limit sweep's point as asked, and the limit the device reported
+        # a power-limit sweep's point as asked, and the limit the device reported at its scope
         "power_limit": limit.get("asked"), "power_limit_w": limit.get("reported_w"),
+        "power_limit_scope": limit.get("scope"),
         "work_per_wh": window.get("work_per_wh"), "wh": window.get("wh"),
         "energy_scope": scope,
         "energy_kind": None if not e else "estimated" if e.get("estimated") else "measured",

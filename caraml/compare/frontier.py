@@ -64,8 +64,9 @@ class Sweep:
 
 
 def limit_label(row: pd.Series) -> str:
-    """A point's limit per device as the device reported it, and as the user asked for it."""
-    reported = number(row["limit_w"], "W")
+    """A point's limit per device as the device reported it (a GH200 module's
+    limit named so), and as the user asked for it."""
+    reported = number(row["limit_w"], "W") + (" module" if row.get("limit_scope") == "module" else "")
     return f"default ({reported})" if row["limit_default"] else f"{reported} (asked {row['limit_asked']})"
 
 

@@ -141,7 +141,7 @@ def _limit(row: dict) -> dict:
     limit = row.get("power_limit")
     if not isinstance(limit, dict):
         return {"limit_swept": False, "limit_default": True, "limit_asked": "", "limit_asked_w": math.nan,
-                "limit_before_w": math.nan, "limit_w": math.nan, "limit_restored": None}
+                "limit_before_w": math.nan, "limit_w": math.nan, "limit_restored": None, "limit_scope": ""}
     restored, asked = limit.get("restored"), _text(limit.get("asked"))
     asked_w = _num(limit.get("asked_w"))
     # a point that asked for watts and got none worked out (a fraction without a TDP) is no default point
@@ -150,7 +150,9 @@ def _limit(row: dict) -> dict:
             "limit_asked": asked, "limit_asked_w": asked_w,
             "limit_before_w": _num(limit.get("before_w")),
             "limit_w": _num(limit.get("reported_w")),
-            "limit_restored": restored if isinstance(restored, bool) else None}
+            "limit_restored": restored if isinstance(restored, bool) else None,
+            # what the limit limits: the GPU or its GH200 module ("" in rows from before scopes)
+            "limit_scope": _text(limit.get("scope"), "")}
 
 
 def flatten(row: dict, run: RunDir, path: Path) -> dict:

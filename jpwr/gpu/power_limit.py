@@ -18,7 +18,18 @@ NVIDIA GPUs through NVML (nvidia-ml-py: nvmlDeviceGetPowerManagementLimit,
 ...Constraints, nvmlDeviceSetPowerManagementLimit, all in milliwatts), AMD
 GPUs through amdsmi (amdsmi_get_power_cap_info, amdsmi_set_power_cap, in
 microwatts). Each process sets one device: the one the launcher gives its
-local rank, counted the way the runtime counts the visible devices."""
+local rank, counted the way the runtime counts the visible devices.
+
+A limit has a scope (SCOPES): `gpu`, the GPU's own limit (above), or
+`module`, a Grace Hopper superchip's limit for the whole of it, which NVML
+sets through nvmlDeviceSetPowerManagementLimit_v2 at NVML_POWER_SCOPE_MODULE
+and reports in the field values NVML_FI_DEV_POWER_REQUESTED_LIMIT (the limit
+a client set), ..._MIN_LIMIT and ..._MAX_LIMIT read at that scope. A binding
+or driver without these, or a device that reports no module limit, refuses
+the module scope in one line; nothing falls back to the GPU's limit. As
+nvidia-ml-py's _v2 call does not pass NVML's return code on (13.615), a
+module limit is read back after each set, and one the device did not take is
+a refusal."""
 
 from __future__ import annotations
 
@@ -53,13 +64,32 @@ def _local(picked: list[int], local_index: int, listed: int, library: str, varia
     return picked[local_index % len(picked)]
 
 
+GPU, MODULE = "gpu", "module"
+SCOPES = (GPU, MODULE)
+# NVML's fields of a scope's limit: the one a client set, the lowest and highest settable
+_MODULE_FIELDS = ("NVML_FI_DEV_POWER_REQUESTED_LIMIT", "NVML_FI_DEV_POWER_MIN_LIMIT",
+                  "NVML_FI_DEV_POWER_MAX_LIMIT")
+_MODULE_CALLS = ("nvmlDeviceSetPowerManagementLimit_v2", "nvmlDeviceGetFieldValues",
+                 "NVML_POWER_SCOPE_MODULE", *_MODULE_FIELDS)
+_AT_GPU_SCOPE = "or give the points in watts of the GPU limit at gpu scope (CARAML_POWER_LIMIT_SCOPE=gpu)"
+
+
 class _Nvml:
     library = "NVML"
     privilege = ("root or a power-management privilege the centre grants (a root service or "
                  "a sudo rule for nvidia-smi --power-limit)")
 
-    def __init__(self, local_index: int) -> None:
+    def __init__(self, local_index: int, scope: str = GPU) -> None:
+        if scope not in SCOPES:
+            raise PowerLimitError(f"power limit scope {scope!r} is none of {', '.join(SCOPES)}")
         nvml = import_binding("pynvml", "NVML", "pip install nvidia-ml-py")
+        if scope == MODULE:
+            missing = [name for name in _MODULE_CALLS if not hasattr(nvml, name)]
+            if missing:
+                raise PowerLimitError(
+                    f"the module power limit needs NVML's power scopes, and this nvidia-ml-py lacks "
+                    f"{', '.join(missing)}; install a newer nvidia-ml-py (and driver) {_AT_GPU_SCOPE}")
+        self.scope = scope
         try:
             nvml.nvmlInit()
         except Exception as err:  # noqa: BLE001 - NVMLError subclasses, OSError
@@ -81,19 +111,59 @@ class _Nvml:
         self.device = f"gpu{index}"
         self._handle = handles[index]
 
+    def _module_mw(self) -> list[int]:
+        """The module scope's requested, lowest and highest limit in mW:
+        PowerLimitError where the device reports none of them."""
+        nvml = self._nvml
+        scope = nvml.NVML_POWER_SCOPE_MODULE
+        try:
+            values = nvml.nvmlDeviceGetFieldValues(
+                self._handle, [(getattr(nvml, name), scope) for name in _MODULE_FIELDS])
+        except Exception as err:  # noqa: BLE001 - NVMLError subclasses
+            self._refuse_module(one_line(err))
+        out = []
+        for name, value in zip(_MODULE_FIELDS, values):
+            if value.nvmlReturn != getattr(nvml, "NVML_SUCCESS", 0):
+                self._refuse_module(f"{name}: NVML error {value.nvmlReturn}")
+            out.append(value.value.uiVal)
+        return out
+
+    def _refuse_module(self, why: str):
+        raise PowerLimitError(
+            f"{self.device} reports no module power limit through NVML ({why}): this driver or "
+            f"device sets no module limit; ask the centre for a driver that does {_AT_GPU_SCOPE}")
+
     def limit_w(self) -> float:
+        if self.scope == MODULE:
+            return self._module_mw()[0] * 1e-3
         return self._nvml.nvmlDeviceGetPowerManagementLimit(self._handle) * 1e-3
 
     def range_w(self) -> tuple[float, float]:
-        low, high = self._nvml.nvmlDeviceGetPowerManagementLimitConstraints(self._handle)
+        if self.scope == MODULE:
+            _, low, high = self._module_mw()
+        else:
+            low, high = self._nvml.nvmlDeviceGetPowerManagementLimitConstraints(self._handle)
         return low * 1e-3, high * 1e-3
 
     def set_w(self, watts: float) -> None:
-        self._nvml.nvmlDeviceSetPowerManagementLimit(self._handle, round(watts * 1000))
+        milliwatts = round(watts * 1000)
+        if self.scope == GPU:
+            self._nvml.nvmlDeviceSetPowerManagementLimit(self._handle, milliwatts)
+            return
+        self._nvml.nvmlDeviceSetPowerManagementLimit_v2(
+            self._handle, self._nvml.NVML_POWER_SCOPE_MODULE, milliwatts)
+        taken = self._module_mw()[0]
+        if taken != milliwatts:
+            raise RuntimeError(f"the module limit reads {taken * 1e-3:g} W after setting it; "
+                                "the binding passes on no NVML error, so the cause may be a "
+                                "missing privilege or a device that refuses the module scope")
 
     def lacks_privilege(self, err: BaseException) -> bool:
         code = getattr(self._nvml, "NVML_ERROR_NO_PERMISSION", 4)
         return getattr(err, "value", None) == code
+
+    def refusal_advice(self) -> str:
+        return f"; {_AT_GPU_SCOPE.removeprefix('or ')}" if self.scope == MODULE else ""
 
     def close(self) -> None:
         try:
@@ -107,7 +177,12 @@ class _AmdSmi:
     privilege = ("root or a power-management privilege the centre grants (a root service or "
                  "a sudo rule for amd-smi set --power-cap)")
 
-    def __init__(self, local_index: int) -> None:
+    scope = GPU
+
+    def __init__(self, local_index: int, scope: str = GPU) -> None:
+        if scope != GPU:
+            raise PowerLimitError(f"amdsmi sets no {scope} power limit; give the points at gpu scope "
+                                  "(CARAML_POWER_LIMIT_SCOPE=gpu)")
         lib = import_binding("amdsmi", "amdsmi", "amdsmi ships with ROCm")
         try:
             lib.amdsmi_init()
@@ -147,6 +222,9 @@ class _AmdSmi:
         return (wanted is not None and getattr(err, "err_code", None) == wanted) \
             or "permission" in str(err).lower()
 
+    def refusal_advice(self) -> str:
+        return ""
+
     def close(self) -> None:
         try:
             self._lib.amdsmi_shut_down()
@@ -157,14 +235,15 @@ class _AmdSmi:
 LIBRARIES = {"nvml": _Nvml, "amdsmi": _AmdSmi}
 
 
-def open_device(local_index: int, library: str = "auto"):
+def open_device(local_index: int, library: str = "auto", scope: str = GPU):
     """The device of local rank `local_index` in the named library, or in
-    the first of NVML and amdsmi that works here ("auto")."""
+    the first of NVML and amdsmi that works here ("auto"), its limit at
+    `scope`."""
     names = list(LIBRARIES) if library == "auto" else [library]
     reasons = []
     for name in names:
         try:
-            return LIBRARIES[name](local_index)
+            return LIBRARIES[name](local_index, scope)
         except MethodUnavailable as err:
             reasons.append(str(err))
     raise PowerLimitError("no GPU whose power limit can be set here (" + "; ".join(reasons) + ")")
@@ -179,6 +258,7 @@ class Limit:
     before_w: float
     reported_w: float
     restored: bool = False
+    scope: str = GPU  # SCOPES: the GPU's limit or its superchip module's
 
 
 def _range_text(low: float, high: float) -> str:
@@ -251,21 +331,23 @@ class _Restorer:
 @contextmanager
 def limited(asked_w: float | None, *, local_index: int = 0, library: str = "auto",
             system_range: tuple[float | None, float | None] | None = None,
-            device: object | None = None) -> Iterator[Limit]:
-    """Sets this process's device to asked_w watts for the block and puts
-    the previous limit back at its end; asked_w None sets nothing and
-    reports the limit the device has. PowerLimitError (one line) where no
-    library works, the limit is out of range or setting it is not allowed.
-    `device` stands in for the opened device (tests)."""
-    opened = device or open_device(local_index, library)
+            scope: str = GPU, device: object | None = None) -> Iterator[Limit]:
+    """Sets this process's device to asked_w watts at `scope` (SCOPES) for
+    the block and puts the previous limit back at its end; asked_w None sets
+    nothing and reports the limit the device has. PowerLimitError (one line)
+    where no library works, the scope is not offered, the limit is out of
+    range or setting it is not allowed. `device` stands in for the opened
+    device (tests)."""
+    opened = device or open_device(local_index, library, scope)
     try:
         before = opened.limit_w()
         if asked_w is None:
-            limit = Limit(opened.device, None, before, before, restored=True)
+            limit = Limit(opened.device, None, before, before, restored=True, scope=opened.scope)
             yield limit
             return
-        check_range(asked_w, opened.range_w(), system_range, opened.device)
-        limit = Limit(opened.device, asked_w, before, before)
+        check_range(asked_w, opened.range_w(), system_range,
+                    opened.device if opened.scope == GPU else f"the module of {opened.device}")
+        limit = Limit(opened.device, asked_w, before, before, scope=opened.scope)
         restore = _Restorer(opened, before)
         restore.arm()
         try:
@@ -281,13 +363,14 @@ def limited(asked_w: float | None, *, local_index: int = 0, library: str = "auto
 
 
 def _set(device, watts: float) -> None:
+    limit = "power limit" if device.scope == GPU else f"{device.scope} power limit"
     try:
         device.set_w(watts)
     except Exception as err:  # noqa: BLE001 - vendor exception types
         if device.lacks_privilege(err):
             raise PowerLimitError(
-                f"setting the power limit of {device.device} through {device.library} needs "
+                f"setting the {limit} of {device.device} through {device.library} needs "
                 f"{device.privilege}; this process has no such privilege ({one_line(err)})") from None
-        raise PowerLimitError(f"{device.library} refused the power limit {watts:g} W on "
-                              f"{device.device} ({one_line(err)})") from None
+        raise PowerLimitError(f"{device.library} refused the {limit} {watts:g} W on "
+                              f"{device.device} ({one_line(err)}){device.refusal_advice()}") from None
 

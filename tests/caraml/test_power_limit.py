@@ -18,7 +18,7 @@ from caraml.options import EnergyOptions, RunOptions
 from caraml.report import BenchmarkInputError
 from caraml.row_facts import kv_lines
 from tests.dist_fixtures import LAUNCHER_VARIABLES
-from tests.jpwr.jpwr_fakes import FakeNvml
+from tests.jpwr.jpwr_fakes import FakeNvml, FakeScopedNvml
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,15 +50,23 @@ def test_a_range_may_leave_either_end_open():
         power_limit.parse_range("400")
 
 
-def test_the_sweep_takes_the_users_points_over_the_systems(monkeypatch, capsys):
-    assert power_limit.main(["sweep", "default;0.6;0.8"]) == 0
-    assert capsys.readouterr().out == "default;0.6;0.8"
-    monkeypatch.setenv(power_limit.POINTS_ENV, "default;250")
-    assert power_limit.main(["sweep", "default;0.6;0.8"]) == 0
-    assert capsys.readouterr().out == "default;250"
-    monkeypatch.setenv(power_limit.POINTS_ENV, "default;250 W")
-    assert power_limit.main(["sweep", "default;0.6"]) == 2
-    assert "CARAML_POWER_LIMITS: power limit '250 W' is none of" in capsys.readouterr().err
+@pytest.mark.parametrize("what, env, systems, users, bad, says", [
+    ("sweep", power_limit.POINTS_ENV, "default;0.6;0.8", "default;250", "default;250 W",
+     "CARAML_POWER_LIMITS: power limit '250 W' is none of"),
+    ("scope", power_limit.SCOPE_ENV, "module", "gpu", "node",
+     "CARAML_POWER_LIMIT_SCOPE: power limit scope 'node' is none of gpu or module"),
+])
+def test_the_user_replaces_the_systems_points_and_scope_and_each_is_checked(
+        monkeypatch, capsys, what, env, systems, users, bad, says):
+    monkeypatch.delenv(env, raising=False)
+    assert power_limit.main([what, systems]) == 0
+    assert capsys.readouterr().out == systems
+    monkeypatch.setenv(env, users)
+    assert power_limit.main([what, systems]) == 0
+    assert capsys.readouterr().out == users
+    monkeypatch.setenv(env, bad)
+    assert power_limit.main([what, systems]) == 2
+    assert says in capsys.readouterr().err
 
 
 # --- the driver core sets and restores the limit --------------------------------------------
@@ -104,7 +112,7 @@ def test_the_limit_holds_for_the_whole_run_and_is_put_back_after_it(nvml, capsys
     assert nvml.limit_calls == [(0, 250_000), (0, 400_000)]
     out = capsys.readouterr().out
     assert _lines(out, power_limit.SET_SCOPE) == [
-        {"rank": "0", "device": "gpu0", "asked": "250", "asked_w": "250", "before_w": "400",
+        {"rank": "0", "device": "gpu0", "scope": "gpu", "asked": "250", "asked_w": "250", "before_w": "400",
          "reported_w": "250"}]
     assert _lines(out, power_limit.RESTORED_SCOPE) == [
         {"rank": "0", "device": "gpu0", "restored": "yes", "limit_w": "400"}]
@@ -157,8 +165,37 @@ def test_the_default_point_sets_nothing_and_reports_the_limit(nvml, capsys):
     status, seen = _run(nvml, lambda i: 0.0, limit="default")
     assert status == driver.EXIT_OK and seen == [400_000] * 6 and nvml.limit_calls == []
     part = power_limit.row_part("default", None, capsys.readouterr().out)
-    assert part == {"asked": "default", "asked_w": None, "before_w": 400.0, "reported_w": 400.0,
-                    "restored": True}
+    assert part == {"asked": "default", "asked_w": None, "scope": None, "before_w": 400.0,
+                    "reported_w": 400.0, "restored": True}
+
+
+_SUPERCHIP = {"uuid": "GPU-gh", "power_mw": 0, "energy_mj": 0, "limit_mw": 900_000,
+              "limit_range_mw": (100_000, 900_000), "module_limit_mw": 680_000,
+              "module_range_mw": (200_000, 1_000_000)}
+
+
+def test_a_gh200_point_sets_the_module_limit_and_its_row_says_so(nvml, monkeypatch, capsys):
+    scoped = FakeScopedNvml([dict(_SUPERCHIP)])
+    monkeypatch.setitem(sys.modules, "pynvml", scoped)
+    status, _ = _run(scoped, lambda i: 0.0, limit="0.8", tdp_w=680.0, power_limit_range_w=":680",
+                     power_limit_scope="module")
+    assert status == driver.EXIT_OK
+    assert scoped.limit_calls == [(0, 544_000, "module"), (0, 680_000, "module")]
+    out = capsys.readouterr().out
+    assert _lines(out, power_limit.SET_SCOPE)[0]["scope"] == "module"
+    part = power_limit.row_part("0.8", 680.0, out, "module")
+    assert (part["scope"], part["asked_w"], part["before_w"], part["reported_w"], part["restored"]) == \
+        ("module", 544.0, 680.0, 544.0, True)
+
+
+def test_a_module_point_with_a_binding_without_scopes_fails_before_training(nvml, capsys):
+    nvml.gpus[0].update(_SUPERCHIP)
+    status, seen = _run(nvml, lambda i: 0.0, limit="600", power_limit_scope="module")
+    assert status == driver.EXIT_INPUT and seen == []
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "nvmlDeviceSetPowerManagementLimit_v2" in err[0]
+    assert "in watts of the GPU limit at gpu scope" in err[0]
+    assert nvml.limit_calls == [] and nvml.gpus[0]["limit_mw"] == 900_000
 
 
 # --- the row's record ---------------------------------------------------------------------
@@ -173,7 +210,7 @@ CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=400
 
 def test_the_row_says_a_limit_a_rank_did_not_put_back_and_devices_that_differ():
     part = power_limit.row_part("0.75", 400.0, _TWO_RANKS)
-    assert part == {"asked": "0.75", "asked_w": 300.0, "before_w": 400.0, "reported_w": 300.0,
+    assert part == {"asked": "0.75", "asked_w": 300.0, "scope": None, "before_w": 400.0, "reported_w": 300.0,
                     "restored": False}
     assert power_limit.row_flags(part, _TWO_RANKS) == [
         "power-limit-not-restored", "power-limit-differs-on-ranks(1)"]

@@ -539,26 +539,27 @@ def test_a_rate_measured_on_a_busy_host_is_no_mfu_but_a_datasheet_peak_is(tmp_pa
     assert not any(f.startswith("mfu-not-available") for f in row["flags"])
 
 
-_LIMIT_LINES = ("CARAML power limit: rank=0 device=gpu0 asked=0.75 asked_w=300 before_w=400 "
-                "reported_w=300\n"
+_LIMIT_LINES = ("CARAML power limit: rank=0 device=gpu0 scope=module asked=0.75 asked_w=300 "
+                "before_w=400 reported_w=300\n"
                 "CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=400\n")
 
 
 def test_a_sweep_points_row_has_its_limit_everywhere(tmp_path, capsys):
     from caraml import history
 
-    row = decide(tmp_path, params={"power_limit": "0.75"},
+    row = decide(tmp_path, params={"power_limit": "0.75", "power_limit_scope_run": "module"},
                  job_out=_LIMIT_LINES + finished_job())
     assert state(row) == ("ok", "") and row["flags"] == []
-    assert row["power_limit"] == {"asked": "0.75", "asked_w": 300.0, "before_w": 400.0,
-                                  "reported_w": 300.0, "restored": True}
+    assert row["power_limit"] == {"asked": "0.75", "asked_w": 300.0, "scope": "module",
+                                  "before_w": 400.0, "reported_w": 300.0, "restored": True}
     assert row["provenance"]["power_limit_w"] == 300.0
     assert row["energy"]["windows"]["timed"]["mean_power_w_per_device"] > 0
     columns = {name: get(row) for name, _, get in history.COLUMNS}
     assert (columns["power_limit_asked_w"], columns["power_limit_reported_w"]) == (300.0, 300.0)
     row_print.print_lines(row)
     fields = dict(w.split("=", 1) for w in capsys.readouterr().out.splitlines()[0].split()[2:])
-    assert (fields["power_limit"], fields["power_limit_w"]) == ("0.75", "300")
+    assert (fields["power_limit"], fields["power_limit_w"], fields["power_limit_scope"]) == \
+        ("0.75", "300", "module")
 
 
 def test_a_row_without_a_sweep_has_no_limit_and_one_whose_limit_stayed_is_flagged(tmp_path):

@@ -44,6 +44,7 @@ def test_the_row_carries_its_limit_and_a_row_without_one_is_at_the_default(tmp_p
     assert (fraction["limit_default"], fraction["limit_before_w"], fraction["limit_restored"]) == \
         (False, 400.0, True)
     assert unrestored["limit_restored"] is False
+    assert (plain["limit_scope"], fraction["limit_scope"]) == ("", "")  # rows that name no scope
     ranked, capped = rows.at_default_limit(table)
     assert list(ranked.index) == [0, 1] and len(capped) == 7
 
@@ -206,3 +207,13 @@ def test_a_point_whose_watts_could_not_be_worked_out_is_no_default_point(tmp_pat
     table = rows.load([f"A100={fx.write_run(tmp_path, 'a100', [fx.a100(), no_tdp])}"])
     ranked, capped = rows.at_default_limit(table)
     assert list(ranked["status"]) == ["ok"] and list(capped["limit_asked"]) == ["0.75"]
+
+
+def test_a_gh200_module_limit_is_labelled_as_the_modules(tmp_path):
+    module = {**fx.power_limit("0.8", tdp=680.0, before=680.0), "scope": "module"}
+    gpu = {**fx.power_limit("300"), "scope": "gpu"}
+    run = fx.write_run(tmp_path, "a100", [fx.a100(power_limit=module), fx.a100(power_limit=gpu)])
+    table = rows.load([f"A100={run}"])
+    assert list(table["limit_scope"]) == ["module", "gpu"]
+    assert [frontier.limit_label(row) for _, row in table.iterrows()] == \
+        ["544 W module (asked 0.8)", "300 W (asked 300)"]

@@ -67,7 +67,7 @@ def test_a_sweep_gives_one_row_per_limit_and_leaves_the_device_as_it_found_it(tm
         row = json.loads(path.read_text())
         decided[row["power_limit"]["asked"]] = row
     limit = decided["180"]["power_limit"]
-    assert limit == {"asked": "180", "asked_w": 180.0, "before_w": 250.0, "reported_w": 180.0,
+    assert limit == {"asked": "180", "asked_w": 180.0, "scope": "gpu", "before_w": 250.0, "reported_w": 180.0,
                      "restored": True}
     timed = decided["180"]["energy"]["windows"]["timed"]
     assert timed["mean_power_w_per_device"] == pytest.approx(0.6 * 180, rel=0.1)

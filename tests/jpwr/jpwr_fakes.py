@@ -153,6 +153,47 @@ class FakeNvml(types.ModuleType):
         """Called after a limit was set (the file-backed fake keeps it)."""
 
 
+class FakeScopedNvml(FakeNvml):
+    """FakeNvml with NVML's power scopes (a newer nvidia-ml-py on a Grace
+    Hopper driver): a GPU's module limit as module_limit_mw and
+    module_range_mw (min, max); a GPU without them reports the module
+    fields as not supported. As nvidia-ml-py 13.615's
+    nvmlDeviceSetPowerManagementLimit_v2, the set call passes on no NVML
+    error: a refused or out-of-range module limit is left as it was. Each
+    module limit set is logged in `limit_calls` as (handle, milliwatts,
+    "module")."""
+
+    NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED = 0, 3
+    NVML_POWER_SCOPE_GPU, NVML_POWER_SCOPE_MODULE = 0, 1
+    NVML_FI_DEV_POWER_MIN_LIMIT, NVML_FI_DEV_POWER_MAX_LIMIT = 187, 188
+    NVML_FI_DEV_POWER_REQUESTED_LIMIT = 192
+
+    def nvmlDeviceGetFieldValues(self, handle, field_ids):
+        gpu = self._gpu(handle)
+        out = []
+        for field, scope in field_ids:
+            key = {self.NVML_FI_DEV_POWER_REQUESTED_LIMIT: ("module_limit_mw", None),
+                   self.NVML_FI_DEV_POWER_MIN_LIMIT: ("module_range_mw", 0),
+                   self.NVML_FI_DEV_POWER_MAX_LIMIT: ("module_range_mw", 1)}[field]
+            value = gpu.get(key[0]) if scope == self.NVML_POWER_SCOPE_MODULE else None
+            if value is not None and key[1] is not None:
+                value = value[key[1]]
+            out.append(types.SimpleNamespace(
+                fieldId=field, scopeId=scope, value=types.SimpleNamespace(uiVal=value or 0),
+                nvmlReturn=self.NVML_SUCCESS if value is not None else self.NVML_ERROR_NOT_SUPPORTED))
+        return out
+
+    def nvmlDeviceSetPowerManagementLimit_v2(self, handle, scope, milliwatts):
+        gpu = self._gpu(handle)
+        assert scope == self.NVML_POWER_SCOPE_MODULE, "the fake holds module limits only"
+        low, high = gpu.get("module_range_mw", (0, 0))
+        if gpu.get("refuse") or "module_limit_mw" not in gpu or not low <= milliwatts <= high:
+            return  # NVML's error code is dropped by the binding
+        self.limit_calls.append((handle, milliwatts, "module"))
+        gpu["module_limit_mw"] = milliwatts
+        self.limits_changed()
+
+
 class FakeAmdSmi(types.ModuleType):
     """amdsmi's calls that jpwr uses; power caps as power_cap_uw and
     cap_range_uw (min, max) of a GPU, refuse=True as without privilege."""

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from jpwr_fakes import FakeAmdSmi, FakeNvml
+from jpwr_fakes import FakeAmdSmi, FakeNvml, FakeScopedNvml
 
 from jpwr.gpu.power_limit import PowerLimitError, limited
 
@@ -107,6 +107,78 @@ def test_amdsmi_without_privilege_names_it(install):
     with pytest.raises(PowerLimitError, match="amdsmi needs root"):
         with limited(400.0):
             pass
+
+
+def _superchip(**extra) -> dict:
+    """A GH200: its GPU limit 900 W (100-900 W), its module's 680 W (200-1000 W)."""
+    return _gpu("GPU-gh", limit_w=900, high_w=900, module_limit_mw=680_000,
+                module_range_mw=(200_000, 1_000_000), **extra)
+
+
+def test_the_module_limit_is_set_read_back_and_restored_at_module_scope(install):
+    fake = FakeScopedNvml([_superchip()])
+    install("pynvml", fake)
+    with limited(500.0, scope="module", system_range=(None, 680.0)) as limit:
+        assert fake.gpus[0]["module_limit_mw"] == 500_000
+        assert (limit.scope, limit.before_w, limit.reported_w) == ("module", 680.0, 500.0)
+    assert fake.limit_calls == [(0, 500_000, "module"), (0, 680_000, "module")]
+    assert limit.restored and fake.gpus[0]["limit_mw"] == 900_000  # the GPU's own limit untouched
+
+
+def test_the_default_point_at_module_scope_reports_the_module_limit(install):
+    install("pynvml", FakeScopedNvml([_superchip()]))
+    with limited(None, scope="module") as limit:
+        assert (limit.scope, limit.before_w, limit.reported_w) == ("module", 680.0, 680.0)
+
+
+def _refusal(asked_w: float, **kwargs) -> str:
+    with pytest.raises(PowerLimitError) as refused:
+        with limited(asked_w, scope="module", **kwargs):
+            raise AssertionError("the block must not run")
+    message = str(refused.value)
+    assert "\n" not in message
+    return message
+
+
+def test_a_binding_without_power_scopes_refuses_the_module_scope_in_one_line(install):
+    fake = FakeNvml([_superchip()])  # an older nvidia-ml-py: no _v2 call, no field values
+    install("pynvml", fake)
+    message = _refusal(500.0)
+    assert "nvmlDeviceSetPowerManagementLimit_v2" in message and "at gpu scope" in message
+    assert fake.limit_calls == [] and fake.gpus[0]["limit_mw"] == 900_000  # no fall-back to the GPU's
+
+
+def test_a_device_without_a_module_limit_refuses_the_module_scope_before_setting(install):
+    fake = FakeScopedNvml([_gpu("GPU-h100")])
+    install("pynvml", fake)
+    message = _refusal(300.0)
+    assert "gpu0 reports no module power limit" in message and "at gpu scope" in message
+    assert fake.limit_calls == []
+
+
+def test_a_module_limit_the_device_does_not_take_fails_naming_the_scope(install):
+    fake = FakeScopedNvml([_superchip(refuse=True)])  # the binding drops NVML's error
+    install("pynvml", fake)
+    message = _refusal(500.0)
+    assert "refused the module power limit 500 W on gpu0" in message
+    assert "reads 680 W after setting it" in message and "at gpu scope" in message
+    assert fake.gpus[0]["module_limit_mw"] == 680_000
+
+
+@pytest.mark.parametrize("asked, system_range, shown", [
+    (1100.0, None, "outside 200-1000 W, the range the module of gpu0 allows"),
+    (700.0, (None, 680.0), "outside 200-680 W"),  # the module's range, capped by JSC's 680 W
+])
+def test_a_module_limit_out_of_range_names_the_module_range(install, asked, system_range, shown):
+    fake = FakeScopedNvml([_superchip()])
+    install("pynvml", fake)
+    assert shown in _refusal(asked, system_range=system_range)
+    assert fake.limit_calls == []
+
+
+def test_amdsmi_refuses_the_module_scope(install):
+    install("amdsmi", FakeAmdSmi([{"uuid": "u0", "power_cap_uw": 1, "cap_range_uw": (0, 2)}]))
+    assert "amdsmi sets no module power limit" in _refusal(400.0, library="amdsmi")
 
 
 def test_no_library_is_one_line_naming_both(no_vendor_libraries):
