@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from caraml import benchmarks
 from caraml.compare import plots
 from caraml.compare.decision import pareto
 from caraml.compare.figures import LIKE, solution, solution_work_per_wh
@@ -154,8 +155,8 @@ def _sweep(group: pd.DataFrame, jobs: Jobs) -> Sweep:
     points["time_ratio"] = (reference["throughput"] / points["throughput"]).where(on) if ratio else math.nan
     job = how if representative else (
         f"{src['like']} does not stand for the job (caraml/benchmarks.py's representative configuration): no "
-        "time or energy to solution" + ("; --llm-tokens N makes any LLM model the job"
-                                        if src["benchmark"] == "llm" else ""))
+        "time or energy to solution" + ("; --llm-tokens N makes any model the job"
+                                        if benchmarks.get(src["benchmark"]).job_epochs is None else ""))
     sweep = Sweep(system=src["system"], benchmark=src["benchmark"],
                   title=f"{src['system']} {src['benchmark']} {configuration(src)}", unit=src["unit"],
                   scope="" if reference is None else

@@ -139,7 +139,7 @@ def test_estimated_energy_is_labelled_and_another_scope_is_never_on_the_frontier
     assert "most tokens per Wh at 150 W (asked 150)" in plain.headline
     assert plain.points["time_h"].isna().all() and frontier.chart(plain, tmp_path) is None
     assert plain.job.startswith("cpu-small fp32 seq 256 does not stand for the job")
-    assert plain.job.endswith("--llm-tokens N makes any LLM model the job")
+    assert plain.job.endswith("--llm-tokens N makes any model the job")
 
 
 def test_the_report_ranks_default_rows_and_gives_the_sweep_its_section(tmp_path, capsys):
