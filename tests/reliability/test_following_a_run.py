@@ -131,7 +131,7 @@ def test_a_job_whose_node_is_down_ends_the_command_with_its_reason(checkout, slu
     subprocess.run([*node, "State=DOWN", "Reason=maintenance"], env=slurm.env, check=True)
     try:
         proc = main_command(checkout, "CPU", "smoke", "slurm",
-                             env={**slurm.env, "CARAML_POLL_S": "2", "CARAML_PACE_S": "5"})
+                             env={**slurm.env, "CARAML_PACE_S": "5"})
         queued = subprocess.run(["squeue", "-h", "-o", "%i %T"], env=slurm.env, text=True,
                                 capture_output=True).stdout.split("\n")
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkouts import SMOKE_JOBS, checkout_with_venv, copy_tree, main_command
+from tests.checkouts import SMOKE_JOBS, TEST_POLL, checkout_with_venv, copy_tree, main_command
 
 pytestmark = pytest.mark.jube
 
@@ -64,19 +64,13 @@ def test_a_refused_run_ends_with_status_1(checkout):
 
 
 @pytest.mark.slurm
-def test_a_table_looked_at_during_a_slurm_run_is_fresh_without_dash_a(tmp_path, slurm):
+def test_a_table_looked_at_during_a_slurm_run_is_fresh_without_dash_a(image_slurm_smoke):
     """JUBE 2.5.1 keeps a run's first analysis: a look at the table while the
     job waits must not leave `jube result` showing "queued" after the job."""
-    from tests.jube_runs import JubeRun
-
-    run = JubeRun("image_classification/image_classification_torch_benchmark.xml", tmp_path / "run",
-                  env=slurm.env)
-    with slurm.queue_held():  # until the first look is done
-        run.run("CPU", "smoke", "slurm")
-        assert run.table().iloc[0]["Status"] == "queued"
-    slurm.wait_for_jobs(timeout_s=600)
-    # the README's commands: continue, then result, no -a
-    row = run.table().iloc[0]
+    _, while_queued, after = image_slurm_smoke
+    assert while_queued.iloc[0]["Status"] == "queued"
+    # the README's commands after the job: continue, then result, no -a
+    row = after.iloc[0]
     assert row["Status"] == "ok", row.to_dict()
     assert row["Energy(Wh)"] > 0
 
@@ -97,7 +91,7 @@ def test_through_slurm_the_command_waits_for_the_jobs_and_ends(checkout, slurm):
 @pytest.mark.slurm
 def test_a_slurm_job_that_leaves_the_queue_unrun_ends_the_command(checkout, slurm):
     """scancel before the job starts: no job script runs, no marker ever comes."""
-    env = {**os.environ, **slurm.env}
+    env = {**os.environ, **slurm.env, **TEST_POLL}
     with slurm.queue_held():  # no job can start: each is cancelled while it waits
         proc = subprocess.Popen(["bash", str(checkout / "aux" / "run_benchmarks.sh"), "CPU", "smoke",
                                  "slurm"], cwd=checkout, env=env, text=True,
