@@ -1,6 +1,6 @@
 """Fixtures shared by the test suite: a temporary results history, real
 Slurm clusters, one node on localhost and two nodes in namespaces of this
-machine."""
+machine, and the JUBE runs that several tests read."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import pytest
 
 from caraml import history
+from tests.jube_runs import JubeRun
 from tests.slurm_cluster import LocalSlurm, NamespacedSlurm, SlurmUnavailable
 
 
@@ -25,6 +26,28 @@ def history_file(tmp_path_factory):
         os.environ.pop(history.ENV, None)
     else:
         os.environ[history.ENV] = before
+
+
+# One JUBE run of each for the whole session, shared by the tests that check
+# different things of the same run (its row, its tables, the history, what
+# other commands make of it). They only read it: a test that changes a run's
+# files (to see what the row model makes of them) runs its own.
+def _cpu_smoke(tmp_path_factory, script: str) -> JubeRun:
+    run = JubeRun(script, tmp_path_factory.mktemp("cpu_smoke") / "run", env=dict(os.environ))
+    run.run("CPU", "smoke")
+    return run
+
+
+@pytest.fixture(scope="session")
+def image_cpu_smoke(tmp_path_factory, history_file) -> JubeRun:
+    """The image benchmark's CPU smoke run on this host."""
+    return _cpu_smoke(tmp_path_factory, "image_classification/image_classification_torch_benchmark.xml")
+
+
+@pytest.fixture(scope="session")
+def llm_cpu_smoke(tmp_path_factory, history_file) -> JubeRun:
+    """The LLM benchmark's CPU smoke run on this host, on its local corpus."""
+    return _cpu_smoke(tmp_path_factory, "llm_training/llm_benchmark_nvidia_amd.yaml")
 
 
 def _started(cluster: LocalSlurm, what: str):
@@ -46,6 +69,19 @@ def slurm(tmp_path_factory):
     cluster = _started(LocalSlurm(tmp_path_factory.mktemp("slurm")), "local Slurm cluster")
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def image_slurm_smoke(slurm, tmp_path_factory, history_file):
+    """The image benchmark's CPU smoke run through the session's Slurm
+    cluster: (the run, its table looked at while the job was held in the
+    queue, its table once the job had run)."""
+    run = JubeRun("image_classification/image_classification_torch_benchmark.xml",
+                  tmp_path_factory.mktemp("image_slurm_smoke") / "run", env=slurm.env)
+    with slurm.queue_held():  # until the first look is done
+        run.run("CPU", "smoke", "slurm")
+        while_queued = run.table()
+    return run, while_queued, run.after_slurm(slurm)
 
 
 @pytest.fixture(scope="session")

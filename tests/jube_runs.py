@@ -39,6 +39,11 @@ class JubeRun:
         """Submits with sbatch, waits for the queue to empty, and returns the
         table once JUBE says every work package is finished."""
         self.run(*tags, "slurm")
+        return self.after_slurm(slurm)
+
+    def after_slurm(self, slurm) -> pd.DataFrame:
+        """The table of a run submitted with sbatch, once the queue is empty
+        and JUBE says every work package is finished."""
         slurm.wait_for_jobs(timeout_s=600)
         table = self.table()
         assert self.status() == "FINISHED"

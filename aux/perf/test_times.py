@@ -1,8 +1,10 @@
 """How long the test suite takes, folder by folder: runs pytest once per
 folder of tests/ (and once for the test files directly in tests/), each in
 its own process as `bash aux/run_tests.sh FOLDER` would, and prints the wall
-time, the outcome counts and the load average before and after each. Run
-from the repository root, with the suite's environment set up:
+time, the CPU time of pytest and the processes it waited for (not the jobs
+that Slurm's daemons run), the outcome counts and the load average before
+and after each. The CPU time grows far less than the wall time on a busy
+host. Run from the repository root, with the suite's environment set up:
 
     .venv/bin/python aux/perf/test_times.py [--only e2e regression] [--out times.json]
 
@@ -16,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -44,16 +47,22 @@ def targets(only: list[str]) -> list[tuple[str, list[str]]]:
     return found
 
 
+def _children_cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
 def time_one(args: list[str]) -> dict:
     load_before = os.getloadavg()[0]
-    start = time.monotonic()
+    start, cpu_before = time.monotonic(), _children_cpu_s()
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
                           cwd=ROOT, capture_output=True, text=True)
     seconds = time.monotonic() - start
     last = (done.stdout.strip().splitlines() or [""])[-1]
     counts = {kind.rstrip("s") if kind.startswith("error") else kind: int(n)
               for n, kind in OUTCOMES.findall(last)}
-    return {"seconds": round(seconds, 1), "exit": done.returncode, "outcomes": counts,
+    return {"seconds": round(seconds, 1), "cpu_seconds": round(_children_cpu_s() - cpu_before, 1),
+            "exit": done.returncode, "outcomes": counts,
             "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
 
 
@@ -68,16 +77,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="also write the figures as JSON here")
     args = ap.parse_args(argv)
     times = {}
-    print("| folder | wall time | passed | failed | skipped | load before / after |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| folder | wall time | CPU time | passed | failed | skipped | load before / after |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for name, pytest_args in targets(args.only):
         t = times[name] = time_one(pytest_args)
         o = t["outcomes"]
-        print(f"| {name} | {_clock(t['seconds'])} | {o.get('passed', 0)} | "
+        print(f"| {name} | {_clock(t['seconds'])} | {_clock(t['cpu_seconds'])} | {o.get('passed', 0)} | "
               f"{o.get('failed', 0) + o.get('error', 0)} | {o.get('skipped', 0)} | "
               f"{t['load_before']} / {t['load_after']} |", flush=True)
     total = sum(t["seconds"] for t in times.values())
-    print(f"| all of these | {_clock(total)} | | | | |")
+    cpu = sum(t["cpu_seconds"] for t in times.values())
+    print(f"| all of these | {_clock(total)} | {_clock(cpu)} | | | | |")
     if args.out:
         args.out.write_text(json.dumps(times, indent=1) + "\n")
     return 0

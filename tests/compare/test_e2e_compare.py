@@ -7,7 +7,6 @@ chromium."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,18 +16,15 @@ import pytest
 
 from tests.compare import browser
 from tests.compare import rowfixtures as fx
-from tests.jube_runs import JubeRun
 
 pytestmark = pytest.mark.jube
 COMMAND = Path(sys.executable).parent / "caraml-compare"
 
 
 @pytest.fixture(scope="session")
-def cpu_run(tmp_path_factory) -> Path:
+def cpu_run(llm_cpu_smoke) -> Path:
     """The real CPU LLM run, with the row.json of its one configuration in its last step."""
-    root = tmp_path_factory.mktemp("compare_runs")
-    run = JubeRun("llm_training/llm_benchmark_nvidia_amd.yaml", root / "llm", env=dict(os.environ))
-    run.run("CPU", "smoke")
+    run = llm_cpu_smoke
     table = run.table()
     assert len(table) == 1 and table["Status"].tolist() == ["ok"]
     (last,) = run.work_dirs("combine_energy")

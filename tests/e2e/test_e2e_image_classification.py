@@ -19,9 +19,8 @@ def _run(tmp_path, env=None) -> JubeRun:
     return JubeRun(SCRIPT, tmp_path / "run", env={**os.environ, **(env or {})})
 
 
-def test_cpu_smoke_run_gives_a_full_row_with_consistent_figures(tmp_path):
-    run = _run(tmp_path)
-    run.run("CPU", "smoke")
+def test_cpu_smoke_run_gives_a_full_row_with_consistent_figures(image_cpu_smoke):
+    run = image_cpu_smoke
     table = run.table()
     assert len(table) == 1, table
     # a plain `jube result` shows the two short tables; the full one is the CSV file's
@@ -73,9 +72,9 @@ def test_bad_tags_give_a_failed_row_that_says_why(tmp_path, tags, message):
 
 
 @pytest.mark.slurm
-def test_cpu_smoke_run_through_slurm(tmp_path, slurm):
-    run = _run(tmp_path, env=slurm.env)
-    row = run.run_through_slurm(slurm, "CPU", "smoke").iloc[0]
+def test_cpu_smoke_run_through_slurm(image_slurm_smoke):
+    run, _, table = image_slurm_smoke
+    row = table.iloc[0]
     assert row["Status"] == "ok", row.to_dict()
     assert row["Images/s"] > 0 and row["Energy(Wh)"] > 0
     job = (run.work_dirs("execute")[0] / "job.sh").read_text()

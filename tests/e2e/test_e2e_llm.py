@@ -47,10 +47,8 @@ def _check_full_row(row, data_prefix: str) -> None:
     assert row["RunTokens/Wh"] == pytest.approx(6 * 4 * 256 / row["Energy(Wh)"], rel=2e-3)
 
 
-def test_cpu_smoke_run_on_a_local_corpus(tmp_path):
-    run = _run(tmp_path)
-    run.run("CPU", "smoke")
-    table = run.table()
+def test_cpu_smoke_run_on_a_local_corpus(llm_cpu_smoke):
+    table = llm_cpu_smoke.table()
     assert len(table) == 1, table
     # a plain `jube result` shows the two short tables; the full one is the CSV file's
     assert run.shown_tables() == ["result", "issues"]

@@ -20,8 +20,15 @@ SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
 pytestmark = pytest.mark.jube
 
 
+@pytest.fixture
+def run(image_cpu_smoke):
+    """The session's CPU run, for the tests that only read it."""
+    return image_cpu_smoke
+
+
 @pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def own_run(tmp_path_factory):
+    """A CPU run of this module's own, for the tests that change its files."""
     run = JubeRun(SCRIPT, tmp_path_factory.mktemp("rows") / "run", env=dict(os.environ))
     run.run("CPU", "smoke")
     return run
@@ -79,7 +86,8 @@ def test_every_row_of_the_run_is_in_the_results_history(run, history_file):
     assert rows[0][0] == "ok" and rows[0][1] > 0 and rows[0][2:] == ("real", "CPU")
 
 
-def test_a_run_stopped_early_is_a_measurement_everywhere(run):
+def test_a_run_stopped_early_is_a_measurement_everywhere(own_run):
+    run = own_run
     [execute] = run.work_dirs("execute")
     job_out = execute / "job.out"
     job_out.write_text(job_out.read_text().replace("CARAML stop: iteration count 4 reached",
@@ -94,7 +102,8 @@ def test_a_run_stopped_early_is_a_measurement_everywhere(run):
     assert done.returncode == 0 and done.stderr == "", done.stderr
 
 
-def test_a_combine_step_that_fails_after_the_job_gives_a_failed_row_everywhere(run):
+def test_a_combine_step_that_fails_after_the_job_gives_a_failed_row_everywhere(own_run):
+    run = own_run
     [execute] = run.work_dirs("execute")
     # every energy file damaged: jpwr combine has nothing it can read
     for path in (execute / "energy").iterdir():

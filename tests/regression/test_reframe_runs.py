@@ -41,6 +41,10 @@ def _reframe(prefix: Path, *args: str, env: dict | None = None,
              config: Path = ROOT / "regression" / "config.py") -> subprocess.CompletedProcess:
     env = {k: v for k, v in (env or os.environ).items() if k != "CARAML_REFERENCES"}
     env["RFM_REPORT_FILE"] = str(prefix / "report.json")
+    # ReFrame polls a running job ever more slowly, down to once in 10 s
+    # (poll_rate_min 0.1/s, kind to a centre's scheduler); these jobs run on
+    # this host or the tests' own cluster, so once a second sees their end sooner
+    env["RFM_POLL_RATE_MIN"] = "1"
     return subprocess.run([*REFRAME, "-C", str(config),
                            "-c", str(ROOT / "regression" / "checks"), "--prefix", str(prefix), *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)

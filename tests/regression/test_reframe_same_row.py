@@ -6,22 +6,18 @@ parameters, give the row JUBE's combine step wrote."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 
 import pytest
 
 from caraml.row_evidence import workpackage_params
 from caraml.row_standalone import main as row_main
-from tests.jube_runs import JubeRun
 
 pytestmark = pytest.mark.jube
 
 
-def test_the_standalone_row_of_a_jube_job_is_the_row_jube_decided(tmp_path):
-    run = JubeRun("image_classification/image_classification_torch_benchmark.xml", tmp_path / "run",
-                  env=dict(os.environ))
-    run.run("CPU", "smoke")
+def test_the_standalone_row_of_a_jube_job_is_the_row_jube_decided(image_cpu_smoke, tmp_path):
+    run = image_cpu_smoke
     run.table()
     [execute] = run.work_dirs("execute")
     [combine] = run.work_dirs("combine_energy")

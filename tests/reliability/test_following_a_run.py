@@ -22,7 +22,7 @@ from caraml.login.benchmark_tags import for_script, main
 from tests.caraml import row_packages
 from tests.checkouts import SMOKE_JOBS, checkout_with_venv, main_command
 from tests.jube_runs import ROOT
-from tests.reliability.test_main_command import AWKWARD
+from tests.reliability.test_main_command import AWKWARD, _injected
 
 IMAGE = ROOT / "image_classification/image_classification_torch_benchmark.xml"
 LLM = ROOT / "llm_training/llm_benchmark_nvidia_amd.yaml"
@@ -108,9 +108,17 @@ def test_a_model_size_tag_does_not_fail_the_image_rows(checkout):
     assert ",dry-run," in image and ",failed," not in image, image
 
 
+@pytest.fixture(scope="module")
+def through_slurm(checkout, slurm) -> subprocess.CompletedProcess:
+    """The main command's CPU smoke run through the Slurm test cluster: what
+    it says, and (below) that it waited for every job."""
+    return main_command(checkout, "CPU", "smoke", "slurm", env=slurm.env)
+
+
 @pytest.mark.jube
-def test_each_job_says_when_it_starts_and_ends_and_how_to_follow_it(checkout):
-    proc = main_command(checkout, "CPU", "smoke")
+@pytest.mark.slurm
+def test_each_job_says_when_it_starts_and_ends_and_how_to_follow_it(through_slurm):
+    proc = through_slurm
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     started = [ln for ln in out.splitlines() if " started: follow it with tail -f " in ln]
@@ -126,12 +134,25 @@ def test_each_job_says_when_it_starts_and_ends_and_how_to_follow_it(checkout):
 
 @pytest.mark.jube
 @pytest.mark.slurm
+def test_through_slurm_the_command_waits_for_the_jobs_and_ends(checkout, through_slurm):
+    out = through_slurm.stdout + through_slurm.stderr
+    assert through_slurm.returncode == 0, out[-4000:]
+    tables = [sorted((checkout / handle).glob("*/result/result_csv.dat"))[-1].read_text()
+              for handle in ("image_classification/image_classification_benchmark_run",
+                             "llm_training/llm_benchmark_nvidia_amd_run",
+                             "operator_benchmark/operator_benchmark_run")]
+    assert all(",ok," in table for table in tables), tables
+    assert not _injected(checkout)
+
+
+@pytest.mark.jube
+@pytest.mark.slurm
 def test_a_job_whose_node_is_down_ends_the_command_with_its_reason(checkout, slurm):
     node = ["scontrol", "update", "NodeName=localhost"]
     subprocess.run([*node, "State=DOWN", "Reason=maintenance"], env=slurm.env, check=True)
     try:
         proc = main_command(checkout, "CPU", "smoke", "slurm",
-                             env={**slurm.env, "CARAML_POLL_S": "2", "CARAML_PACE_S": "5"})
+                             env={**slurm.env, "CARAML_PACE_S": "5"})
         queued = subprocess.run(["squeue", "-h", "-o", "%i %T"], env=slurm.env, text=True,
                                 capture_output=True).stdout.split("\n")
     finally:

@@ -6,13 +6,14 @@ part of the path ever runs as a command."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.checkouts import SMOKE_JOBS, checkout_with_venv, copy_tree, main_command
+from tests.checkouts import SMOKE_JOBS, TEST_POLL, checkout_with_venv, copy_tree, main_command
 
 pytestmark = pytest.mark.jube
 
@@ -42,6 +43,9 @@ def test_a_failed_row_ends_the_command_with_status_1_and_the_next_benchmark_stil
     fno = sorted((checkout / "operator_benchmark" / "operator_benchmark_run").glob("*/result/result_csv.dat"))
     assert fno and ",rbc3d-small,FNO_rbc3d-small," in fno[-1].read_text(), out[-4000:]
     assert fno[-1].read_text().count(",ok,") == 2, out[-4000:]
+    # the jobs that ran here said how they ended, with their throughput
+    # (and through Slurm: tests/reliability/test_following_a_run.py)
+    assert re.search(r"_execute \[.*\] ok, \S+ tokens/s$", out, re.MULTILINE), out[-4000:]
     assert not _injected(checkout)
 
 
@@ -64,40 +68,21 @@ def test_a_refused_run_ends_with_status_1(checkout):
 
 
 @pytest.mark.slurm
-def test_a_table_looked_at_during_a_slurm_run_is_fresh_without_dash_a(tmp_path, slurm):
+def test_a_table_looked_at_during_a_slurm_run_is_fresh_without_dash_a(image_slurm_smoke):
     """JUBE 2.5.1 keeps a run's first analysis: a look at the table while the
     job waits must not leave `jube result` showing "queued" after the job."""
-    from tests.jube_runs import JubeRun
-
-    run = JubeRun("image_classification/image_classification_torch_benchmark.xml", tmp_path / "run",
-                  env=slurm.env)
-    with slurm.queue_held():  # until the first look is done
-        run.run("CPU", "smoke", "slurm")
-        assert run.table().iloc[0]["Status"] == "queued"
-    slurm.wait_for_jobs(timeout_s=600)
-    # the README's commands: continue, then result, no -a
-    row = run.table().iloc[0]
+    _, while_queued, after = image_slurm_smoke
+    assert while_queued.iloc[0]["Status"] == "queued"
+    # the README's commands after the job: continue, then result, no -a
+    row = after.iloc[0]
     assert row["Status"] == "ok", row.to_dict()
     assert row["Energy(Wh)"] > 0
 
 
 @pytest.mark.slurm
-def test_through_slurm_the_command_waits_for_the_jobs_and_ends(checkout, slurm):
-    proc = main_command(checkout, "CPU", "smoke", "slurm", env=slurm.env)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    tables = [sorted((checkout / handle).glob("*/result/result_csv.dat"))[-1].read_text()
-              for handle in ("image_classification/image_classification_benchmark_run",
-                             "llm_training/llm_benchmark_nvidia_amd_run",
-                             "operator_benchmark/operator_benchmark_run")]
-    assert all(",ok," in table for table in tables), tables
-    assert not _injected(checkout)
-
-
-@pytest.mark.slurm
 def test_a_slurm_job_that_leaves_the_queue_unrun_ends_the_command(checkout, slurm):
     """scancel before the job starts: no job script runs, no marker ever comes."""
-    env = {**os.environ, **slurm.env}
+    env = {**os.environ, **slurm.env, **TEST_POLL}
     with slurm.queue_held():  # no job can start: each is cancelled while it waits
         proc = subprocess.Popen(["bash", str(checkout / "aux" / "run_benchmarks.sh"), "CPU", "smoke",
                                  "slurm"], cwd=checkout, env=env, text=True,

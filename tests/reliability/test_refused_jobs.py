@@ -106,8 +106,7 @@ def test_the_main_command_names_a_refused_account_and_exits_1(tmp_path, strict_s
     checkout = checkout_with_venv(tmp_path / "repo")
     start = time.monotonic()
     proc = main_command(checkout, "CPU", "smoke", "slurm", timeout=900,
-                        env={**strict_slurm.env, "CARAML_ACCOUNT": "beta", "CARAML_POLL_S": "2",
-                             "CARAML_PACE_S": "5"})
+                        env={**strict_slurm.env, "CARAML_ACCOUNT": "beta", "CARAML_PACE_S": "5"})
     took = time.monotonic() - start
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
