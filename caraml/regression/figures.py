@@ -95,6 +95,19 @@ def perf_values(row: dict) -> dict[str, tuple[float, str]]:
             for name, (v, unit) in values.items()}
 
 
+def missing(row: dict) -> dict[str, str]:
+    """The performance variables the row has no figure for (NaN in the
+    perflog), each with why: the row's own flag that says it (an MFU
+    refused on a busy host), else that the row has none."""
+    flags = row.get("flags") or []
+    out = {}
+    for name, (value, _) in perf_values(row).items():
+        if math.isnan(value):
+            said = [f for f in flags if f.startswith(f"{name}-not-available(")]
+            out[name] = said[0] if said else f"the row has no {name} figure"
+    return out
+
+
 def load_references(extra: list[Path] | None = None, suite: bool = True) -> pd.DataFrame:
     """caraml-compare's reference file (unless suite is false) and any extra
     ones (a centre's own measurements), read and checked by caraml-compare's

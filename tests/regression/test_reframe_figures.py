@@ -59,6 +59,16 @@ def test_a_benchmark_has_the_same_variables_in_every_run():
                            "images_per_wh", "power_w_per_device"]
 
 
+def test_a_figure_the_row_lacks_is_named_with_the_rows_own_reason():
+    """ReFrame makes each an expected failure that says why (regression/checks)."""
+    refused = "mfu-not-available(matmul-rate-measured-on-a-host-whose-CPU-other-processes-used-61%)"
+    row = _row(mfu={"value": None}, flags=["cpu-contention(61%-of-host-CPU-used-by-other-processes)", refused])
+    assert figures.missing(row) == {"mfu": refused}
+    assert figures.missing(_row(energy=None)) == {"tokens_per_wh": "the row has no tokens_per_wh figure",
+                                                  "power_w_per_device": "the row has no power_w_per_device figure"}
+    assert figures.missing(ROW) == {}
+
+
 @pytest.mark.parametrize("state, flags, passes", [
     ("ok", [], True),
     ("ok-stopped-early", ["stopped-early(4-of-6-iterations)"], True),
