@@ -11,7 +11,7 @@ import subprocess
 import venv
 from pathlib import Path
 
-from wheels import installed, lock_entry, wheel
+from tests.setup.wheels import installed, lock_entry, wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 

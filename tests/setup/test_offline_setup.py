@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from wheels import lock_entry, wheel
+from tests.setup.wheels import lock_entry, wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 

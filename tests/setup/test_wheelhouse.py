@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from wheels import lock_entry, wheel
+from tests.setup.wheels import lock_entry, wheel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "aux"))
 import wheelhouse  # noqa: E402
