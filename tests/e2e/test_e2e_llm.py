@@ -51,7 +51,7 @@ def test_cpu_smoke_run_on_a_local_corpus(llm_cpu_smoke):
     table = llm_cpu_smoke.table()
     assert len(table) == 1, table
     # a plain `jube result` shows the two short tables; the full one is the CSV file's
-    assert run.shown_tables() == ["result", "issues"]
+    assert llm_cpu_smoke.shown_tables() == ["result", "issues"]
     _check_full_row(table.iloc[0], "local-pydoc")
 
 

@@ -75,7 +75,7 @@ def test_the_short_table_fits_160_columns_and_the_history_holds_the_rows(smoke, 
     assert lines[0] == "result:"
     titles = [t.strip() for t in lines[1].strip("|").split("|")]
     assert titles == ["System", "Problem", "Prec", "Compile", "NxDev", "Batch", "Samples/s",
-                      "Smp/s/dev", "W/dev", "Samples/Wh", "EnergyScope", "Energy", "Status"]
+                      "Smp/s/dev", "Limit(W)", "W/dev", "Samples/Wh", "EnergyScope", "Energy", "Status"]
     cells = [c.strip() for c in lines[3].strip("|").split("|")]
     assert (cells[1], cells[-1], cells[-2]) == ("rbc2d-small", "ok", "estimated")
     with sqlite3.connect(history_file) as db:

@@ -52,7 +52,7 @@ def test_the_default_table_fits_160_columns_and_says_what_decides(run):
     lines = lines[1:]
     titles = [t.strip() for t in lines[0].strip("|").split("|")]
     assert titles == ["System", "Model", "Px", "Prec", "NxDev", "Batch", "Images/s", "Img/s/dev",
-                      "W/dev", "Images/Wh", "EnergyScope", "Energy", "Status"]
+                      "Limit(W)", "W/dev", "Images/Wh", "EnergyScope", "Energy", "Status"]
     cells = [c.strip() for c in lines[2].strip("|").split("|")]
     assert cells[-1] == "ok" and cells[4] == "1x1" and cells[-2] == "estimated"
     assert float(cells[6]) > 0 and float(cells[9]) > 0
