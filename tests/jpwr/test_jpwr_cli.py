@@ -143,10 +143,12 @@ def test_sigkilled_run_leaves_its_flushed_samples_for_combine(cli_env, tmp_path)
     shown = readme.split("    $ jpwr combine jpwr-killed\n", 1)[1].split("\n\n", 1)[0]
     shown = [line.removeprefix("    ") for line in shown.splitlines()]
 
+    # every figure (pandas may print one as 1.2e-05), and the folder's name
+    figure, folder = r"\d+(\.\d+)?(e[-+]?\d+)?|nan|vm|\S+(?= +0 +estimate)", r"\S*jpwr-killed|\S*/out"
+
     def shape(lines):
         # a line's words with every figure and the folder's name masked
-        return [re.sub(r"\S*jpwr-killed|\S*/out", "DIR", re.sub(r"\d+(\.\d+)?|nan|vm|\S+(?= +0 +estimate)",
-                                                              "N", line)).split() for line in lines]
+        return [re.sub(folder, "DIR", re.sub(figure, "N", line)).split() for line in lines]
     assert shape(shown) == shape(result.stdout.splitlines() + result.stderr.splitlines())
 
 
