@@ -7,10 +7,58 @@ from __future__ import annotations
 import os
 
 import pytest
+from _pytest.nodeid import NodeId
 
 from caraml import history
 from tests.jube_runs import JubeRun
 from tests.slurm_cluster import LocalSlurm, NamespacedSlurm, SlurmUnavailable
+
+
+# The suite runs on two workers (pytest-xdist; pyproject.toml's addopts).
+# Tests that share something costly run on one worker, so that it is made
+# once: a module's tests (its module fixtures), and every module that uses
+# one of the suite's session fixtures (a Slurm cluster: two clusters of
+# this host would hand the same job ids, and so the same rendezvous ports,
+# to jobs at once; a JUBE run; the systems' dry runs). The GPU tests take
+# turns on the node's GPUs.
+NOT_SHARED = {"history_file"}  # autouse and cheap: every test has its own worker's
+
+
+def _find(parent: dict[str, str], key: str) -> str:
+    while parent.setdefault(key, key) != key:
+        key = parent[key]
+    return key
+
+
+def _shared(item) -> list[str]:
+    """What a test shares with others: its module first, then the suite's
+    session fixtures it uses and the GPU."""
+    keys = [str(item.path.relative_to(item.config.rootpath))]
+    keys += [f"fixture {name}" for name, defs in item._fixtureinfo.name2fixturedefs.items()
+             # the suite's own (pytest's have no base node)
+             if name not in NOT_SHARED and defs[-1].scope == "session" and defs[-1].baseid]
+    return keys + (["gpu"] if item.get_closest_marker("gpu") else [])
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the groups too
+def pytest_collection_modifyitems(config, items):
+    parent: dict[str, str] = {}
+    shared = [_shared(item) for item in items]
+    for module, *others in shared:
+        for key in others:
+            parent[_find(parent, key)] = _find(parent, module)
+    for item, (module, *_) in zip(items, shared):
+        item.add_marker(pytest.mark.xdist_group(_find(parent, module)))
+
+
+@pytest.hookimpl(tryfirst=True)  # before a worker reports its tests
+def pytest_collection_finish(session):
+    if session.config.getoption("loadgroup", False):  # on a worker
+        # pytest-xdist 3.8 puts the group into the test's id through an
+        # attribute that pytest 9 no longer reads: the id as it means it
+        for item in session.items:
+            [group] = [mark.args[0] for mark in item.iter_markers("xdist_group")]
+            item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from caraml.login.host_locks import held, jube_folder_lock
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -32,8 +34,10 @@ class JubeRun:
         return proc.stdout
 
     def run(self, *tags: str) -> str:
-        return self.jube("run", self.script, "--hide-animation", "-o", str(self.outpath),
-                         "--tag", *tags)
+        # another test worker may run a script of the same folder (JUBE's parse log)
+        with held(jube_folder_lock(ROOT / self.script)):
+            return self.jube("run", self.script, "--hide-animation", "-o", str(self.outpath),
+                             "--tag", *tags)
 
     def run_through_slurm(self, slurm, *tags: str) -> pd.DataFrame:
         """Submits with sbatch, waits for the queue to empty, and returns the

@@ -22,11 +22,11 @@ import os
 import shlex
 import shutil
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml.benchmarks import Benchmark
+from caraml.login.host_locks import held, jube_folder_lock, lock_file
 from caraml.login.jobplan import ROOT, suite_python
 from caraml.report import ERROR_PREFIX
 from caraml.row_evidence import workpackage_params, workpackage_parent
@@ -89,8 +89,9 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
     command = [jube_command(), "run", str(ROOT / benchmark.script), "--hide-animation",
                "-o", str(out), "--tag", *tags, "dryrun"]
     try:
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout_s,
-                              env=environ)
+        with held(jube_folder_lock(ROOT / benchmark.script)):
+            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
+                                  timeout=timeout_s, env=environ)
     except subprocess.TimeoutExpired:
         raise PlanError(f"planning {benchmark.name} with JUBE took more than {timeout_s:.0f} s: "
                         f"see {out}") from None
@@ -178,8 +179,7 @@ def job_resources(params: dict[str, str]) -> dict[str, object]:
 def local_lock() -> Path:
     """The lock that jobs of this host's local partitions hold while they
     run (flock), so that two partitions of one host never measure each other."""
-    folder = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(folder) / f"caraml-local-jobs-{os.getuid()}.lock"
+    return lock_file("local-jobs")
 
 
 def decide(benchmark: str, stage: Path, timeout_s: float = 900) -> Path:

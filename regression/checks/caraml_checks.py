@@ -12,7 +12,7 @@ from pathlib import Path
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable, xfail
 from reframe.core.exceptions import ReframeError, SanityError
 from reframe.core.logging import getlogger
 from reframe.core.meta import make_test
@@ -142,13 +142,8 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
             refs = figures.load_references(extra, self.suite_references)
         except CompareError as error:
             raise ReframeError(str(error)) from None
-        key = self.current_partition.fullname
-        self.reference = figures.references(row, refs, key)
-        # a figure the row lacks stays NaN in the perflog (its columns never
-        # change) and is an expected failure that says why, not a bare nan
-        for name, why in figures.missing(row).items():
-            unit = self.perf_variables[name].unit
-            self.reference.setdefault(key, {})[name] = rfm.xfail(why, (0, None, None, unit))
+        # a figure the row lacks is an expected failure that says why, not a bare nan
+        self.reference = figures.reframe_reference(row, refs, self.current_partition.fullname, xfail)
 
 
 @sn.deferrable

@@ -69,6 +69,21 @@ def test_a_figure_the_row_lacks_is_named_with_the_rows_own_reason():
     assert figures.missing(ROW) == {}
 
 
+def test_reframe_reads_a_figure_the_row_lacks_as_an_expected_failure_with_that_reason():
+    """The reference as the check assigns it, in ReFrame's scoped form: the
+    lacking MFU is ReFrame's expected failure."""
+    from reframe.core.builtins import xfail
+    from reframe.utility import ScopedDict
+
+    refused = "mfu-not-available(only-3-of-10-matmul-windows-reached-half-the-best)"
+    row = _row(mfu={"value": None}, flags=[refused])
+    key = "slurm-cpu:default"
+    scoped = ScopedDict(figures.reframe_reference(row, figures.load_references(), key, xfail))
+    lacking = scoped[f"{key}:mfu"]
+    assert (type(lacking).__name__, lacking.message) == ("XFailReference", refused)
+    assert lacking.data == (0, None, None, figures.perf_values(row)["mfu"][1])
+
+
 @pytest.mark.parametrize("state, flags, passes", [
     ("ok", [], True),
     ("ok-stopped-early", ["stopped-early(4-of-6-iterations)"], True),

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from caraml.login import follow
+from caraml.login.host_locks import held, jube_folder_lock
 from caraml.login.benchmark_tags import for_script, main
 from tests.caraml import row_packages
 from tests.checkouts import SMOKE_JOBS, checkout_with_venv, main_command
@@ -240,8 +241,10 @@ def test_the_follower_hears_the_run_id_from_the_real_jube_run(tmp_path):
     handle = tmp_path / "run"
     (handle / "000005").mkdir(parents=True)  # another command's, made while this one starts
     run_file = tmp_path / "run_id"
-    status = follow.follow(handle, ["jube", "run", str(IMAGE), "--hide-animation", "-o", str(handle),
-                                    "--tag", "CPU", "dryrun"], pace_s=60, poll_s=1, run_file=run_file)
+    with held(jube_folder_lock(IMAGE)):
+        status = follow.follow(handle, ["jube", "run", str(IMAGE), "--hide-animation", "-o",
+                                        str(handle), "--tag", "CPU", "dryrun"],
+                               pace_s=60, poll_s=1, run_file=run_file)
     assert status == 0
     assert run_file.read_text() == "6\n" and (handle / "000006" / "workpackages.xml").is_file()
 

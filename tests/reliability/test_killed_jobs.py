@@ -18,6 +18,7 @@ import pytest
 
 from caraml import jobwatch
 from caraml import row as row_model
+from caraml.login.host_locks import held, jube_folder_lock
 from tests.jube_runs import ROOT, JubeRun
 
 pytestmark = pytest.mark.jube
@@ -173,16 +174,18 @@ def test_ctrl_c_on_a_local_jube_run_gives_rows_that_name_sigint_and_the_ones_nev
     JUBE never began are rows of their own, and the main command's check
     exits 1 naming them."""
     out = tmp_path / "run"
-    with (tmp_path / "jube.out").open("w") as log:
-        jube = subprocess.Popen(["jube", "run", SCRIPT, "--hide-animation", "-o", str(out),
-                                 "--tag", "CPU"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True,
-                                # as a terminal leaves it, whoever started this test
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    job_out = out / "000000" / "000000_execute" / "work" / "job.out"
-    _wait_for(lambda: job_out.exists() and TIMED.search(job_out.read_text()), "a timed iteration")
-    os.killpg(jube.pid, signal.SIGINT)
-    jube.wait(timeout=60)
+    # JUBE parses in the script's folder, which another test worker may use too
+    with held(jube_folder_lock(ROOT / SCRIPT)):
+        with (tmp_path / "jube.out").open("w") as log:
+            jube = subprocess.Popen(["jube", "run", SCRIPT, "--hide-animation", "-o", str(out),
+                                     "--tag", "CPU"], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    # as a terminal leaves it, whoever started this test
+                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        job_out = out / "000000" / "000000_execute" / "work" / "job.out"
+        _wait_for(lambda: job_out.exists() and TIMED.search(job_out.read_text()), "a timed iteration")
+        os.killpg(jube.pid, signal.SIGINT)
+        jube.wait(timeout=60)
     _wait_for(lambda: (job_out.parent / "ready").exists(), "the stopped job's done marker")
     rows = row_model.rows_of_run(out / "000000")
     # the ranks may finish their 12 CPU iterations before the stop reaches

@@ -1,5 +1,5 @@
-"""The job scripts JUBE writes for every system, model size and benchmark
-(dry runs, see conftest.py), checked line by line against the paper's
+"""The job scripts JUBE writes for every system, the model sizes and every
+benchmark (dry runs, see conftest.py), checked line by line against the paper's
 facts: resources, launcher, container, network and PMIx settings, the
 parallel layout, and the bad combinations that must fail before submission."""
 
@@ -16,13 +16,12 @@ from tests.systems.conftest import (
     EXTRA_BIND,
     IC_SCRIPT,
     IPU_SCRIPT,
+    LLM_COMBOS,
     LLM_SCRIPT,
     SIZES,
     SYSTEMS,
     llm_outcome,
 )
-
-LLM_COMBOS = [(size, system) for system in SYSTEMS for size in SIZES]
 
 
 def check_resources(pkg, system: str, nodes: int) -> None:
