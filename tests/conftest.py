@@ -16,11 +16,11 @@ from tests.slurm_cluster import LocalSlurm, NamespacedSlurm, SlurmUnavailable
 
 # The suite runs on two workers (pytest-xdist; pyproject.toml's addopts).
 # Tests that share something costly run on one worker, so that it is made
-# once: a module's tests (its module fixtures), and every module that uses
-# one of the suite's session fixtures (a Slurm cluster: two clusters of
-# this host would hand the same job ids, and so the same rendezvous ports,
-# to jobs at once; a JUBE run; the systems' dry runs). The GPU tests take
-# turns on the node's GPUs.
+# once: a module fixture, or one of the suite's session fixtures (a Slurm
+# cluster: two clusters of this host would hand the same job ids, and so
+# the same rendezvous ports, to jobs at once; a JUBE run; the systems' dry
+# runs). The GPU tests take turns on the node's GPUs. Any other test goes
+# wherever a worker is free.
 NOT_SHARED = {"history_file"}  # autouse and cheap: every test has its own worker's
 
 
@@ -31,12 +31,14 @@ def _find(parent: dict[str, str], key: str) -> str:
 
 
 def _shared(item) -> list[str]:
-    """What a test shares with others: its module first, then the suite's
-    session fixtures it uses and the GPU."""
-    keys = [str(item.path.relative_to(item.config.rootpath))]
-    keys += [f"fixture {name}" for name, defs in item._fixtureinfo.name2fixturedefs.items()
-             # the suite's own (pytest's have no base node)
-             if name not in NOT_SHARED and defs[-1].scope == "session" and defs[-1].baseid]
+    """The test itself, then what it shares with others: the suite's
+    session and module fixtures it uses (pytest's own have no base node),
+    and the GPU."""
+    keys = [item.nodeid]
+    for name, defs in item._fixtureinfo.name2fixturedefs.items():
+        scope, base = defs[-1].scope, defs[-1].baseid
+        if base and name not in NOT_SHARED and scope in ("session", "module"):
+            keys.append(f"{name} of {item.path}" if scope == "module" else name)
     return keys + (["gpu"] if item.get_closest_marker("gpu") else [])
 
 
@@ -44,11 +46,12 @@ def _shared(item) -> list[str]:
 def pytest_collection_modifyitems(config, items):
     parent: dict[str, str] = {}
     shared = [_shared(item) for item in items]
-    for module, *others in shared:
+    for test, *others in shared:
         for key in others:
-            parent[_find(parent, key)] = _find(parent, module)
-    for item, (module, *_) in zip(items, shared):
-        item.add_marker(pytest.mark.xdist_group(_find(parent, module)))
+            parent[_find(parent, key)] = _find(parent, test)
+    for item, (test, *others) in zip(items, shared):
+        if others:
+            item.add_marker(pytest.mark.xdist_group(_find(parent, test)))
 
 
 @pytest.hookimpl(tryfirst=True)  # before a worker reports its tests
@@ -57,8 +60,8 @@ def pytest_collection_finish(session):
         # pytest-xdist 3.8 puts the group into the test's id through an
         # attribute that pytest 9 no longer reads: the id as it means it
         for item in session.items:
-            [group] = [mark.args[0] for mark in item.iter_markers("xdist_group")]
-            item._id = NodeId.parse(f"{item.nodeid}@{group}")
+            for mark in item.iter_markers("xdist_group"):
+                item._id = NodeId.parse(f"{item.nodeid}@{mark.args[0]}")
 
 
 @pytest.fixture(scope="session", autouse=True)

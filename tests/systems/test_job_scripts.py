@@ -5,6 +5,8 @@ parallel layout, and the bad combinations that must fail before submission."""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 
 import pytest
@@ -224,6 +226,29 @@ def test_cpu_route_is_local_and_containerless(dryruns, root):
         assert "--standalone" in argv and "--nproc-per-node=1" in argv
         assert "VISIBLE_DEVICES" not in pkg.job
         assert "CARAML dryrun:" in pkg.stderr
+
+
+def test_two_jobs_outside_slurm_meet_on_ports_of_their_own(dryruns, tmp_path):
+    """The job script's rendezvous lines, run as a job outside Slurm runs
+    them while another such job holds its port."""
+    [pkg] = dryruns[(IC_SCRIPT, ("CPU",))][:1]
+    job = pkg.job
+    start = job.index('if [ -n "${SLURM_JOB_NODELIST:-}" ]; then')
+    end = job.index("export MASTER_ADDR MASTER_PORT", start)
+    script = tmp_path / "rendezvous.sh"
+    script.write_text(job[start:end] + 'export MASTER_ADDR MASTER_PORT\necho "$MASTER_ADDR:$MASTER_PORT"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+
+    def endpoint():
+        out = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=True)
+        host, port = out.stdout.strip().split(":")
+        return host, int(port)
+
+    host, first = endpoint()
+    with socket.socket() as held:
+        held.bind((host, first))
+        held.listen()
+        assert host == "127.0.0.1" and endpoint()[1] != first
 
 
 @pytest.mark.parametrize("tags,data", [(("synthetic",), ["--dataset", "generated"]),
