@@ -1,0 +1,75 @@
+"""Documented commands that take seconds, run as the docs write them (their
+text read from the doc), and the usage lines the docs give checked against
+the command's own --help. Nothing is written into the checkout: a command
+that writes files writes them into a temporary folder."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.docs.documented import ROOT, commands_in
+
+# the suite's Python first on PATH, so `python` in a doc's command is it
+ENV = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+       "PYTHONPATH": str(ROOT)}
+
+
+def _shell(command: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=ENV, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_memory_plan_of_gpu_readiness_prints_the_plan_the_doc_states():
+    doc = (ROOT / "docs" / "gpu_readiness.md").read_text()
+    [command] = commands_in("docs/gpu_readiness.md", "python -c ")
+    stated = re.search(r"gets micro-batch (\d+)\s+without recomputation: about ([\d.]+) GiB estimated\s+"
+                       r"of ([\d.]+) GiB\s+usable", doc)
+    assert stated, "docs/gpu_readiness.md no longer states the plan its command prints"
+    done = _shell(command)
+    assert done.returncode == 0, done.stderr
+    plan = re.fullmatch(r"Plan\(recompute='(\w+)', micro_batch_size=(\d+), estimate_gib=([\d.]+), "
+                        r"usable_gib=([\d.]+)\)\n", done.stdout)
+    assert plan, done.stdout
+    assert plan.group(1) == "none" and plan.group(2) == stated.group(1)
+    assert f"{float(plan.group(3)):.1f}" == stated.group(2)
+    assert f"{float(plan.group(4)):.1f}" == stated.group(3)
+
+
+def test_the_power_limit_sweep_demo_of_compare_writes_its_report(tmp_path):
+    [command] = commands_in("docs/compare.md",
+                            "caraml-compare $(python -m tests.compare.rowfixtures /tmp/sweep_demo")
+    done = _shell(command.replace("/tmp/sweep_demo", str(tmp_path / "sweep_demo")))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = tmp_path / "sweep_demo" / "out"
+    assert (out / "report.html").is_file() and list(out.glob("frontier_A100_*.png")), done.stdout
+
+
+# a usage line of the docs -> the command whose --help it must agree with
+SYNOPSES = {
+    ("docs/compare.md", "caraml-compare [SYSTEM=]RUN_DIR..."): "caraml-compare --help",
+    ("jpwr/README.md", "jpwr --methods M [M ...]"): "jpwr --help",
+    ("jpwr/README.md", "jpwr combine [--out FILE.csv]"): "jpwr combine --help",
+    ("docs/llm_data.md", "python -m llm_training.data.prepare --corpus oscar|local|PATH"):
+        "python -m llm_training.data.prepare --help",
+    ("docs/results.md", ".venv/bin/python aux/perf/test_times.py [--only"):
+        "python aux/perf/test_times.py --help",
+    ("docs/setup.md", "python3 aux/wheelhouse.py /path/to/wheelhouse --python-version 3.12 ["):
+        "python aux/wheelhouse.py --help",
+}
+
+
+@pytest.mark.parametrize("doc, start", SYNOPSES, ids=[start.split(" [")[0] for _, start in SYNOPSES])
+def test_a_usage_line_names_only_options_its_command_has(doc, start):
+    [synopsis] = commands_in(doc, start)
+    done = _shell(SYNOPSES[doc, start])
+    assert done.returncode == 0, done.stderr
+    options = set(re.findall(r"(?<![\w-])--[a-z][\w-]*", synopsis))
+    assert options, synopsis
+    unknown = sorted(o for o in options if not re.search(rf"(?<![\w-]){o}(?![\w-])", done.stdout))
+    assert not unknown, f"{doc}: `{synopsis}` names options that `{SYNOPSES[doc, start]}` lacks: {unknown}"
