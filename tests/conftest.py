@@ -14,7 +14,7 @@ from tests.jube_runs import JubeRun
 from tests.slurm_cluster import LocalSlurm, NamespacedSlurm, SlurmUnavailable
 
 
-# The suite runs on two workers (pytest-xdist; pyproject.toml's addopts).
+# The suite runs on three workers (pytest-xdist; pyproject.toml's addopts).
 # Tests that share something costly run on one worker, so that it is made
 # once: a module fixture, or one of the suite's session fixtures (a Slurm
 # cluster: two clusters of this host would hand the same job ids, and so
