@@ -89,6 +89,15 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
         self.skip_if(self.configuration not in self.benchmark.reframe.configurations,
                      f"{self.benchmark.name} has no configuration {self.configuration}")
 
+    @run_after("setup")
+    def read_the_references(self):
+        # before the job: a broken reference file costs no run (a dry run names it too)
+        extra = [Path(p) for p in self.references_file.split(":") if p]
+        try:
+            self._references = figures.load_references(extra, self.suite_references)
+        except CompareError as error:
+            raise ReframeError(str(error)) from None
+
     @run_before("run")
     def plan_the_job(self):
         tags = [*self._system_tags(), *self.benchmark.reframe.tags, *self.configuration.split(),
@@ -137,13 +146,9 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
             setattr(self, f"caraml_{name}", value)
         self.perf_variables = {name: sn.make_performance_function(sn.defer(value), unit)
                                for name, (value, unit) in figures.perf_values(row).items()}
-        extra = [Path(p) for p in self.references_file.split(":") if p]
-        try:
-            refs = figures.load_references(extra, self.suite_references)
-        except CompareError as error:
-            raise ReframeError(str(error)) from None
         # a figure the row lacks is an expected failure that says why, not a bare nan
-        self.reference = figures.reframe_reference(row, refs, self.current_partition.fullname, xfail)
+        self.reference = figures.reframe_reference(row, self._references, self.current_partition.fullname,
+                                                   xfail)
 
 
 @sn.deferrable
