@@ -7,9 +7,22 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
-from tests.jube_runs import ROOT
+from caraml.benchmarks import get
+from tests.jube_runs import ROOT, JubeRun
+
+# A checkout name JUBE itself can run: every character here that a shell or
+# Python would act on runs a command (touch PWNED...) if the name reached
+# their source unquoted.
+RUNNABLE = ("it's ;touch PWNED1;(x) & touch PWNED2 | y * #h "
+            "'+str(__import__('os').system('touch PWNED3'))+'")
+
+
+def commands_ran(top: Path) -> list[Path]:
+    """What a command hidden in a RUNNABLE path under top left."""
+    return list(top.rglob("PWNED*"))
 
 
 # The jobs of the main command's `CPU smoke` run, by benchmark: the image
@@ -66,3 +79,32 @@ def main_command(checkout: Path, *tags: str, env: dict[str, str] | None = None,
     return subprocess.run(["bash", str(checkout / "aux" / "run_benchmarks.sh"), *tags],
                           cwd=checkout, env={**os.environ, **TEST_POLL, **(env or {})}, text=True,
                           capture_output=True, timeout=timeout)
+
+
+@dataclass
+class MainCommand:
+    """The main command, run in a checkout: what it printed, and its runs."""
+    checkout: Path
+    done: subprocess.CompletedProcess
+
+    @property
+    def out(self) -> str:
+        return self.done.stdout + self.done.stderr
+
+    def run_of(self, benchmark: str, env: dict[str, str] | None = None) -> JubeRun:
+        """The run the main command made of that benchmark."""
+        entry = get(benchmark)
+        return JubeRun(str(self.checkout / entry.script), self.checkout / entry.outpath, env=env)
+
+
+def check_ran_from_the_copy(run: JubeRun, checkout: Path) -> None:
+    """Each job of the run ran from the copy, its path quoted, and its
+    energy was combined into an ok row."""
+    works = run.work_dirs("execute")
+    assert works and len(works) == len(run.work_dirs("combine_energy"))
+    for work in works:
+        assert f"CARAML_ROOT={checkout}" not in (work / "job.sh").read_text()  # quoted, not raw
+        assert "CARAML job: end=" in (work / "job.out").read_text()
+    for combine in run.work_dirs("combine_energy"):
+        assert "jpwr-summary:" in (combine / "jpwr.out").read_text()
+        assert "CARAML row: state=ok " in (combine / "stdout").read_text()

@@ -10,6 +10,7 @@ import pytest
 from _pytest.nodeid import NodeId
 
 from caraml import history
+from tests.checkouts import RUNNABLE, MainCommand, checkout_with_venv, main_command
 from tests.jube_runs import JubeRun
 from tests.slurm_cluster import LocalSlurm, NamespacedSlurm, SlurmUnavailable
 
@@ -133,6 +134,16 @@ def image_slurm_smoke(slurm, tmp_path_factory, history_file):
         run.run("CPU", "smoke", "slurm")
         while_queued = run.table()
     return run, while_queued, run.after_slurm(slurm)
+
+
+@pytest.fixture(scope="session")
+def main_command_through_slurm(slurm, tmp_path_factory, history_file) -> MainCommand:
+    """The README's main command, its CPU smoke run through the session's
+    Slurm cluster, from a copy of the checkout under a RUNNABLE path: what it
+    printed (tests/reliability/test_following_a_run.py) and its runs, whose
+    rows each benchmark's end-to-end tests check."""
+    checkout = checkout_with_venv(tmp_path_factory.mktemp("through_slurm") / RUNNABLE / "caraml")
+    return MainCommand(checkout, main_command(checkout, "CPU", "smoke", "slurm", env=slurm.env))
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from caraml.login.host_locks import held, jube_folder_lock
+from caraml.login.host_locks import run_jube
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,18 +26,19 @@ class JubeRun:
     shown: str = ""
 
     def jube(self, *args: str, timeout: float = 600) -> str:
-        proc = subprocess.run(["jube", *args], cwd=ROOT, env=self.env, text=True,
-                              capture_output=True, timeout=timeout)
+        command = ["jube", *args]
+        if args[0] == "run":  # another test worker may run a script of the same folder
+            proc = run_jube(command, cwd=ROOT, env=self.env, timeout=timeout)
+        else:
+            proc = subprocess.run(command, cwd=ROOT, env=self.env, text=True, capture_output=True,
+                                  timeout=timeout)
         if proc.returncode != 0:
             raise AssertionError(f"jube {' '.join(args)} failed ({proc.returncode}):\n"
                                  f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         return proc.stdout
 
     def run(self, *tags: str) -> str:
-        # another test worker may run a script of the same folder (JUBE's parse log)
-        with held(jube_folder_lock(ROOT / self.script)):
-            return self.jube("run", self.script, "--hide-animation", "-o", str(self.outpath),
-                             "--tag", *tags)
+        return self.jube("run", self.script, "--hide-animation", "-o", str(self.outpath), "--tag", *tags)
 
     def run_through_slurm(self, slurm, *tags: str) -> pd.DataFrame:
         """Submits with sbatch, waits for the queue to empty, and returns the
@@ -62,8 +63,12 @@ class JubeRun:
     def table(self) -> pd.DataFrame:
         self.jube("continue", str(self.outpath), "-i", "last")
         self.shown = self.jube("result", str(self.outpath), "-i", "last")
-        csv = self.run_dir / "result" / "result_csv.dat"
-        return pd.read_csv(csv, keep_default_na=False, na_values=[""])
+        return self.csv()
+
+    def csv(self) -> pd.DataFrame:
+        """The full table, as the last `jube result` of the run wrote it."""
+        return pd.read_csv(self.run_dir / "result" / "result_csv.dat", keep_default_na=False,
+                           na_values=[""])
 
     def shown_tables(self) -> list[str]:
         """The tables the last plain `jube result` printed, each of its

@@ -41,10 +41,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from caraml import row as row_model
+from caraml.login.host_locks import JUBE_RUN_ID, held, jube_folder_lock, jube_script
 
 SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
-# the banner `jube run` prints as it starts the run: `# id: 3`
-RUN_ID = re.compile(r"^#\s*id:\s*(\d+)\s*$")
 PROGRESS = re.compile(r"^\s*iteration\s+\d+.*$", re.MULTILINE)
 STATE_FILE = "slurm_state"
 NO_RUN = 2  # the exit status where there is no run to show
@@ -168,7 +167,7 @@ class Follower:
 
     def heard(self, line: str) -> None:
         """A line of `jube run`'s own output."""
-        found = RUN_ID.match(line)
+        found = JUBE_RUN_ID.match(line)
         if found and self.run_id is None:
             self.run_id = int(found.group(1))
 
@@ -277,14 +276,19 @@ def follow(handle: Path, command: list[str], pace_s: float, poll_s: float,
     """Runs `command` (jube run) and follows its run to the end; writes the
     run's id into run_file once it is known."""
     follower = Follower(handle, pace_s)
-    # unbuffered: JUBE's banner with the run's id comes before the steps run
-    run = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, errors="replace",
-                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    reader = threading.Thread(target=_pass_on, args=(run.stdout, follower), daemon=True)
-    reader.start()
-    while run.poll() is None:
-        follower.look()
-        time.sleep(min(poll_s, 1.0))
+    # another command may run a script of the same folder: JUBE parses in
+    # turn (caraml/login/host_locks.py), until its banner names the run
+    with held(jube_folder_lock(jube_script(command))) as release:
+        # unbuffered: JUBE's banner with the run's id comes before the steps run
+        run = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, errors="replace",
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        reader = threading.Thread(target=_pass_on, args=(run.stdout, follower), daemon=True)
+        reader.start()
+        while run.poll() is None:
+            if follower.run_id is not None:
+                release()
+            follower.look()
+            time.sleep(min(poll_s, 1.0))
     reader.join(timeout=30)  # the rest of its output; a child that keeps the pipe is not waited for
     follower.look()
     if run.returncode != 0:
@@ -336,8 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- jube run SCRIPT ...")
     args = ap.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    if not command:
-        ap.error("give the jube run command after --")
+    if "run" not in command[:-1]:
+        ap.error("give the command after --: jube run SCRIPT ...")
     try:
         return follow(args.handle.absolute(), command, args.pace, args.poll, args.run_file)
     except KeyboardInterrupt:

@@ -6,18 +6,27 @@ JUBE 2.5.1 writes the parse log of a `jube run` beside its script
 (FOLDER/jube-parse.log) and then moves it into the new run: of two runs of
 scripts of one folder started at once, the later move can fail with
 "No such file or directory: 'FOLDER/jube-parse.log'" (4 of 30 runs on
-dev-cpu, 15 pairs of dry runs). The suite's own `jube run`s hold the
-folder's lock while JUBE runs."""
+dev-cpu, 15 pairs of dry runs). The suite's own `jube run`s (the main
+command's, ReFrame's planning) hold the folder's lock while JUBE parses:
+until JUBE's banner names the new run, which it prints once the parse log
+is in the run's folder, or until `jube run` ends."""
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
 import os
+import re
+import subprocess
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+# the banner `jube run` prints as the run begins, after it moved the parse
+# log into the run's folder: `# id: 3`
+JUBE_RUN_ID = re.compile(r"^#\s*id:\s*(\d+)\s*$")
 
 
 def lock_file(name: str) -> Path:
@@ -32,9 +41,46 @@ def jube_folder_lock(script: str | Path) -> Path:
 
 
 @contextmanager
-def held(lock: Path) -> Iterator[None]:
-    """Waits for the lock and holds it for the block (released when the
-    process ends, whatever ends it)."""
+def held(lock: Path) -> Iterator[Callable[[], None]]:
+    """Waits for the lock and holds it for the block, or until the block
+    calls the release it is given (released when the process ends, whatever
+    ends it)."""
     with open(lock, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
+        yield lambda: fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def jube_script(command: list[str]) -> str:
+    """The script of a `jube run SCRIPT ...` command line."""
+    return command[command.index("run") + 1]
+
+
+def run_jube(command: list[str], *, timeout: float, env: dict[str, str] | None = None,
+             cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """`jube run` (command), its script's folder lock held while JUBE parses,
+    its output captured as text; subprocess.TimeoutExpired (JUBE killed)
+    after timeout seconds."""
+    env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}  # the banner comes at once
+    killed = threading.Event()
+    with held(jube_folder_lock(Path(cwd or ".") / jube_script(command))) as release:
+        with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, errors="replace") as proc:
+            # stderr is read aside: JUBE blocks once a pipe nobody reads is full
+            err: list[str] = []
+            drain = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+            drain.start()
+            timer = threading.Timer(timeout, lambda: (killed.set(), proc.kill()))
+            timer.start()
+            out = []
+            try:
+                for line in proc.stdout:
+                    out.append(line)
+                    if JUBE_RUN_ID.match(line):
+                        release()
+                proc.wait()
+            finally:
+                timer.cancel()
+            drain.join()
+    if killed.is_set():
+        raise subprocess.TimeoutExpired(command, timeout, "".join(out), "".join(err))
+    return subprocess.CompletedProcess(command, proc.returncode, "".join(out), "".join(err))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml.benchmarks import Benchmark
-from caraml.login.host_locks import held, jube_folder_lock, lock_file
+from caraml.login.host_locks import lock_file, run_jube
 from caraml.login.jobplan import ROOT, suite_python
 from caraml.report import ERROR_PREFIX
 from caraml.row_evidence import workpackage_params, workpackage_parent
@@ -89,9 +89,7 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
     command = [jube_command(), "run", str(ROOT / benchmark.script), "--hide-animation",
                "-o", str(out), "--tag", *tags, "dryrun"]
     try:
-        with held(jube_folder_lock(ROOT / benchmark.script)):
-            done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                                  timeout=timeout_s, env=environ)
+        done = run_jube(command, cwd=ROOT, timeout=timeout_s, env=environ)
     except subprocess.TimeoutExpired:
         raise PlanError(f"planning {benchmark.name} with JUBE took more than {timeout_s:.0f} s: "
                         f"see {out}") from None

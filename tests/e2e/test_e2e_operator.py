@@ -117,13 +117,13 @@ def test_problem_compile_and_precision_tags_choose_the_work_packages(tmp_path):
 
 
 @pytest.mark.slurm
-def test_cpu_smoke_run_through_slurm(tmp_path, slurm):
-    run = JubeRun(SCRIPT, tmp_path / "run",
-                  env={**os.environ, **slurm.env, "CARAML_OPERATOR_CACHE": str(tmp_path / "cache")})
-    table = run.run_through_slurm(slurm, "CPU", "smoke", "rbc3d")
-    assert len(table) == 1
-    row = table.iloc[0]
-    assert (row["Problem"], row["Status"]) == ("rbc3d-small", "ok"), row.to_dict()
-    assert row["Samples/s"] > 0 and row["Energy(Wh)"] > 0
-    job = (run.work_dirs("execute")[0] / "job.sh").read_text()
-    assert "#SBATCH --nodes=1" in job and "\nsrun " in job
+def test_cpu_smoke_run_through_slurm(main_command_through_slurm, slurm):
+    # the main command's run (tests/conftest.py): its two default problems
+    run = main_command_through_slurm.run_of("operator")
+    table = run.after_slurm(slurm)
+    assert sorted(table["Problem"]) == ["rbc2d-small", "rbc3d-small"], table.to_dict("records")
+    assert (table["Status"] == "ok").all() and (table["Samples/s"] > 0).all(), table.to_dict("records")
+    assert (table["Energy(Wh)"] > 0).all()
+    for work in run.work_dirs("execute"):
+        job = (work / "job.sh").read_text()
+        assert "#SBATCH --nodes=1" in job and "\nsrun " in job

@@ -18,12 +18,10 @@ from pathlib import Path
 import pytest
 
 from caraml.login import follow
-from caraml.login.host_locks import held, jube_folder_lock
 from caraml.login.benchmark_tags import for_script, main
 from tests.caraml import row_packages
-from tests.checkouts import SMOKE_JOBS, checkout_with_venv, main_command
+from tests.checkouts import RUNNABLE, SMOKE_JOBS, checkout_with_venv, commands_ran, main_command
 from tests.jube_runs import ROOT
-from tests.reliability.test_main_command import AWKWARD, _injected
 
 IMAGE = ROOT / "image_classification/image_classification_torch_benchmark.xml"
 LLM = ROOT / "llm_training/llm_benchmark_nvidia_amd.yaml"
@@ -96,7 +94,7 @@ def test_a_work_package_is_named_by_its_system_and_what_differs_from_its_sibling
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
-    return checkout_with_venv(tmp_path_factory.mktemp("follow") / AWKWARD / "caraml")
+    return checkout_with_venv(tmp_path_factory.mktemp("follow") / RUNNABLE / "caraml")
 
 
 @pytest.mark.jube
@@ -109,19 +107,11 @@ def test_a_model_size_tag_does_not_fail_the_image_rows(checkout):
     assert ",dry-run," in image and ",failed," not in image, image
 
 
-@pytest.fixture(scope="module")
-def through_slurm(checkout, slurm) -> subprocess.CompletedProcess:
-    """The main command's CPU smoke run through the Slurm test cluster: what
-    it says, and (below) that it waited for every job."""
-    return main_command(checkout, "CPU", "smoke", "slurm", env=slurm.env)
-
-
 @pytest.mark.jube
 @pytest.mark.slurm
-def test_each_job_says_when_it_starts_and_ends_and_how_to_follow_it(through_slurm):
-    proc = through_slurm
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
+def test_each_job_says_when_it_starts_and_ends_and_how_to_follow_it(main_command_through_slurm):
+    out = main_command_through_slurm.out
+    assert main_command_through_slurm.done.returncode == 0, out[-4000:]
     started = [ln for ln in out.splitlines() if " started: follow it with tail -f " in ln]
     # a job's end as the row model decides it, with its throughput
     ended = [ln for ln in out.splitlines() if re.search(r"_execute \[.*\] ok, [0-9.]+ \w+/s$", ln)]
@@ -135,15 +125,14 @@ def test_each_job_says_when_it_starts_and_ends_and_how_to_follow_it(through_slur
 
 @pytest.mark.jube
 @pytest.mark.slurm
-def test_through_slurm_the_command_waits_for_the_jobs_and_ends(checkout, through_slurm):
-    out = through_slurm.stdout + through_slurm.stderr
-    assert through_slurm.returncode == 0, out[-4000:]
-    tables = [sorted((checkout / handle).glob("*/result/result_csv.dat"))[-1].read_text()
-              for handle in ("image_classification/image_classification_benchmark_run",
-                             "llm_training/llm_benchmark_nvidia_amd_run",
-                             "operator_benchmark/operator_benchmark_run")]
-    assert all(",ok," in table for table in tables), tables
-    assert not _injected(checkout)
+def test_through_slurm_the_command_waits_for_the_jobs_and_ends(main_command_through_slurm):
+    out = main_command_through_slurm.out
+    assert main_command_through_slurm.done.returncode == 0, out[-4000:]
+    # each benchmark's own end-to-end test reads its rows
+    for benchmark, jobs in SMOKE_JOBS.items():
+        table = main_command_through_slurm.run_of(benchmark).csv()
+        assert list(table["Status"]) == ["ok"] * jobs, table.to_dict("records")
+    assert not commands_ran(main_command_through_slurm.checkout.parents[1])
 
 
 @pytest.mark.jube
@@ -241,10 +230,10 @@ def test_the_follower_hears_the_run_id_from_the_real_jube_run(tmp_path):
     handle = tmp_path / "run"
     (handle / "000005").mkdir(parents=True)  # another command's, made while this one starts
     run_file = tmp_path / "run_id"
-    with held(jube_folder_lock(IMAGE)):
-        status = follow.follow(handle, ["jube", "run", str(IMAGE), "--hide-animation", "-o",
-                                        str(handle), "--tag", "CPU", "dryrun"],
-                               pace_s=60, poll_s=1, run_file=run_file)
+    # (the follower takes the script folder's turn to parse, as other workers' runs do)
+    status = follow.follow(handle, ["jube", "run", str(IMAGE), "--hide-animation", "-o",
+                                    str(handle), "--tag", "CPU", "dryrun"],
+                           pace_s=60, poll_s=1, run_file=run_file)
     assert status == 0
     assert run_file.read_text() == "6\n" and (handle / "000006" / "workpackages.xml").is_file()
 
@@ -273,7 +262,8 @@ def test_ctrl_c_says_where_the_run_is_and_stops_the_calling_shell_too(tmp_path):
     started = tmp_path / "started"
     proc = subprocess.Popen(
         [sys.executable, "-m", "caraml.login.follow", str(tmp_path / "run"), "--",
-         "sh", "-c", 'touch "$0"; exec sleep 60', str(started)],
+         # a stand-in for `jube run SCRIPT`
+         "sh", "-c", 'touch "$0"; exec sleep 60', str(started), "run", str(tmp_path / "bench.xml")],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
         # as in a terminal's foreground: SIGINT at its default, also where
         # this test runs from a background job, which ignores it
@@ -286,3 +276,10 @@ def test_ctrl_c_says_where_the_run_is_and_stops_the_calling_shell_too(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == -signal.SIGINT, err
     assert "CARAML: interrupted; what ran is in" in err and "Traceback" not in err
+
+
+def test_the_follower_takes_a_jube_run_command_only(tmp_path, capsys):
+    with pytest.raises(SystemExit) as ended:
+        follow.main([str(tmp_path / "run"), "--", "sleep", "1"])
+    assert ended.value.code == 2
+    assert "give the command after --: jube run SCRIPT ..." in capsys.readouterr().err

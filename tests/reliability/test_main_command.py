@@ -1,7 +1,9 @@
 """The README's main command (aux/run_benchmarks.sh) run as a user runs it,
-from a copy of this checkout whose path has a space, a ";" and a command
-after it: it always ends, its exit status says whether a row failed, and no
-part of the path ever runs as a command."""
+from a copy of this checkout whose path hides commands (tests/checkouts.py
+RUNNABLE: spaces, quotes, `;`, `&`, `|`, `*`, `#`, parentheses): it always
+ends, its exit status says whether a row failed, no part of the path ever
+runs as a command, and the LLM and operator jobs run from the copy with
+their rows ok."""
 
 from __future__ import annotations
 
@@ -13,36 +15,52 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkouts import SMOKE_JOBS, TEST_POLL, checkout_with_venv, copy_tree, main_command
+from tests.checkouts import (
+    RUNNABLE,
+    SMOKE_JOBS,
+    TEST_POLL,
+    MainCommand,
+    check_ran_from_the_copy,
+    checkout_with_venv,
+    commands_ran,
+    copy_tree,
+    main_command,
+)
 
 pytestmark = pytest.mark.jube
-
-# a shell that splits this path runs `touch INJECTED`
-AWKWARD = "x y;touch INJECTED;z"
 
 
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
-    """A copy of this checkout under AWKWARD, with an environment."""
-    return checkout_with_venv(tmp_path_factory.mktemp("checkout") / AWKWARD / "caraml")
+    """A copy of this checkout under a RUNNABLE path, with an environment."""
+    return checkout_with_venv(tmp_path_factory.mktemp("checkout") / RUNNABLE / "caraml")
 
 
 def _injected(checkout: Path) -> list[Path]:
-    return list(checkout.parents[1].rglob("INJECTED"))
+    return commands_ran(checkout.parents[1])
 
 
 def test_a_failed_row_ends_the_command_with_status_1_and_the_next_benchmark_still_runs(checkout):
+    # the LLM's corpus goes to a path as hostile as the checkout's
+    data = checkout.parent / "data (x);'y'"
     proc = main_command(checkout, "CPU", "smoke",
-                         env={"CARAML_IMAGE_DATA": str(checkout / "no such images")})
+                         env={"CARAML_IMAGE_DATA": str(checkout / "no such images"),
+                              "CARAML_LLM_DATA": str(data)})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
     # the image row names the missing path; the LLM and operator benchmarks ran after it
     assert "failed" in out and "no such images does not exist" in out, out[-4000:]
-    llm = sorted((checkout / "llm_training" / "llm_benchmark_nvidia_amd_run").glob("*/result/result_csv.dat"))
-    assert llm and ",cpu-small,torch," in llm[-1].read_text() and ",ok," in llm[-1].read_text(), out[-4000:]
-    fno = sorted((checkout / "operator_benchmark" / "operator_benchmark_run").glob("*/result/result_csv.dat"))
-    assert fno and ",rbc3d-small,FNO_rbc3d-small," in fno[-1].read_text(), out[-4000:]
-    assert fno[-1].read_text().count(",ok,") == 2, out[-4000:]
+    ran = MainCommand(checkout, proc)
+    [llm] = ran.run_of("llm").csv().to_dict("records")
+    assert (llm["ModelSize"], llm["Backend"], llm["Status"]) == ("cpu-small", "torch", "ok"), llm
+    assert llm["Tokens/s"] > 0 and llm["Energy(Wh)"] > 0 and llm["Data"].startswith("local-pydoc")
+    # the corpus went where CARAML_LLM_DATA says, not into the checkout
+    assert any(data.rglob("*.idx")) and not (checkout / "llm_training" / "llm_data").exists()
+    fno = ran.run_of("operator").csv()
+    assert sorted(fno["Problem"]) == ["rbc2d-small", "rbc3d-small"], out[-4000:]
+    assert list(fno["Status"]) == ["ok", "ok"] and (fno["Samples/s"] > 0).all(), out[-4000:]
+    for benchmark in ("llm", "operator"):
+        check_ran_from_the_copy(ran.run_of(benchmark), checkout)
     # the jobs that ran here said how they ended, with their throughput
     # (and through Slurm: tests/reliability/test_following_a_run.py)
     assert re.search(r"_execute \[.*\] ok, \S+ tokens/s$", out, re.MULTILINE), out[-4000:]
