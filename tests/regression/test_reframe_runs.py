@@ -164,35 +164,32 @@ def test_a_dry_run_for_a_jsc_system_shows_each_job_script_and_runs_nothing(tmp_p
     assert not list((stages[1] / "prepare_data").iterdir())
 
 
-def test_a_reference_the_cpu_cannot_meet_is_a_performance_failure(tmp_path):
+@pytest.mark.slurm
+def test_every_check_runs_through_the_slurm_test_cluster_and_one_misses_a_centres_reference(tmp_path, slurm):
+    # a centre's reference for the image check that this CPU cannot meet
     refs = tmp_path / "centre_references.yaml"
     refs.write_text("references:\n"
                     "  - {system: CPU, benchmark: image, model: resnet18, figure: throughput_per_device,"
                     " value: 1000000, lower: 0.1, upper: 0.1, kind: measured by this suite, source: a test}\n")
-    done = _reframe(tmp_path / "rfm", "-r", "--system", "local:cpu", "-n", "benchmark=image",
-                    "-S", f"references_file={refs}")
+    done = _reframe(tmp_path, "-r", "--system", "slurm-cpu", "-S", f"references_file={refs}", env=slurm.env)
     assert done.returncode != 0
+    # the image check alone fails, in its performance, naming figure and reference
+    assert done.stdout.count("FAILURE INFO for ") == 1, done.stdout[-4000:]
     assert "FAILURE INFO for Caraml_image %configuration=smoke %benchmark=image" in done.stdout
     assert "Failing phase: performance" in done.stdout
     assert re.search(r"failed to meet reference\(s\): images_per_s_per_device=\S+ images/s per host, "
                      r"expected 1000000", done.stdout), done.stdout[-3000:]
-    [record] = _perflog(tmp_path / "rfm", "local", "cpu", "image")
-    assert [record[f"images_per_s_per_device.{k}"] for k in ("ref", "lower", "upper")] == \
-        ["1000000.0", "-0.1", "0.1"]
-    # a figure without a reference is logged without one
-    assert record["images_per_s.ref"] == "0"
-
-
-@pytest.mark.slurm
-def test_every_check_runs_through_the_slurm_test_cluster(tmp_path, slurm):
-    done = _reframe(tmp_path, "-r", "--system", "slurm-cpu", env=slurm.env)
-    _passed(done)
     for benchmark, work in (("image", "images"), ("llm", "tokens"), ("operator", "samples")):
         [record] = _perflog(tmp_path, "slurm-cpu", "default", benchmark)
         assert record["status"] == "ok" and float(record[f"{work}_per_s"]) > 0
-    # ReFrame moves a passed check's files into its output folder; an
-    # expected failure (an MFU a busy host could not give) keeps them in
-    # its stage folder
+    [image] = _perflog(tmp_path, "slurm-cpu", "default", "image")
+    assert [image[f"images_per_s_per_device.{k}"] for k in ("ref", "lower", "upper")] == \
+        ["1000000.0", "-0.1", "0.1"]
+    # a figure without a reference is logged without one
+    assert image["images_per_s.ref"] == "0"
+    # ReFrame moves a passed check's files into its output folder; a
+    # failed one and an expected failure (an MFU a busy host could not
+    # give) keep them in their stage folder
     where = ("slurm-cpu", "default", "caraml")
     works = {work.name: work for folder in ("output", "stage")
              for work in (tmp_path / folder).joinpath(*where).glob("*")}
