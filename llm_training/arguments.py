@@ -58,6 +58,11 @@ class ModelOptions:
             "caraml/device_peaks.py (e.g. A100, MI250-GCD): its datasheet peak; 'auto': the "
             "datasheet's by the device's name, measured where the device is not known; "
             "'measure': always measured")
+    peak_seconds: float | None = option(
+        None, rule=POSITIVE,
+        doc="seconds each measurement of the matmul rate lasts, its windows together (one "
+            "before training, one after; default: llm_training/matmul_rate.py's 1.5; the "
+            "smoke tag's 0.3 checks the set-up)")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -116,7 +116,8 @@ def peak_of(args: Args, dist: Dist) -> Peak:
     if args.peak_tflops in ("auto", "measure"):
         # All ranks measure at once, sharing the host as they do in training;
         # each window's rate is the ranks' mean.
-        mine = matmul_rate.measure(dist.device, precision.DTYPES[args.precision])
+        seconds = matmul_rate.SECONDS if args.peak_seconds is None else args.peak_seconds
+        mine = matmul_rate.measure(dist.device, precision.DTYPES[args.precision], seconds=seconds)
         ranks = dist.gather_floats(list(mine.windows))
         rate = MatmulRate(tuple(map(statistics.fmean, zip(*ranks))))
         return device_peaks.measured(rate.tflops, rate.windows)

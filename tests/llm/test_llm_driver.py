@@ -108,13 +108,24 @@ def test_measured_peak_is_the_best_window_before_and_after_a_completed_run(
     rates = iter([MatmulRate((0.25, 0.002)), MatmulRate((0.5, 0.1))])
     measured = []
     monkeypatch.setattr(pretrain_gpt.matmul_rate, "measure",
-                        lambda *a: measured.append(a) or next(rates))
+                        lambda *a, **k: measured.append(a) or next(rates))
     code, lines, _ = run(capsys, *flags, "--warmup-iters", "1", "--energy-methods", "none",
                          "--peak-tflops", "measure")
     g = lines["global"]
     assert code == 0 and len(measured) == calls
     assert float(g["peak_tflops"]) == peak and int(g["peak_windows"]) == windows
     assert float(g["peak_min_tflops"]) == 0.002
+
+
+@pytest.mark.parametrize("flags, seconds", [([], pretrain_gpt.matmul_rate.SECONDS),
+                                            (["--peak-seconds", "0.3"], 0.3)])
+def test_each_measurement_of_the_peak_lasts_the_seconds_asked(capsys, monkeypatch, flags, seconds):
+    asked = []
+    monkeypatch.setattr(pretrain_gpt.matmul_rate, "measure",
+                        lambda *a, seconds: asked.append(seconds) or MatmulRate((0.5, 0.4)))
+    code, _, _ = run(capsys, "--train-iters", "3", "--warmup-iters", "1", "--energy-methods", "none",
+                     "--peak-tflops", "measure", *flags)
+    assert code == 0 and asked == [seconds, seconds]  # before training and after it
 
 
 @pytest.fixture

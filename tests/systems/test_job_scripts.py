@@ -17,11 +17,13 @@ from tests.systems.conftest import (
     ACCOUNT,
     EXTRA_BIND,
     IC_SCRIPT,
+    IC_SWEPT,
     IPU_SCRIPT,
     LLM_COMBOS,
     LLM_SCRIPT,
     SIZES,
     SYSTEMS,
+    ic_tags,
     llm_outcome,
 )
 
@@ -105,8 +107,8 @@ def rundir_of(pkg):
 
 @pytest.mark.parametrize("system", list(SYSTEMS))
 def test_image_classification_job_scripts(dryruns, root, system):
-    packages = dryruns[(IC_SCRIPT, (system,))]
-    assert len(packages) == 7  # global batch sizes 32 to 2048
+    packages = dryruns[(IC_SCRIPT, ic_tags(system))]
+    assert len(packages) == (7 if system in IC_SWEPT else 1)  # global batch sizes 32 to 2048, or smoke's
     for pkg in packages:
         assert "CARAML dryrun:" in pkg.stderr and "CARAML ERROR" not in pkg.stderr
         check_resources(pkg, system, nodes=1)
@@ -283,6 +285,15 @@ def test_job_scripts_are_unique_per_work_package(dryruns):
     for key, packages in dryruns.items():
         launches = [" ".join(pkg.launch()) for pkg in packages if (pkg.work / "job.sh").exists()]
         assert len(set(launches)) == len(launches), key
+
+
+def test_a_cpu_smoke_run_measures_its_matmul_rate_in_a_fifth_of_the_time(dryruns, tmp_path):
+    full = dryruns[(LLM_SCRIPT, ("CPU",))]
+    assert full and all("--peak-tflops measure --device cpu" in pkg.job for pkg in full)
+    run = JubeRun(LLM_SCRIPT, tmp_path / "run")
+    run.run("CPU", "smoke", "synthetic", "dryrun")
+    [work] = run.work_dirs("execute")
+    assert "--peak-tflops measure --peak-seconds 0.3 --device cpu" in (work / "job.sh").read_text()
 
 
 def test_a_dry_run_ends_finished(tmp_path):
