@@ -55,14 +55,18 @@ _caraml_setup() (
         command -v jube >/dev/null || die "apt-get installed jube but 'jube' is still not on PATH"
     }
 
+    # The Python to build on: CARAML_PYTHON, else the newest 3.11+ on PATH,
+    # except that one whose torch works with the host's GPUs comes first (a
+    # container's or a module's python3 beside a newer bare python3.13)
     pick_python() {
-        local py
+        local py first=""
         for py in "${CARAML_PYTHON:-}" python3.13 python3.12 python3.11 python3; do
             [ -n "$py" ] && command -v "$py" >/dev/null || continue
-            if "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-                echo "$py"; return
-            fi
+            "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || continue
+            if [ -n "${CARAML_PYTHON:-}" ] || torch_here "$py"; then echo "$py"; return; fi
+            [ -n "$first" ] || first=$py
         done
+        [ -z "$first" ] || { echo "$first"; return; }
         die "Python 3.11 or newer is needed (set CARAML_PYTHON to its path)"
     }
 
@@ -70,14 +74,54 @@ _caraml_setup() (
     # built for its driver and network: the venv is made on top of it and keeps
     # it. Elsewhere the venv gets the pinned standard build. CARAML_SYSTEM_TORCH=1
     # or 0 decides instead of the check.
+    torch_here() {
+        case "${CARAML_SYSTEM_TORCH:-auto}" in
+            1) "$1" -c 'import torch' 2>/dev/null ;;
+            0) return 1 ;;
+            *) "$1" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null ;;
+        esac
+    }
     system_torch_works() {
         local py=$1
-        case "${CARAML_SYSTEM_TORCH:-auto}" in
-            1) "$py" -c 'import torch' 2>/dev/null \
-                   || die "CARAML_SYSTEM_TORCH=1 but '$py' cannot import torch"; return 0 ;;
-            0) return 1 ;;
-        esac
-        "$py" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' 2>/dev/null
+        torch_here "$py" && return 0
+        [ "${CARAML_SYSTEM_TORCH:-auto}" != 1 ] || die "CARAML_SYSTEM_TORCH=1 but '$py' cannot import torch"
+        return 1
+    }
+
+    # A venv on top of a Python that is itself a venv (a container's
+    # /opt/.../.venv holding its torch): venv's --system-site-packages
+    # reaches the base interpreter's packages only, not that venv's, so
+    # they are added by a .pth file, with their own .pth files processed
+    see_the_parent_venv() {
+        local py=$1 sites
+        sites="$("$py" -c 'import site, sys; print("\n".join(site.getsitepackages()) if sys.prefix != sys.base_prefix else "")')"
+        [ -n "$sites" ] || return 0
+        "$VENV/bin/python" - "$sites" <<'PY'
+import sys
+import sysconfig
+from pathlib import Path
+
+sites = [p for p in sys.argv[1].splitlines() if p]
+pth = Path(sysconfig.get_path("purelib")) / "caraml-node-site.pth"
+pth.write_text("import site; " + "; ".join(f"site.addsitedir({p!r})" for p in sites) + "\n")
+PY
+    }
+
+    # python -m venv, where the Python may lack ensurepip (Debian's without
+    # python3-venv, a container's venv made by uv): on top of a Python
+    # whose own pip runs, a venv without pip uses that one
+    make_venv() {
+        local py=$1; shift
+        "$py" -m venv "$@" "$VENV" 2>/dev/null && return 0
+        rm -rf "$VENV"
+        if [[ " $* " == *" --system-site-packages "* ]] && "$py" -m pip --version >/dev/null 2>&1 \
+            && "$py" -m venv --without-pip "$@" "$VENV" 2>/dev/null; then
+            see_the_parent_venv "$py"
+            "$VENV/bin/python" -m pip --version >/dev/null 2>&1 && return 0
+            rm -rf "$VENV"
+        fi
+        apt_install python3-venv || die "'$py -m venv' failed and python3-venv could not be installed"
+        "$py" -m venv "$@" "$VENV"
     }
 
     # The lock's layer of this node's vendor's sensor bindings
@@ -141,11 +185,8 @@ _caraml_setup() (
                 extras="main$(vendor_layer)"
             fi
             say "creating virtual environment $VENV with $("$py" --version)${flags:+ on top of its own torch}"
-            if ! "$py" -m venv "${flags[@]}" "$VENV" 2>/dev/null; then
-                rm -rf "$VENV"
-                apt_install python3-venv || die "'$py -m venv' failed and python3-venv could not be installed"
-                "$py" -m venv "${flags[@]}" "$VENV"
-            fi
+            make_venv "$py" ${flags[@]+"${flags[@]}"}
+            [ ${#flags[@]} -eq 0 ] || see_the_parent_venv "$py"
             echo "$extras" >"$extras_file"
         fi
         # a venv made before the lock had layers: its torch as it was, the main layer

@@ -3,6 +3,7 @@ installs, so that a node without network (an HPC compute node, an
 air-gapped GPU machine) sets up from it:
 
     python3 aux/wheelhouse.py DIR [--python-version 3.12] [--platform manylinux_2_28_aarch64] [--with-torch]
+        [--node-packages FILE]
     (copy DIR and the checkout over, then on the node:)
     CARAML_WHEELHOUSE=DIR bash aux/setup.sh
 
@@ -11,21 +12,36 @@ architecture): every line of the hashed lock (aux/lock/, all layers) that
 applies there, each file checked against the lock's hashes. torch, and
 what only it needs (CUDA libraries, triton), stay out unless --with-torch:
 a GPU node keeps the torch that works with its driver (setup.sh builds the
-venv on top of it). JUBE, which is not on PyPI, comes as Debian's pure-Python package,
-unpacked into DIR/jube."""
+venv on top of it). With --node-packages (the node's `python3 -m pip list
+--format=freeze`, or one name a line) the packages the node brings stay out
+too, as aux/node_torch.py leaves them, so that a GPU node's wheelhouse
+holds only what the node lacks; the lock's wheel of a node package comes
+along all the same where the node's version is unknown or fails what one
+of the wheels asks of it (node_torch.py installs it only where pip check
+rejects the node's). JUBE, which is not on PyPI, comes as Debian's
+pure-Python package, unpacked into DIR/jube."""
 
 from __future__ import annotations
 
 import argparse
+import email.parser
 import platform as host_platform
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import zipfile
 from pathlib import Path
 
-from lock import LAYERS, NEVER, entries, framework_only, target_env
+from lock import LAYERS, NEVER, Entry, entries, framework_only, name_of, target_env
+
+try:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import InvalidVersion
+except ImportError:  # a bare Python with pip only: pip's own copy
+    from pip._vendor.packaging.requirements import InvalidRequirement, Requirement
+    from pip._vendor.packaging.version import InvalidVersion
 
 
 def platform_tags(platform: str) -> list[str]:
@@ -46,14 +62,78 @@ def platform_tags(platform: str) -> list[str]:
     return [platform] + older + legacy
 
 
-def selected(python_version: str, machine: str, with_torch: bool, locks: list[Path]) -> list[str]:
-    """The lock's lines (hashes included) that a node of this Python and
-    architecture installs. pip download would judge the lines' markers by
-    the machine it runs on, not by the node, so they are judged here."""
+def chosen(python_version: str, machine: str, with_torch: bool, locks: list[Path],
+           node: dict[str, str | None] | None = None) -> list[Entry]:
+    """The lock's entries that a node of this Python and architecture
+    installs, less the packages the node brings. pip download would judge
+    the lines' markers by the machine it runs on, not by the node, so they
+    are judged here."""
     found = [e for path in locks for e in entries(path)]
-    leave_out = set() if with_torch else framework_only(found)
+    leave_out = (set() if with_torch else framework_only(found)) | set(node or {})
     env = target_env(python_version, machine)
-    return [e.unmarked() for e in found if e.marker != NEVER and e.applies(env) and e.name not in leave_out]
+    return [e for e in found if e.marker != NEVER and e.applies(env) and e.name not in leave_out]
+
+
+def selected(python_version: str, machine: str, with_torch: bool, locks: list[Path],
+             node: dict[str, str | None] | None = None) -> list[str]:
+    """chosen()'s lines (hashes included), without their markers"""
+    return [e.unmarked() for e in chosen(python_version, machine, with_torch, locks, node)]
+
+
+def read_node_packages(path: Path) -> dict[str, str | None]:
+    """name -> version (None where only the name is given) from a node's
+    `pip list --format=freeze` or a list of names, one a line"""
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SystemExit(f"[caraml wheelhouse] ERROR: --node-packages {path}: cannot be read "
+                         f"({e}); give the node's 'python3 -m pip list --format=freeze'") from None
+    node = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            node[name_of(name)] = version.strip() or None
+    return node
+
+
+def requirements_of(wheel: Path, env: dict[str, str]) -> list[Requirement]:
+    """What a wheel's metadata requires on the node (its markers judged there)"""
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        headers = email.parser.Parser().parsestr(z.read(meta).decode())
+    out = []
+    for text in headers.get_all("Requires-Dist") or []:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if req.marker is None or req.marker.evaluate(env):
+            out.append(req)
+    return out
+
+
+def unsure(req: Requirement, version: str | None) -> bool:
+    """Whether a node package's version may not satisfy the requirement"""
+    if not str(req.specifier):
+        return False
+    try:
+        return version is None or not req.specifier.contains(version, prereleases=True)
+    except InvalidVersion:
+        return True
+
+
+def fallbacks(out: Path, node: dict[str, str | None], lock: dict[str, Entry],
+              env: dict[str, str]) -> dict[str, Entry]:
+    """The lock's entries of node packages that a wheel in `out` asks for
+    at a version the node may not have"""
+    wanted = {}
+    for wheel in out.glob("*.whl"):
+        for req in requirements_of(wheel, env):
+            name = name_of(req.name)
+            if name in node and name in lock and unsure(req, node[name]):
+                wanted[name] = lock[name]
+    return wanted
 
 
 def download(lines: list[str], out: Path, pip_target: list[str]) -> bool:
@@ -73,14 +153,31 @@ def download(lines: list[str], out: Path, pip_target: list[str]) -> bool:
     return proc.returncode == 0
 
 
-def fill(out: Path, python_version: str, platform: str, with_torch: bool) -> bool:
+def fill(out: Path, python_version: str, platform: str, with_torch: bool,
+         node: dict[str, str | None] | None = None) -> bool:
     tags = platform_tags(platform)
     target = ["--python-version", python_version, "--implementation", "cp"]
     for tag in tags:
         target += ["--platform", tag]
     machine = re.fullmatch(r"manylinux_\d+_\d+_(\w+)", platform).group(1)
-    lines = selected(python_version, machine, with_torch, [c.path for c in LAYERS])
-    return download(lines, out, target)
+    locks = [c.path for c in LAYERS]
+    if not download(selected(python_version, machine, with_torch, locks, node), out, target):
+        return False
+    if not node:
+        return True
+    # a fallback's own requirements may ask for more: until nothing is added
+    lock = {e.name: e for e in chosen(python_version, machine, with_torch, locks)}
+    env = target_env(python_version, machine)
+    have: set[str] = set()
+    while more := [e for name, e in sorted(fallbacks(out, node, lock, env).items()) if name not in have]:
+        print(f"[caraml wheelhouse] the lock's {', '.join(e.name for e in more)} as well: the "
+              "node's version is unknown or not what a wheel asks for", flush=True)
+        have |= {e.name for e in more}
+        if not download([e.unmarked() for e in more], out, target):
+            return False
+    return True
+
+
 def add_jube(out: Path) -> None:
     if (out / "jube" / "usr" / "bin" / "jube").is_file():
         return
@@ -104,9 +201,13 @@ def main() -> int:
                          "e.g. manylinux_2_28_aarch64 for GH200 nodes")
     ap.add_argument("--with-torch", action="store_true",
                     help="also torch and torchvision (for nodes without a working torch)")
+    ap.add_argument("--node-packages", type=Path,
+                    help="the packages the node brings, left out (its 'python3 -m pip list "
+                         "--format=freeze', or one name a line)")
     args = ap.parse_args()
+    node = read_node_packages(args.node_packages) if args.node_packages else None
     args.dir.mkdir(parents=True, exist_ok=True)
-    if not fill(args.dir, args.python_version, args.platform, args.with_torch):
+    if not fill(args.dir, args.python_version, args.platform, args.with_torch, node):
         return 1
     add_jube(args.dir)
     wheels = len(list(args.dir.glob("*.whl")))
