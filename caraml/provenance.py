@@ -69,12 +69,19 @@ def _first_line(path: str) -> str | None:
         return None
 
 
-def gpu_driver() -> str | None:
-    nvidia = _first_line("/proc/driver/nvidia/version")
+# The first line of the NVIDIA kernel module's version file, for the
+# proprietary module ("... Kernel Module  550.54.15  Tue Mar ...") and the
+# open one ("... Open Kernel Module for x86_64  580.159.04  Release Build ...")
+_NVIDIA_DRIVER = re.compile(r"Kernel Module\b.*?\s(\d+\.\d+(?:\.\d+)?)\s")
+
+
+def gpu_driver(nvidia_version: str = "/proc/driver/nvidia/version",
+               amd_version: str = "/sys/module/amdgpu/version") -> str | None:
+    nvidia = _first_line(nvidia_version)
     if nvidia:
-        found = re.search(r"Kernel Module\s+(\S+)", nvidia)
+        found = _NVIDIA_DRIVER.search(nvidia + " ")
         return f"nvidia {found.group(1) if found else nvidia}"
-    amd = _first_line("/sys/module/amdgpu/version")
+    amd = _first_line(amd_version)
     return f"amdgpu {amd}" if amd else None
 
 

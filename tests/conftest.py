@@ -7,7 +7,11 @@ from __future__ import annotations
 import os
 
 import pytest
-from _pytest.nodeid import NodeId
+
+try:
+    from _pytest.nodeid import NodeId
+except ImportError:  # pytest before 9 reads xdist's attribute itself (a GPU node's own pytest)
+    NodeId = None
 
 from caraml import history
 from tests.checkouts import RUNNABLE, MainCommand, checkout_with_venv, main_command
@@ -57,7 +61,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(tryfirst=True)  # before a worker reports its tests
 def pytest_collection_finish(session):
-    if session.config.getoption("loadgroup", False):  # on a worker
+    if NodeId is not None and session.config.getoption("loadgroup", False):  # on a worker
         # pytest-xdist 3.8 puts the group into the test's id through an
         # attribute that pytest 9 no longer reads: the id as it means it
         for item in session.items:

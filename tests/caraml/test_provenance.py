@@ -117,6 +117,21 @@ def test_the_line_names_the_gpu_driver_and_the_images_digest_for_the_system_card
         ("nvidia_550.54.15", "ab" * 6)
 
 
+# First lines of /proc/driver/nvidia/version: the proprietary module's, and
+# the open module's form (from which an H200 node's row once recorded the
+# driver as "nvidia for")
+@pytest.mark.parametrize("line, driver", [
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024",
+     "nvidia 550.54.15"),
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+     "(dvs-builder@U22-I3-AF03-09-1)  Thu Oct 30 00:18:51 UTC 2025", "nvidia 580.159.04"),
+])
+def test_the_gpu_driver_is_the_kernel_modules_version(tmp_path, line, driver):
+    version = tmp_path / "version"
+    version.write_text(line + "\nGCC version:  gcc version 12.3.0\n")
+    assert provenance.gpu_driver(str(version), str(tmp_path / "no-amdgpu")) == driver
+
+
 @pytest.mark.parametrize("value, shown", [("1", "1"), (None, "-")])
 def test_rocms_tf32_switch_reaches_the_file_the_line_and_the_row(monkeypatch, value, shown):
     if value is None:

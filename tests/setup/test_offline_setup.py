@@ -160,3 +160,56 @@ def test_a_wheel_that_does_not_match_the_lock_stops_the_setup(tmp_path):
     assert "DO NOT MATCH THE HASHES" in done.stderr, done.stdout + done.stderr
     assert "pip could not install the suite" in done.stderr.splitlines()[-1]
     assert "mainpkg-1.0.dist-info" not in _site_names(tmp_path)
+
+
+def _shim(path: Path, python: Path, refuse_venv: bool = False) -> None:
+    """A Python on PATH; `refuse_venv`: one without ensurepip, as Debian's
+    without python3-venv and a container's venv made by uv are"""
+    refusal = ('if [ "$1 $2" = "-m venv" ] && [[ " $* " != *" --without-pip "* ]]; then\n'
+               '    echo "Error: ensurepip is not available" >&2; exit 1\nfi\n') if refuse_venv else ""
+    path.write_text(f"#!/bin/bash\n{refusal}exec {python} \"$@\"\n")
+    path.chmod(0o755)
+
+
+def test_a_nodes_torch_in_a_venv_of_its_own_without_ensurepip_is_kept(tmp_path):
+    """A container's torch in /opt/.../.venv, on a Python without ensurepip,
+    beside newer Pythons without torch: the set-up picks the Python with
+    torch, makes the venv without pip, sees that venv's packages (torch and
+    pip) and installs the lock's packages beside them"""
+    import sys
+    import venv
+
+    from tests.setup.test_node_torch import _pip_alone
+    from tests.setup.wheels import installed
+
+    bare = Path(sys._base_executable)
+    node = tmp_path / "node-venv"
+    venv.EnvBuilder(with_pip=False).create(node)
+    node_site = next((node / "lib").glob("python3*/site-packages"))
+    installed(node_site, "torch", "2.6.0a0")
+    (node_site / "pip").symlink_to(_pip_alone(tmp_path) / "pip")
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    for name in ("python3.13", "python3.12", "python3.11"):
+        _shim(shims / name, bare)
+    _shim(shims / "python3", node / "bin" / "python", refuse_venv=True)
+
+    wheelhouse, lock = _mini_lock(tmp_path)
+    checkout = _checkout(tmp_path, lock)
+    (checkout / "aux" / "node_torch.py").write_bytes((ROOT / "aux" / "node_torch.py").read_bytes())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")
+           and k not in ("VIRTUAL_ENV", "CARAML_VENV", "PYTHONPATH", "CARAML_PYTHON")}
+    env.update(PIP_CONFIG_FILE=os.devnull, CARAML_SYSTEM_TORCH="1", CARAML_EXTRAS="",
+               CARAML_WHEELHOUSE=str(wheelhouse), CARAML_VENV=str(tmp_path / "venv"),
+               PATH=f"{shims}{os.pathsep}{env['PATH']}")
+    done = subprocess.run(["bash", str(checkout / "aux" / "setup.sh")], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert "on top of its own torch" in done.stdout, done.stdout + done.stderr
+    python = tmp_path / "venv" / "bin" / "python"
+    seen = subprocess.run([str(python), "-c", "import torch, mainpkg, pip; print(torch.__version__)"],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert seen.stdout.strip() == "2.6.0a0", seen.stderr
+    assert "mainpkg-1.0.dist-info" in _site_names(tmp_path)
+    assert not any(name.startswith("torch-") for name in _site_names(tmp_path))
+    # the node's torch 2.6 has no torchvision 0.21 in this wheelhouse: pip says so
+    assert "pip could not install the suite" in done.stderr

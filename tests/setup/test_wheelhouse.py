@@ -123,3 +123,32 @@ def test_a_line_for_another_python_than_pips_own_is_downloaded(index, tmp_path):
     target = ["--python-version", python, "--implementation", "cp", "--platform", "manylinux_2_28_x86_64"]
     assert wheelhouse.download(lines, out, target)
     assert [p.name for p in out.glob("*.whl")] == ["newpy-1.0-py3-none-any.whl"]
+
+
+def test_a_nodes_wheelhouse_holds_what_it_lacks_and_the_lock_where_its_version_may_not_do(
+        index, tmp_path, monkeypatch, capsys):
+    """--node-packages: the node's packages stay out, except where a wheel
+    asks for a version the node's is not, or the node's is unknown"""
+    built = tmp_path / "built"
+    built.mkdir()
+    offered = {
+        "app": wheel(index, "app", "1.0", ["lib>=2", "util>=1", "plain", "core>=1"]),
+        "lib": wheel(index, "lib", "2.0"), "util": wheel(index, "util", "1.5"),
+        "plain": wheel(index, "plain", "1.0"), "core": wheel(index, "core", "1.2"),
+    }
+    lock = tmp_path / "main.txt"
+    lock.write_text("".join(lock_entry(name, path.name.split("-")[1], [path])
+                            for name, path in offered.items()))
+    monkeypatch.setattr(wheelhouse, "LAYERS", [type("Layer", (), {"path": lock})])
+    node_file = tmp_path / "node.txt"
+    node_file.write_text("lib==1.0\nutil==3.0\nplain==0.1\ncore\n")
+    node = wheelhouse.read_node_packages(node_file)
+    out = tmp_path / "out"
+    assert wheelhouse.fill(out, "3.11", "manylinux_2_28_x86_64", False, node)
+    assert sorted(p.name.split("-")[0] for p in out.glob("*.whl")) == ["app", "core", "lib"]
+    assert "the lock's core, lib as well" in capsys.readouterr().out
+
+
+def test_a_node_package_list_that_cannot_be_read_is_one_line(tmp_path):
+    with pytest.raises(SystemExit, match=r"--node-packages .*missing.txt: cannot be read"):
+        wheelhouse.read_node_packages(tmp_path / "missing.txt")
