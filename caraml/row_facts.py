@@ -105,16 +105,20 @@ def _num(value: str | None) -> float | None:
 
 
 def _window(wh: float | None, devices: int | None, seconds: float | None, work: float | None,
-            missing: float | None, complete: bool, covered: float | None) -> dict:
+            missing: float | None, complete: bool, covered: float | None,
+            answered_w: float | None = None) -> dict:
     """One energy window. A window that is not whole keeps its partial Wh
     (labelled: the row's energy source says incomplete) and has no work per
-    Wh, so it is never a headline ratio."""
+    Wh, so it is never a headline ratio. Its power per device is jpwr's,
+    from the samples the sensors answered (answered_w), where given: a gap
+    adds no energy, so Wh over the whole window would read low."""
     per_device = wh / devices if wh is not None and devices else None
     complete = complete and wh is not None
+    if answered_w is None and per_device is not None and seconds:
+        answered_w = per_device * 3600 / seconds
     return {"wh": wh, "wh_per_device": per_device,
             "work_per_wh": work / wh if work is not None and wh and complete else None,
-            "mean_power_w_per_device": per_device * 3600 / seconds
-            if per_device is not None and seconds else None,
+            "mean_power_w_per_device": answered_w,
             "seconds": seconds, "complete": complete, "missing_pct": missing,
             "covered_pct": 100.0 if complete else covered}
 
@@ -137,14 +141,19 @@ def energy(jpwr_text: str, facts: Facts) -> dict | None:
     timed = next((w for w in windows if w.get("window") == "timed"
                   and (w.get("counted") == "yes" if counted else w.get("scope") == scope)), None)
     missing = _num(s.get("missing_pct"))
-    incomplete = s.get("source") == "incomplete"
     methods = s.get("methods") or ""
-    # jpwr calls a figure incomplete where its samples cover under 95 % of
-    # the run (aggregate.MISSING_LIMIT) or files were lost; the share
-    # covered is unknown (None) where jpwr could not count what is missing
+    # jpwr says whether its figure covers the whole run, whatever its source
+    # (complete=, covered_pct=: a partial estimate is as partial as a
+    # measurement); older lines say it in their source alone. The share
+    # covered is unknown (None) where jpwr could not count what is missing.
+    if "complete" in s:
+        incomplete, covered = s["complete"] != "yes", _num(s.get("covered_pct"))
+    else:
+        incomplete = s.get("source") == "incomplete"
+        covered = None if missing is None else 100.0 - missing
     run = _window(wh, int(devices) if devices else None, _num(s.get("duration_s")),
-                  facts.work_total, missing, not incomplete,
-                  None if missing is None else 100.0 - missing)
+                  facts.work_total, missing, not incomplete, covered,
+                  _num(s.get("mean_w_per_device")) if counted else None)
     windows_out = {"run": run}
     headline = "run"
     if timed is not None:
