@@ -43,6 +43,7 @@ from caraml.dist import Dist
 from caraml.energy import TimedWindow
 from caraml.options import EnergyOptions, RunOptions
 from caraml.report import BenchmarkInputError
+from caraml.startup import StartupTimeout
 from caraml.stopping import StopCondition
 from caraml.timing import IterationTimer, TimingStats, slowest_per_iteration, summarize
 
@@ -259,7 +260,10 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
     # wall-clock budget counts from here (set-up included), as Megatron-LM's does.
     with StopCondition(max_iterations=opts.train_iters, max_seconds=opts.budget_s) as stop:
         try:
-            dist = caraml_dist.init(opts.device)
+            dist = caraml_dist.init(opts.device, opts.startup_deadline_s)
+        except StartupTimeout as e:  # a rank that never came: named, on every rank that did
+            report.error(str(e))
+            return EXIT_NO_FIGURE
         except (RuntimeError, ValueError) as e:  # e.g. --device cuda without a GPU
             report.error(f"--device {opts.device}: {e}")
             return EXIT_INPUT
