@@ -32,6 +32,13 @@ RUN_MARKERS = ("configuration.xml", "workpackages.xml")
 MIN_TIMED_ITERATIONS = 20
 MIN_TIMED_SECONDS = 60.0
 SMOKE = "smoke, not a measurement"
+# why a row of a run still going is no measurement yet, where the row model
+# gives none (it leaves the reason of a job that has not ended empty)
+UNFINISHED = {
+    "running": "the job has not ended yet: compare again once `jube continue` has seen it end",
+    "queued": "the job has not started yet: compare again once it has run (`jube continue`)",
+    "pending": "Slurm has not started the job yet: compare again once it has run (`jube continue`)",
+}
 
 
 @dataclass(frozen=True)
@@ -214,7 +221,8 @@ def flatten(row: dict, run: RunDir, path: Path) -> dict:
         "energy_by_scope": " ".join(f"{k}:{v:.4g}Wh" for k, v in (energy.get("by_scope") or {}).items()
                                     if isinstance(v, (int, float))),
         "flags": " ".join(map(str, row.get("flags") or [])),
-        "status": _text(status.get("state")), "reason": _text(status.get("reason"), ""),
+        "status": _text(status.get("state")),
+        "reason": _text(status.get("reason"), "") or UNFINISHED.get(status.get("state"), ""),
         "commit": _text(prov.get("commit")), "clean": prov.get("clean"),
         "suite_version": _text(prov.get("suite_version")), "torch": _text(prov.get("torch")),
         "cuda": _text(prov.get("cuda")), "rocm": _text(prov.get("rocm")),
