@@ -37,8 +37,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
+from caraml import benchmarks, energy, memory, power_limit, provenance, report
 from caraml import dist as caraml_dist
-from caraml import energy, memory, power_limit, provenance, report
 from caraml.dist import Dist
 from caraml.energy import TimedWindow
 from caraml.options import EnergyOptions, RunOptions
@@ -251,7 +251,8 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
         if isinstance(opts, int):
             return opts
         meter = energy_meter(opts)
-    except BenchmarkInputError as e:
+        benchmarks.all_benchmarks()  # a site's registry (CARAML_BENCHMARKS) that fails, before training
+    except (BenchmarkInputError, benchmarks.UnknownBenchmark) as e:
         report.error(str(e))
         return EXIT_INPUT
     if before_init is not None:

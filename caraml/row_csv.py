@@ -40,7 +40,10 @@ def columns(benchmark: str | None) -> list[tuple[str, str, str | None]]:
     (named as the benchmark; "other" where it has none) and the tail."""
     root = ET.parse(COLUMNS).getroot()
     own = benchmark if root.find(f"column[@set='{benchmark}']") is not None else "other"
-    unit = benchmarks.get(benchmark).unit.capitalize() if benchmark in benchmarks.names() else "Work"
+    try:
+        unit = benchmarks.get(benchmark).unit.capitalize()
+    except benchmarks.UnknownBenchmark:  # the row names why (caraml/row.py)
+        unit = "Work"
     return [(c.get("title").replace("{Unit}", unit), c.text.strip(), c.get("format"))
             for name in ("head", own, "tail") for c in root.findall(f"column[@set='{name}']")]
 

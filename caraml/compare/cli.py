@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from caraml.benchmarks import UnknownBenchmark
 from caraml.compare import (CompareError, decision, figures, frontier, plots, power, prices, reference,
                             report, rows, trend)
 from caraml.compare.jobs import IMAGENET_TRAIN_IMAGES, OPERATOR_SAMPLES_PER_EPOCH, Jobs
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return compare(args)
-    except CompareError as err:
+    except (CompareError, UnknownBenchmark) as err:  # the latter: a site's CARAML_BENCHMARKS
         print(f"caraml-compare: error: {err}", file=sys.stderr)
         return BAD_INPUT
 
