@@ -13,7 +13,7 @@ points for one run, CARAML_POWER_LIMIT_SCOPE (`gpu`) the scope.
 
 Every rank sets its own device's limit before the model is built and puts
 the previous one back at the end, whatever ends the run (the driver core,
-caraml/driver.py, through jpwr/gpu/power_limit.py); each rank prints what
+caraml/node/driver.py, through jpwr/gpu/power_limit.py); each rank prints what
 it did:
 
     CARAML power limit: rank=0 device=gpu0 scope=gpu asked=0.75 asked_w=300 before_w=400 reported_w=300
@@ -36,13 +36,13 @@ import sys
 
 from caraml import report
 from caraml.report import BenchmarkInputError
-from caraml.row_facts import kv_lines
+from caraml.report import kv_lines
 from jpwr.gpu.power_limit import SCOPES
 
 DEFAULT = "default"
 POINTS_ENV = "CARAML_POWER_LIMITS"
 SCOPE_ENV = "CARAML_POWER_LIMIT_SCOPE"
-# the scopes of the lines each rank prints (caraml/driver.py)
+# the scopes of the lines each rank prints (caraml/node/driver.py)
 SET_SCOPE = "power limit"
 RESTORED_SCOPE = "power limit restored"
 _NUMBER = re.compile(r"\d+(\.\d*)?|\.\d+")

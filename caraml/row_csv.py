@@ -23,9 +23,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from caraml import benchmarks, report
+from caraml.report import last_kv
 from caraml.row import rows_of_run
 from caraml.row_evidence import workpackage_params
-from caraml.row_facts import last_kv
 from caraml.row_print import table_fields
 
 COLUMNS = Path(__file__).resolve().parents[1] / "aux" / "caraml_columns.xml"

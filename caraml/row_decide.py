@@ -9,8 +9,8 @@ from __future__ import annotations
 from caraml import benchmarks, device_peaks, power_limit
 from caraml.benchmarks import Benchmark
 from caraml.row_evidence import Evidence
-from caraml.row_facts import (MEMORY, Facts, energy, energy_flags, last_kv, measured_peak, mfu_refusal,
-                              provenance)
+from caraml.report import MEMORY, last_kv
+from caraml.row_facts import Facts, energy, energy_flags, measured_peak, mfu_refusal, provenance
 from caraml.row_status import MEASURED, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
@@ -143,7 +143,7 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
 
 
 def _memory(g: dict[str, str]) -> dict | None:
-    """Peak device memory over the timed iterations (caraml/memory.py), as
+    """Peak device memory over the timed iterations (caraml/node/memory.py), as
     the driver core's summary line gives it."""
     memory = {name: _num(g.get(f"memory_{name}")) for name in MEMORY}
     return memory if any(v is not None for v in memory.values()) else None

@@ -8,29 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# The driver core's peak-memory figures (memory_<name> in its summary line)
-MEMORY = ("max_allocated_gib", "max_reserved_gib", "device_gib")
-# The provenance line's keys (caraml/provenance.py writes them, in this order)
-PROVENANCE_KEYS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
-                   "cpus", "other_benchmarks", "driver", "container", "hipblaslt_allow_tf32")
-
-
-def kv(text: str) -> dict[str, str]:
-    """key=value words of one line."""
-    return dict(word.split("=", 1) for word in text.split() if "=" in word)
-
-
-def kv_lines(text: str, prefix: str) -> list[dict[str, str]]:
-    """Every line `<prefix> key=value ...` of a text, parsed."""
-    start = re.compile(rf"^{re.escape(prefix)} (.*)$", re.MULTILINE)
-    return [kv(found) for found in start.findall(text)]
-
-
-def last_kv(text: str, scope: str) -> dict[str, str]:
-    """The last `CARAML <scope>:` line of a text ({} where there is none):
-    a job that was re-run appends its lines to the ones before."""
-    found = kv_lines(text, f"CARAML {scope}:")
-    return found[-1] if found else {}
+from caraml.report import kv, kv_lines, last_kv
 
 
 def _value(text: str | None) -> str | None:

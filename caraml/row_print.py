@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 from caraml import report
-from caraml.row_facts import MEMORY
+from caraml.report import MEMORY
 
 
 def _source(energy: dict) -> str:

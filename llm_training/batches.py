@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from caraml.stopping import STOP_SIGNALS
+from caraml.node.stopping import STOP_SIGNALS
 
 
 def _leave_stop_signals_to_the_trainer(_worker_id: int) -> None:

@@ -18,13 +18,14 @@ from dataclasses import dataclass
 
 import torch
 
-from caraml import device_peaks, driver, memory, precision, report
+from caraml import device_peaks, report
+from caraml.node import driver, memory, precision
 from caraml.device_peaks import MEASURED, Peak
-from caraml.dist import Dist
-from caraml.driver import EnergyMeter
+from caraml.node.dist import Dist
+from caraml.node.driver import EnergyMeter
 from caraml.report import BenchmarkInputError
-from caraml.stopping import StopCondition
-from caraml.timing import TimingStats, summarize
+from caraml.node.stopping import StopCondition
+from caraml.node.timing import TimingStats, summarize
 from llm_training import arguments, matmul_rate, memory_plan, training
 from llm_training.arguments import Args, Layout
 from llm_training.batches import micro_batches

@@ -1,6 +1,7 @@
 """The layers: imports run one way only (aux -> benchmarks -> caraml ->
-jpwr), jpwr knows nothing of JUBE, and the login-node tools need nothing
-beyond the standard library and the suite's JUBE adapter."""
+jpwr), jpwr knows nothing of JUBE, the node side (caraml/node/) reads and
+writes no row, and the login-node tools need nothing beyond the standard
+library and the suite's JUBE adapter."""
 
 from __future__ import annotations
 
@@ -46,6 +47,23 @@ def offenders(package: str, forbidden: tuple[str, ...]) -> dict[str, set[str]]:
 
 def test_caraml_imports_no_benchmark():
     assert offenders("caraml", (*BENCHMARKS, "aux")) == {}
+
+
+# What the node side may import of the suite: the JUBE adapter and the
+# tables both sides share, never the row model, the login tools, the
+# comparison or ReFrame's checks
+NODE_SHARED = ("caraml.report", "caraml.benchmarks", "caraml.device_peaks", "caraml.power_limit",
+               "caraml.rocm_tf32")
+
+
+def test_the_node_side_imports_no_row_and_no_login_tool():
+    found = {}
+    for path in modules("caraml/node"):
+        bad = {name for name in imported(path, members=True) if name.startswith("caraml")
+               and not name.startswith(("caraml.node", *NODE_SHARED)) and name != "caraml"}
+        if bad:
+            found[str(path.relative_to(REPO))] = bad
+    assert found == {}
 
 
 def test_jpwr_imports_nothing_of_the_suite():

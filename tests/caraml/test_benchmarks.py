@@ -42,6 +42,6 @@ def test_a_registered_file_adds_a_benchmark_and_a_wrong_one_is_named(tmp_path):
 
 
 def test_every_driver_is_a_contention_marker():
-    from caraml import provenance
+    from caraml.node import provenance
     for entry in benchmarks.BUILT_IN:
         assert entry.driver in provenance.BENCHMARK_MARKERS

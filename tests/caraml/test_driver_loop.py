@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from caraml import driver
-from caraml.options import EnergyOptions, RunOptions
-from caraml.stopping import StopCondition
+from caraml.node import driver
+from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.stopping import StopCondition
 from tests.dist_fixtures import single_cpu  # noqa: F401
 
 

@@ -1,5 +1,5 @@
 """A power-limit sweep's point (caraml/power_limit.py) and the driver core
-that sets it (caraml/driver.py), against the fake NVML binding: the points
+that sets it (caraml/node/driver.py), against the fake NVML binding: the points
 a sweep takes, the limit set before the set-up and put back however the run
 ends (a TERM in the timed window, an exception in a step), the refusal
 without privilege and out of range before training, and the row's record."""
@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from caraml import driver, power_limit
-from caraml.options import EnergyOptions, RunOptions
+from caraml import power_limit
+from caraml.node import driver
+from caraml.node.options import EnergyOptions, RunOptions
 from caraml.report import BenchmarkInputError
-from caraml.row_facts import kv_lines
+from caraml.report import kv_lines
 from tests.dist_fixtures import LAUNCHER_VARIABLES
 from tests.jpwr.jpwr_fakes import FakeNvml, FakeScopedNvml
 

@@ -14,7 +14,7 @@ import pytest
 
 from caraml import row as row_model
 from caraml import row_print
-from caraml.row_facts import last_kv
+from caraml.report import last_kv
 from caraml.row_status import STATES
 from tests.caraml.row_packages import (
     IMAGE_GLOBAL,

@@ -3,7 +3,7 @@ import signal
 
 import pytest
 
-from caraml.stopping import StopCondition
+from caraml.node.stopping import StopCondition
 
 
 def test_iteration_count():

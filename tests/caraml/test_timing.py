@@ -1,6 +1,6 @@
 import pytest
 
-from caraml.timing import IterationTimer, rate, slowest_per_iteration, summarize
+from caraml.node.timing import IterationTimer, rate, slowest_per_iteration, summarize
 
 
 class FakeClock:

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from llm_helpers import PYTHON, REPO, TINY
 
-from caraml import driver
+from caraml.node import driver
 from llm_training import pretrain_gpt
 from llm_training.matmul_rate import MatmulRate
 from llm_training.pretrain_gpt import main

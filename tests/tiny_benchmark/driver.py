@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-from caraml import data_parallel, driver
-from caraml.options import PRECISIONS, EnergyOptions, RunOptions, option
-from caraml.options import parse as parse_options
+from caraml.node import data_parallel, driver
+from caraml.node.options import PRECISIONS, EnergyOptions, RunOptions, option
+from caraml.node.options import parse as parse_options
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,7 +39,7 @@ def train_and_report(args: Options, dist, stop, energy) -> int:
 
     result = driver.train_loop(step, args, dist, stop, energy,
                                data_parallel.progress(args, "samples", ".4g"))
-    del ddp  # gone before the process group is (caraml/driver.py)
+    del ddp  # gone before the process group is (caraml/node/driver.py)
     return data_parallel.report_result(args, dist, result, batch, "samples",
                                        head={"model": "mlp", "precision": args.precision})
 

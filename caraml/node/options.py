@@ -160,7 +160,7 @@ def parse(cls: type, argv: Sequence[str] | None, *, prog: str, description: str 
 
 
 DEVICES = ("auto", "cpu", "cuda")
-# What each means on a device (autocast, scaler, TF32) is in caraml/precision.py.
+# What each means on a device (autocast, scaler, TF32) is in caraml/node/precision.py.
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 NO_ENERGY = "none"
 

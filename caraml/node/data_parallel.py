@@ -3,7 +3,7 @@ share of a global batch of whole samples (images, operator samples): the
 batch per device once the devices are known, the progress line, and the
 summary lines of every rank and of the job. A driver keeps only what is its
 own (options, data, model, step, and the fields its lines add) and hands the
-rest to the driver core (caraml/driver.py) through this."""
+rest to the driver core (caraml/node/driver.py) through this."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 import torch
 
-from caraml import compile_toolchain, driver, precision, throughput
-from caraml.dist import Dist
-from caraml.driver import LoopResult
+from caraml.node import compile_toolchain, driver, precision, throughput
+from caraml.node.dist import Dist
+from caraml.node.driver import LoopResult
 from caraml.report import BenchmarkInputError
-from caraml.timing import TimingStats, rate
+from caraml.node.timing import TimingStats, rate
 
 
 def check_placement(args, world_size: int, device: torch.device) -> None:

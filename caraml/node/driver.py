@@ -37,14 +37,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from caraml import dist as caraml_dist
-from caraml import energy, memory, power_limit, provenance, report
-from caraml.dist import Dist
-from caraml.energy import TimedWindow
-from caraml.options import EnergyOptions, RunOptions
+from caraml import power_limit, report
+from caraml.node import dist as caraml_dist
+from caraml.node import energy, memory, provenance
+from caraml.node.dist import Dist
+from caraml.node.energy import TimedWindow
+from caraml.node.options import EnergyOptions, RunOptions
 from caraml.report import BenchmarkInputError
-from caraml.stopping import StopCondition
-from caraml.timing import IterationTimer, TimingStats, slowest_per_iteration, summarize
+from caraml.node.stopping import StopCondition
+from caraml.node.timing import IterationTimer, TimingStats, slowest_per_iteration, summarize
 
 EXIT_OK = 0
 EXIT_NO_FIGURE = 1  # the run ended before any iteration was timed
