@@ -17,15 +17,14 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
-from caraml import report
+from caraml import jube_run, report
 
 ENV = "CARAML_HISTORY"
 DEFAULT = Path(__file__).resolve().parents[1] / "results" / "caraml_rows.sqlite"
 TABLE = "history"
-# A file JUBE keeps in every run folder (outpath/<id>), and the file beside
-# it that holds the run's key: written by the run's first row, moved and
-# deleted with the folder, never reused by the next run of the same id.
-RUN_MARKER = "workpackages.xml"
+# The file in a run folder (outpath/<id>) that holds the run's key: written
+# by the run's first row, moved and deleted with the folder, never reused by
+# the next run of the same id.
 RUN_KEY_FILE = "caraml_run_uuid"
 
 
@@ -124,14 +123,6 @@ def path() -> Path:
     return Path(given) if given else DEFAULT
 
 
-def run_folder(work: Path) -> Path:
-    """The JUBE run folder above a work folder; the work folder where there is none."""
-    for folder in (work, *work.parents):
-        if (folder / RUN_MARKER).is_file():
-            return folder
-    return work
-
-
 def run_uuid(folder: Path) -> str:
     """The run's key, made by its first row (O_EXCL: two rows at once agree on one)."""
     key_file = folder / RUN_KEY_FILE
@@ -174,7 +165,7 @@ def _connect(db: Path) -> sqlite3.Connection:
 
 def write(row: dict, work: Path, db: Path) -> None:
     """One line for the row, appended: keyed by its run's UUID and this host."""
-    folder = run_folder(work)
+    folder = jube_run.run_above(work) or work
     line = {"run_uuid": run_uuid(folder), "host": socket.gethostname(), "run_dir": str(folder),
             "recorded_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "row_json": json.dumps(row, sort_keys=True),

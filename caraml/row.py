@@ -8,7 +8,7 @@ README's main command (caraml/login/rows.py) and caraml-compare (row.json).
 
 run in the combine step's work directory, reads the execute work package
 through JUBE's `execute` link and JUBE's own record of the run
-(workpackages.xml), writes row.json there and prints the lines for the
+(caraml/jube_run.py), writes row.json there and prints the lines for the
 tables. No value reaches this module through Python or shell source: the
 paths are arguments, the facts come from files.
 
@@ -29,9 +29,9 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from caraml import benchmarks, history, report
+from caraml import benchmarks, history, jube_run, report
 from caraml.row_decide import SCHEMA, decide_row
-from caraml.row_evidence import Evidence, data_errors, data_step, gather, workpackage_params
+from caraml.row_evidence import Evidence, data_errors, data_step, gather
 from caraml.row_print import print_lines
 
 FILE_NAME = "row.json"
@@ -118,26 +118,21 @@ def _not_started(run_dir: Path) -> list[dict]:
     `jube run` stopped by Ctrl-C before it): JUBE makes a work package's
     folder only when it starts it."""
     try:
-        root = ET.parse(run_dir / "workpackages.xml").getroot()
+        planned = jube_run.work_packages(run_dir)
     except (OSError, ET.ParseError):
         return []
-    params = workpackage_params(run_dir)
-    parents = {p.strip() for wp in root.iter("workpackage")
-               for p in (wp.findtext("parents") or "").split(",")}
+    parents = {parent for wp in planned.values() for parent in wp.parents}
     rows = []
-    for wp in root.iter("workpackage"):
-        wp_id = int(wp.get("id"))
-        work = run_dir / f"{wp_id:06d}_execute" / "work"
+    for wp in planned.values():
+        work = run_dir / wp.folder / "work"
         # JUBE plans no execute package after a data step that failed: its row is that failure
-        failed_data = wp.findtext("step") == "prepare_data" and str(wp_id) not in parents
-        if failed_data:
-            work = run_dir / f"{wp_id:06d}_prepare_data" / "work"
-        elif wp.findtext("step") != "execute" or work.parent.exists():
+        failed_data = wp.step == "prepare_data" and wp.id not in parents
+        if not failed_data and (wp.step != "execute" or work.parent.exists()):
             continue
-        texts = data_errors(work) if failed_data else data_step(run_dir, wp_id)
-        ev = Evidence(texts, params[wp_id], str(work))
+        texts = data_errors(work) if failed_data else data_step(run_dir, wp)
+        ev = Evidence(texts, wp.params, str(work))
         try:
-            row = decide_row(params[wp_id].get("row_benchmark"), ev, slurm_state=None)
+            row = decide_row(wp.params.get("row_benchmark"), ev, slurm_state=None)
         except ValueError as error:  # a work package that names no benchmark of the table
             rows.append(undecided(None, work, error))
             continue

@@ -22,10 +22,9 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from caraml import benchmarks, report
+from caraml import benchmarks, jube_run, report
 from caraml.report import last_kv
 from caraml.row import rows_of_run
-from caraml.row_evidence import workpackage_params
 from caraml.row_print import table_fields
 
 COLUMNS = Path(__file__).resolve().parents[1] / "aux" / "caraml_columns.xml"
@@ -58,15 +57,7 @@ def _data_name(stdout: str) -> str:
     return (name[0] if name else "") + (f" (only {tiny[0]} tokens: repeated)" if tiny else "")
 
 
-def _parents(run_dir: Path) -> dict[int, int]:
-    """Each work package's first parent, from JUBE's record of the run."""
-    root = ET.parse(run_dir / "workpackages.xml").getroot()
-    return {int(wp.get("id")): int(first) for wp in root.iter("workpackage")
-            if (first := (wp.findtext("parents") or "").split(",")[0].strip())}
-
-
-def sources(row: dict, run_dir: Path, params: dict[int, dict[str, str]],
-            parents: dict[int, int]) -> dict[str, object]:
+def sources(row: dict, run_dir: Path, planned: dict[int, jube_run.WorkPackage]) -> dict[str, object]:
     """Every value a column may name: row.<field> (the row's `CARAML row`
     line, its state, reason and flags), global.<key> (the driver's summary
     line), param.<name> (JUBE's parameters of the work package) and
@@ -74,7 +65,8 @@ def sources(row: dict, run_dir: Path, params: dict[int, dict[str, str]],
     folder = Path(row["work_package"]).parent.name  # 000003_execute
     head = folder.split("_", 1)[0]
     wp_id = int(head) if head.isdigit() else -1
-    data_id = wp_id if folder.endswith("_prepare_data") else parents.get(wp_id)
+    wp = planned.get(wp_id)
+    data_id = wp_id if folder.endswith("_prepare_data") else (wp.parents[0] if wp and wp.parents else None)
     data = "".join(_read(p / "stdout") for p in run_dir.glob(f"{data_id:06d}_*/work")) \
         if data_id is not None else ""
     values: dict[str, object] = {f"row.{k}": v for k, v in table_fields(row).items()}
@@ -83,7 +75,7 @@ def sources(row: dict, run_dir: Path, params: dict[int, dict[str, str]],
                    "row.work_package": row["work_package"], "data.name": _data_name(data)})
     values.update({f"global.{k}": v for k, v in
                    last_kv(_read(run_dir / folder / "work" / "job.out"), "global").items()})
-    values.update({f"param.{k}": v for k, v in params.get(wp_id, {}).items()})
+    values.update({f"param.{k}": v for k, v in (wp.params if wp else {}).items()})
     return values
 
 
@@ -107,13 +99,13 @@ def _order(row: dict) -> tuple:
 def table(run_dir: Path) -> str:
     """The run's full table: one line per row, sorted as JUBE's tables."""
     rows = sorted(rows_of_run(run_dir, slurm_state=lambda job_id: None), key=_order)
-    params, parents = workpackage_params(run_dir), _parents(run_dir)
+    planned = jube_run.work_packages(run_dir)
     cols = columns(next((r["benchmark"] for r in rows if r["benchmark"]), None))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([title for title, _, _ in cols])
     for row in rows:
-        values = sources(row, run_dir, params, parents)
+        values = sources(row, run_dir, planned)
         writer.writerow([_cell(values.get(source), form) for _, source, form in cols])
     return out.getvalue()
 
@@ -131,23 +123,13 @@ def write(run_dir: Path) -> Path:
     return path
 
 
-def run_folder(path: Path) -> Path:
-    """A run's folder: PATH itself, or the last run of the outpath PATH."""
-    if (path / "workpackages.xml").is_file():
-        return path
-    runs = sorted(p for p in path.glob("[0-9]*") if (p / "workpackages.xml").is_file())
-    if not runs:
-        raise ValueError(f"{path} is neither a JUBE run's folder nor an outpath with runs")
-    return runs[-1]
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print(__doc__.split("\n\n")[1].strip(), file=sys.stderr)
         return 2
     try:
-        path = write(run_folder(Path(args[0])))
+        path = write(jube_run.last_run(Path(args[0])))
     except (OSError, ValueError, ET.ParseError) as error:
         report.error(f"the full table could not be written: {error}")
         return 1

@@ -25,7 +25,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from caraml import row_csv
+from caraml import jube_run, row_csv
 from caraml.row import undecided
 from caraml.row_decide import decide_row
 from caraml.row_evidence import Evidence, gather
@@ -73,7 +73,7 @@ def write(work: Path) -> Path:
     os.replace(part, path)
     run_dir = work.resolve().parents[1]
     (run_dir / ANALYSIS_CACHE).unlink(missing_ok=True)
-    if not (run_dir / "workpackages.xml").is_file():
+    if not jube_run.is_run(run_dir):
         return path  # a job script made outside a JUBE run: no run, no table
     try:
         row_csv.write(run_dir)

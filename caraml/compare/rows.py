@@ -17,15 +17,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from caraml import benchmarks
+from caraml import benchmarks, jube_run
 from caraml import row as row_model
 from caraml.power_limit import DEFAULT as DEFAULT_LIMIT
 from caraml.compare import CompareError
 from caraml.login import systems
 from caraml.row_status import MEASURED
 
-# Files JUBE keeps in every run directory (outpath/<id>)
-RUN_MARKERS = ("configuration.xml", "workpackages.xml")
 # A row is a measurement only with at least this many timed iterations
 # lasting at least this long (docs/compare.md says why these two); a shorter
 # row is a smoke run: shown, marked, never ranked, divided or extrapolated.
@@ -45,7 +43,7 @@ _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
 
 
 def _is_run_dir(path: Path) -> bool:
-    return path.name.isdigit() and all((path / m).is_file() for m in RUN_MARKERS)
+    return path.name.isdigit() and jube_run.is_run(path)
 
 
 def _runs_of_outpath(path: Path, all_runs: bool) -> list[Path]:
@@ -77,7 +75,7 @@ def find_run_dirs(argument: str, all_runs: bool = False) -> list[RunDir]:
         for child in sorted(p for p in path.iterdir() if p.is_dir()):
             runs += _runs_of_outpath(child, all_runs)
     if not runs:
-        raise CompareError(f"{path}: not a JUBE run directory (no {' or '.join(RUN_MARKERS)} in it or "
+        raise CompareError(f"{path}: not a JUBE run directory (no {jube_run.RECORD} in it or "
                            "in a numbered folder below it); give the outpath of a `jube run`")
     return [RunDir(p, label) for p in runs]
 

@@ -40,6 +40,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from caraml import jube_run
 from caraml import row as row_model
 from caraml.login.host_locks import JUBE_RUN_ID, held, jube_folder_lock, jube_script
 
@@ -111,23 +112,11 @@ def varying_parameters(run_dir: Path) -> dict[str, str]:
     swept parameter is one whose definition is a list (it holds its own
     separator); what is computed from it is left out."""
     try:
-        root = ET.parse(run_dir / "workpackages.xml").getroot()
+        planned = jube_run.work_packages(run_dir)
     except (OSError, ET.ParseError):  # JUBE writes it as the run goes
         return {}
-    found: dict[str, dict[str, str]] = {}
-    swept: set[str] = set()
-    for wp in root.iter("workpackage"):
-        step = wp.find("step")
-        if step is None:
-            continue
-        values = found.setdefault(f"{int(wp.get('id', 0)):06d}_{step.text}", {})
-        for p in wp.iter("parameter"):
-            definition = p.findtext("value") or ""
-            if p.get("separator", ",") in definition:
-                swept.add(p.get("name"))
-            # a computed parameter holds its value as the selection
-            chosen = p.find("selection")
-            values[p.get("name")] = (chosen.text if chosen is not None else definition) or ""
+    found = {wp.folder: wp.params for wp in planned.values() if wp.step}
+    swept = {name for wp in planned.values() for name in wp.swept}
     # a command line that happens to hold a comma is no list: values with
     # spaces or of more than a word's length are left out
     # compared among the jobs alone: the other steps' packages lack some parameters

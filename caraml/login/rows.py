@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from caraml import jube_run
 from caraml.row import rows_of_run
 from caraml.row_status import MEASURED
 
@@ -32,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.splitlines()[-1].strip(), file=sys.stderr)
         return 2
     run_dir = Path(args[0])
-    if not (run_dir / "workpackages.xml").is_file():
-        print(f"CARAML: {run_dir} is no JUBE run directory (no workpackages.xml): "
+    if not jube_run.is_run(run_dir):
+        print(f"CARAML: {run_dir} is no JUBE run directory (no {jube_run.RECORD}): "
               "the run gave no rows", file=sys.stderr)
         return 1
     bad = unfinished(run_dir)

@@ -25,11 +25,11 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from caraml import jube_run
 from caraml.benchmarks import Benchmark
 from caraml.login.host_locks import lock_file, run_jube
 from caraml.login.jobplan import ROOT, suite_python
 from caraml.report import ERROR_PREFIX
-from caraml.row_evidence import workpackage_params, workpackage_parent
 
 PLAN_DIR = "jube_plan"
 # a corpus download and tokenisation may take long, but not for ever
@@ -103,12 +103,11 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
         # the pre-flight refused the work package: its one-line error says why
         raise PlanError(f"JUBE wrote no job script for {benchmark.name} on {' '.join(tags)}: "
                         f"{(work / 'stderr').read_text(errors='replace').strip()[-400:]}")
-    every = workpackage_params(run_dirs[-1])
-    wp_id = int(work.parent.name.split("_", 1)[0])
-    params = every[wp_id]
+    every = jube_run.work_packages(run_dirs[-1])
+    wp = every[jube_run.work_package_id(work)]
+    params = dict(wp.params)
     # the data step's values (where the corpus goes) are its own work package's
-    parent = workpackage_parent(run_dirs[-1], wp_id)
-    data_params = {**(every[parent] if parent is not None else {}), **params}
+    data_params = {**(every[wp.parents[0]].params if wp.parents else {}), **params}
     # the job is run, not only written: the row must not read the plan as a dry run
     params["dry_run"] = "no"
     shutil.copy(script, stage / JOB_SCRIPT)

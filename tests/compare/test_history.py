@@ -14,7 +14,7 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from caraml import history
+from caraml import history, jube_run
 from caraml.compare import cli
 from tests.compare import rowfixtures as fx
 
@@ -31,7 +31,7 @@ def _record(root, name, row, run_id=0):
     """row written as the row model writes it into outpath root/name, then recorded; its run folder."""
     outpath = fx.write_run(root, name, [row], run_id=run_id)
     run = outpath / f"{run_id:06d}"
-    (run / history.RUN_MARKER).write_text("<jube/>\n")
+    (run / jube_run.RECORD).write_text("<jube/>\n")
     work = run / "000000_execute" / "work"
     history.record(json.loads((work / "row.json").read_text()), work)
     return run
@@ -139,7 +139,7 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
 
 def test_the_history_draws_a_sweeps_default_limit_row_and_not_its_capped_points(tmp_path, db):
     run = fx.write_run(tmp_path, "a100", fx.a100_sweep()[:2]) / "000000"  # 360 W ran faster than default
-    (run / history.RUN_MARKER).write_text("<jube/>\n")
+    (run / jube_run.RECORD).write_text("<jube/>\n")
     for work in sorted(run.glob("*_execute/work")):
         history.record(json.loads((work / "row.json").read_text()), work)
     out = tmp_path / "out"

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from caraml.row_evidence import workpackage_params
+from caraml import jube_run
 from caraml.row_standalone import main as row_main
 
 pytestmark = pytest.mark.jube
@@ -27,7 +27,7 @@ def test_the_standalone_row_of_a_jube_job_is_the_row_jube_decided(image_cpu_smok
     for name in ("job.out", "job.err"):
         shutil.copy(execute / name, stage / name)
     shutil.copytree(execute / "energy", stage / "energy")
-    params = workpackage_params(run.run_dir)[int(execute.parent.name.split("_")[0])]
+    params = jube_run.work_packages(run.run_dir)[jube_run.work_package_id(execute)].params
     (stage / "params.json").write_text(json.dumps(params))
     assert row_main(["--benchmark", "image", "--params", str(stage / "params.json"), str(stage)]) == 0
     row = json.loads((stage / "row.json").read_text())
