@@ -9,7 +9,7 @@ import os
 import pytest
 from _pytest.nodeid import NodeId
 
-from caraml import history
+from caraml.row import history
 from tests.checkouts import RUNNABLE, MainCommand, checkout_with_venv, main_command
 from tests.jube_runs import JubeRun
 from tests.slurm_cluster import LocalSlurm, NamespacedSlurm, SlurmUnavailable

@@ -11,7 +11,7 @@ import pandas as pd
 
 from caraml.compare.jobs import Jobs
 from caraml.compare.rows import measured, ran
-from caraml.row_status import MEASURED
+from caraml.row.status import MEASURED
 
 # Rows are like for like when these agree: same benchmark, model, precision,
 # sequence length or image size, and torch.compile mode (the operator

@@ -28,7 +28,7 @@ from caraml.compare.figures import LIKE, solution, solution_work_per_wh
 from caraml.compare.jobs import Jobs
 from caraml.compare.report import configuration
 from caraml.compare.units import number
-from caraml.row_status import MEASURED
+from caraml.row.status import MEASURED
 
 # the rows of one sweep: as the sweep's JUBE parameter makes them, one per limit
 SWEEP = ["system", "benchmark", "label"]

@@ -18,11 +18,11 @@ from pathlib import Path
 import pandas as pd
 
 from caraml import benchmarks, jube_run
-from caraml import row as row_model
+from caraml.row import run as row_model
 from caraml.power_limit import DEFAULT as DEFAULT_LIMIT
 from caraml.compare import CompareError
 from caraml.login import systems
-from caraml.row_status import MEASURED
+from caraml.row.status import MEASURED
 
 # A row is a measurement only with at least this many timed iterations
 # lasting at least this long (docs/compare.md says why these two); a shorter

@@ -1,5 +1,5 @@
 """caraml-compare --history DB --out DIR: the results history
-(caraml/history.py) as DIR/history.html: per benchmark and like-for-like
+(caraml/row/history.py) as DIR/history.html: per benchmark and like-for-like
 configuration, each system's figure over the dates and commits of its runs,
 a point below its reference band flagged. Every row is read back through
 the comparison's own reader (rows.flatten of the row as recorded), so a
@@ -16,7 +16,7 @@ import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from caraml import history  # noqa: E402
+from caraml.row import history  # noqa: E402
 from caraml.compare import CompareError, reference, report, rows  # noqa: E402
 from caraml.compare.figures import GROUP, LIKE  # noqa: E402
 from caraml.compare.plots import TICKS, _safe, _save  # noqa: E402

@@ -14,7 +14,7 @@ end, saying what happens while it waits:
   follow it then or how to cancel it, and the work package's `slurm_state`
   file (`state=PENDING reason=<reason, spaces as _>`) keeps what Slurm
   said when the wait ended (the row model asks Slurm itself for a row's
-  `pending` reason, caraml/row_status.py).
+  `pending` reason, caraml/row/status.py).
 
     python -m caraml.login.follow [--pace S] [--run-file FILE] HANDLE -- jube run SCRIPT ...
 
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from caraml import jube_run
-from caraml import row as row_model
+from caraml.row import run as row_model
 from caraml.login.host_locks import JUBE_RUN_ID, held, jube_folder_lock, jube_script
 
 SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from caraml import jube_run
-from caraml.row import rows_of_run
-from caraml.row_status import MEASURED
+from caraml.row.run import rows_of_run
+from caraml.row.status import MEASURED
 
 # A dry run measures nothing and is what was asked for.
 SUCCEEDED = (*MEASURED, "dry-run")

@@ -3,7 +3,7 @@ verdict, the performance variables with their units, the references from
 caraml-compare's reference file (the same reader, the same matching, the same
 bands) and the provenance the perflog carries.
 
-Sanity: the row is a measurement (caraml/row_status.py's MEASURED) and no
+Sanity: the row is a measurement (caraml/row/status.py's MEASURED) and no
 flag makes its figures something other than what they claim:
 
     energy-incomplete                    samples or files of the energy were lost
@@ -23,7 +23,7 @@ import pandas as pd
 from caraml import benchmarks
 from caraml.compare import reference
 from caraml.compare.rows import RunDir, flatten
-from caraml.row_status import MEASURED
+from caraml.row.status import MEASURED
 
 INVALIDATING = ("energy-incomplete", "energy-scopes-differ-between-hosts")
 # caraml-compare's figures by the performance variable that carries them

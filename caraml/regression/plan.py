@@ -7,7 +7,7 @@ job.sh that JUBE would submit (the driver, its options, the launcher, the
 container and jpwr's energy), and records the work package's parameters,
 which the row model reads. The dry run submits nothing; the check runs that
 job.sh in its stage directory and decides the row there
-(caraml/row_standalone.py).
+(caraml/row/standalone.py).
 
 A benchmark with a data step (the LLM) names, in its entry of the
 benchmark table (caraml/benchmarks.py), the JUBE parameter that holds the
@@ -181,11 +181,11 @@ def local_lock() -> Path:
 
 def decide(benchmark: str, stage: Path, timeout_s: float = 900) -> Path:
     """Decides the row of the job that ran in STAGE with the row model, as
-    JUBE's combine step does (caraml/row_standalone.py): row.json and the
+    JUBE's combine step does (caraml/row/standalone.py): row.json and the
     `CARAML row` lines in row.out."""
     stage = Path(stage)
     with open(stage / "row.out", "w") as out:
-        subprocess.run([str(suite_python()), "-m", "caraml.row_standalone", "--benchmark", benchmark,
+        subprocess.run([str(suite_python()), "-m", "caraml.row.standalone", "--benchmark", benchmark,
                         "--params", PARAMS_FILE, "."], cwd=stage, stdout=out, stderr=subprocess.STDOUT,
                        timeout=timeout_s, env={**os.environ, "PYTHONPATH": str(ROOT)})
     row = stage / "row.json"

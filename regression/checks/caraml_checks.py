@@ -32,7 +32,7 @@ from caraml.regression.plan import (  # noqa: E402
     plan,
     prepare_data,
 )
-from caraml.row import read  # noqa: E402
+from caraml.row.run import read  # noqa: E402
 
 # One check per benchmark of the table (caraml/benchmarks.py) and each of its
 # configurations (JUBE tags besides the system's)

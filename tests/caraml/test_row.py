@@ -12,10 +12,10 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from caraml import row as row_model
-from caraml import row_print
+from caraml.row import run as row_model
+from caraml.row import jube_lines as row_print
 from caraml.report import last_kv
-from caraml.row_status import STATES
+from caraml.row.status import STATES
 from tests.caraml.row_packages import (
     IMAGE_GLOBAL,
     JPWR,
@@ -353,7 +353,7 @@ def test_an_unknown_benchmark_is_refused(tmp_path):
 
 def test_every_field_of_the_row_line_reaches_a_table_and_every_pattern_reads_a_field(tmp_path):
     # the short tables read the row line through platform.xml's rowPatterns,
-    # the full table (caraml/row_csv.py) through aux/caraml_columns.xml's row.<field>
+    # the full table (caraml/row/full_table.py) through aux/caraml_columns.xml's row.<field>
     import xml.etree.ElementTree as ET
 
     from tests.jube_runs import ROOT
@@ -545,7 +545,7 @@ _LIMIT_LINES = ("CARAML power limit: rank=0 device=gpu0 scope=module asked=0.75 
 
 
 def test_a_sweep_points_row_has_its_limit_everywhere(tmp_path, capsys):
-    from caraml import history
+    from caraml.row import history
 
     row = decide(tmp_path, params={"power_limit": "0.75", "power_limit_scope_run": "module"},
                  job_out=_LIMIT_LINES + finished_job())

@@ -1,4 +1,4 @@
-"""The full table a run's rows make (caraml/row_csv.py): every column of
+"""The full table a run's rows make (caraml/row/full_table.py): every column of
 aux/caraml_columns.xml, from the row model's rows, the driver's summary
 line, JUBE's parameters and the data step, one line per row."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import csv
 import io
 
-from caraml import row as row_model
-from caraml import row_csv
+from caraml.row import run as row_model
+from caraml.row import full_table as row_csv
 from tests.caraml.row_packages import JPWR, execute, finished_job, run_dir, write
 
 

@@ -1,14 +1,14 @@
-"""The row's lines before its combine step (caraml/row_line.py) and a
-container build's status (caraml/row_status.py, decide_build): what JUBE's
+"""The row's lines before its combine step (caraml/row/row_out.py) and a
+container build's status (caraml/row/status.py, decide_build): what JUBE's
 tables show while a job is queued, running, refused or building."""
 
 from __future__ import annotations
 
 import pytest
 
-from caraml import row_line
-from caraml.row_evidence import Evidence
-from caraml.row_status import BUILD_STATES, decide_build
+from caraml.row import row_out as row_line
+from caraml.row.evidence import Evidence
+from caraml.row.status import BUILD_STATES, decide_build
 from tests.caraml.row_packages import START, execute, finished_job, run_dir, write
 
 END = "CARAML job: end=2026-11-26T10:30:00+00:00 status={}"

@@ -5,7 +5,7 @@ measurement or a dry run passes."""
 
 from __future__ import annotations
 
-from caraml import row as row_model
+from caraml.row import run as row_model
 from caraml.login import rows
 from tests.caraml.row_packages import execute, finished_job, run_dir, write
 

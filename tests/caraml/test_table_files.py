@@ -1,7 +1,7 @@
 """The JUBE files only read what the row model decided: no parameter or
 pattern is a program (a python-mode value is one line), the tables JUBE
 prints are the short ones, and every column of the full table, which the
-row model writes (aux/caraml_columns.xml, caraml/row_csv.py), names a value
+row model writes (aux/caraml_columns.xml, caraml/row/full_table.py), names a value
 the row model has."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_the_llm_tables_are_the_short_ones_and_the_container_build():
     # short ones (JUBE prints every table: the full one is the row model's CSV)
     assert {t["name"]: t["tag"] for t in result["table"]} == {
         "result": "!container", "issues": "!container", "container": "container"}
-    # the row model keeps the history (caraml/history.py); JUBE's <database> would overwrite it
+    # the row model keeps the history (caraml/row/history.py); JUBE's <database> would overwrite it
     assert "database" not in result
 
 
@@ -109,7 +109,7 @@ def test_every_column_of_the_full_table_names_a_value_the_row_model_has(tmp_path
     """row.<field>: a field of the row's line; param.<name>: a parameter of a
     JUBE file; global.<key>: a key of the driver's summary line (the row
     model's test lines hold each); data.name: the data step's corpus."""
-    from caraml import row_csv
+    from caraml.row import full_table as row_csv
     from tests.caraml.row_packages import IMAGE_GLOBAL, LLM_GLOBAL, OPERATOR_GLOBAL
 
     root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
@@ -126,7 +126,7 @@ def test_every_column_of_the_full_table_names_a_value_the_row_model_has(tmp_path
            **{k: None for k in ("throughput", "mfu", "energy", "memory")}, "provenance": {},
            "system": {"nodes": 1, "devices_per_node": 1},
            "config": {"model": None, "precision": None, "global_batch": None}}
-    named = set(row_csv.sources(row, tmp_path, {}, {}))
+    named = set(row_csv.sources(row, tmp_path, {}))
     unknown = [c.text for c in root.iter("column")
                if not (c.text in named
                        or c.text.startswith("param.") and c.text[6:] in parameters

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from caraml import history
+from caraml.row import history
 from tests.jube_runs import ROOT, JubeRun
 
 pytestmark = pytest.mark.jube

@@ -1,4 +1,4 @@
-"""The results history (caraml/history.py) and its page (caraml-compare
+"""The results history (caraml/row/history.py) and its page (caraml-compare
 --history): typed columns with NULL for a missing value, one key per run
 (UUID and host) that survives moving or deleting the run folder, nothing
 overwritten or dropped, a history that cannot be written costs one line and
@@ -14,7 +14,8 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from caraml import history, jube_run
+from caraml import jube_run
+from caraml.row import history
 from caraml.compare import cli
 from tests.compare import rowfixtures as fx
 

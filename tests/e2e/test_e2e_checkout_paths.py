@@ -98,7 +98,7 @@ JUBE_RUNS = [
 
 @pytest.mark.parametrize("script, outpath, tags", JUBE_RUNS)
 def test_jube_run_refuses_a_path_it_would_run_commands_from(tmp_path, script, outpath, tags):
-    from caraml.row import rows_of_run
+    from caraml.row.run import rows_of_run
 
     checkout = copy_tree(tmp_path / "x$(touch PWNED)`touch PWNED2`" / "repo")
     env = {**os.environ, "CARAML_VENV": str(ROOT / ".venv")}

@@ -20,7 +20,7 @@ from caraml.regression.plan import (
     prepare_data,
     seconds,
 )
-from caraml.row_standalone import main as row_main
+from caraml.row.standalone import main as row_main
 
 IMAGE = benchmarks.get("image")
 LLM = benchmarks.get("llm")

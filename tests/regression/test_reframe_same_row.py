@@ -1,6 +1,6 @@
 """A row from ReFrame and a row from JUBE are one row model's decision on
 the same evidence: the files a JUBE job left, decided outside JUBE by
-caraml.row_standalone (as a ReFrame check does) with the work package's
+caraml.row.standalone (as a ReFrame check does) with the work package's
 parameters, give the row JUBE's combine step wrote."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from caraml import jube_run
-from caraml.row_standalone import main as row_main
+from caraml.row.standalone import main as row_main
 
 pytestmark = pytest.mark.jube
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from caraml import jobwatch
-from caraml import row as row_model
+from caraml.row import run as row_model
 from caraml.login.host_locks import held, jube_folder_lock
 from tests.jube_runs import ROOT, JubeRun
 

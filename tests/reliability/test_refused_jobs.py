@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from caraml import row as row_model
+from caraml.row import run as row_model
 from caraml.login import follow, jobplan
 from tests.caraml.row_packages import execute, run_dir
 from tests.checkouts import SMOKE_JOBS, checkout_with_venv, main_command

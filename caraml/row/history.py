@@ -20,7 +20,7 @@ from pathlib import Path
 from caraml import jube_run, report
 
 ENV = "CARAML_HISTORY"
-DEFAULT = Path(__file__).resolve().parents[1] / "results" / "caraml_rows.sqlite"
+DEFAULT = Path(__file__).resolve().parents[2] / "results" / "caraml_rows.sqlite"
 TABLE = "history"
 # The file in a run folder (outpath/<id>) that holds the run's key: written
 # by the run's first row, moved and deleted with the folder, never reused by

@@ -1,17 +1,17 @@
-"""Deciding a row: from the evidence of one work package (caraml/row_evidence.py)
+"""Deciding a row: from the evidence of one work package (caraml/row/evidence.py)
 and its benchmark's entry of the table (caraml/benchmarks.py) to the whole
 row, once: its system and configuration, throughput, MFU with its peak,
-energy, peak memory, status (caraml/row_status.py) and flags. Standard
+energy, peak memory, status (caraml/row/status.py) and flags. Standard
 library only (login node)."""
 
 from __future__ import annotations
 
 from caraml import benchmarks, device_peaks, power_limit
 from caraml.benchmarks import Benchmark
-from caraml.row_evidence import Evidence
+from caraml.row.evidence import Evidence
 from caraml.report import MEMORY, last_kv
-from caraml.row_facts import Facts, energy, energy_flags, measured_peak, mfu_refusal, provenance
-from caraml.row_status import MEASURED, Status, decide, slurm_state
+from caraml.row.facts import Facts, energy, energy_flags, measured_peak, mfu_refusal, provenance
+from caraml.row.status import MEASURED, Status, decide, slurm_state
 
 SCHEMA = "caraml-row/1"
 # Another process's share of the host's CPUs over the run above which a row

@@ -13,9 +13,9 @@ tables. No value reaches this module through Python or shell source: the
 paths are arguments, the facts come from files.
 
 The model is four modules, each imported only by the ones after it:
-caraml/row_evidence.py reads a work package, caraml/row_decide.py decides
-its row (with caraml/row_status.py, the status, and caraml/row_facts.py,
-what the driver's and jpwr's lines say), caraml/row_print.py prints it, and
+caraml/row/evidence.py reads a work package, caraml/row/decide.py decides
+its row (with caraml/row/status.py, the status, and caraml/row/facts.py,
+what the driver's and jpwr's lines say), caraml/row/jube_lines.py prints it, and
 this one runs them for the combine step and for a whole run folder.
 
 Standard library only (and the suite's JUBE adapter, peak and benchmark
@@ -29,10 +29,11 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from caraml import benchmarks, history, jube_run, report
-from caraml.row_decide import SCHEMA, decide_row
-from caraml.row_evidence import Evidence, data_errors, data_step, gather
-from caraml.row_print import print_lines
+from caraml import benchmarks, jube_run, report
+from caraml.row import history
+from caraml.row.decide import SCHEMA, decide_row
+from caraml.row.evidence import Evidence, data_errors, data_step, gather
+from caraml.row.jube_lines import print_lines
 
 FILE_NAME = "row.json"
 

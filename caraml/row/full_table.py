@@ -4,9 +4,9 @@ columns of aux/caraml_columns.xml, into RUN/<id>/result/result_csv.dat.
 JUBE 2.5.1 prints every table it writes, and this one's lines are several
 hundred characters long, so `jube result` shows the short tables and the
 row model writes this one: the combine step when it decides a row, and
-caraml/row_line.py wherever a row's state changes before.
+caraml/row/row_out.py wherever a row's state changes before.
 
-    python -m caraml.row_csv RUN          (the last run of a JUBE outpath, or one run's folder)
+    python -m caraml.row.full_table RUN          (the last run of a JUBE outpath, or one run's folder)
 
 writes the file anew and prints it. Standard library only (login and
 compute nodes; the csv module, as pandas is not there)."""
@@ -24,10 +24,10 @@ from pathlib import Path
 
 from caraml import benchmarks, jube_run, report
 from caraml.report import last_kv
-from caraml.row import rows_of_run
-from caraml.row_print import table_fields
+from caraml.row.run import rows_of_run
+from caraml.row.jube_lines import table_fields
 
-COLUMNS = Path(__file__).resolve().parents[1] / "aux" / "caraml_columns.xml"
+COLUMNS = Path(__file__).resolve().parents[2] / "aux" / "caraml_columns.xml"
 FILE = Path("result") / "result_csv.dat"
 # the data step's line and its warning of a corpus shorter than one sequence
 _DATA = re.compile(r"^CARAML data:.*\bname=(\S+)", re.MULTILINE)

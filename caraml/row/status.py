@@ -1,5 +1,5 @@
 """A row's status: the one vocabulary of the suite and the one rule that
-picks from it (caraml/row_decide.py calls it; the tables, the README's main command
+picks from it (caraml/row/decide.py calls it; the tables, the README's main command
 and caraml-compare read what it decided).
 
     ok                 a measurement that ran its planned iterations
@@ -21,7 +21,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from caraml.row_evidence import DONE, SIGNAL_FILE, Evidence
+from caraml.row.evidence import DONE, SIGNAL_FILE, Evidence
 
 STATES = ("ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending", "running")
 BUILD_STATES = ("built", "failed", "dry-run", "queued", "building")

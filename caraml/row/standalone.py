@@ -4,7 +4,7 @@ energy files of all ranks, then caraml/row.py decides the row from the same
 texts (job.out, job.err, error, signal, the data step's stderr, jpwr's
 output) and the parameters JUBE planned the work package with.
 
-    python -m caraml.row_standalone --benchmark image --params params.json STAGEDIR
+    python -m caraml.row.standalone --benchmark image --params params.json STAGEDIR
 
 writes energy_summary.csv, jpwr.out, jpwr.err and row.json into STAGEDIR
 and prints the `CARAML row` lines."""
@@ -18,10 +18,10 @@ import sys
 from pathlib import Path
 
 from caraml import benchmarks, report
-from caraml.row import undecided, write
-from caraml.row_decide import decide_row
-from caraml.row_evidence import SIGNAL_FILE, Evidence
-from caraml.row_print import print_lines
+from caraml.row.run import undecided, write
+from caraml.row.decide import decide_row
+from caraml.row.evidence import SIGNAL_FILE, Evidence
+from caraml.row.jube_lines import print_lines
 
 # the job's texts by the names the row model reads them under: the job
 # script's logs and markers, and the LLM's data step (prepare_data/stderr)
@@ -58,7 +58,7 @@ def decide(benchmark: str, params: dict[str, str], stage: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m caraml.row_standalone",
+    parser = argparse.ArgumentParser(prog="python -m caraml.row.standalone",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--benchmark", required=True, choices=benchmarks.names())
     parser.add_argument("--params", required=True, type=Path,
