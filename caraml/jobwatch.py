@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from caraml.row import row_out as row_line
+from caraml.row import row_out
 
 Process = tuple[int, str]  # pid and start time: a pid alone may be reused
 
@@ -98,7 +98,7 @@ def watch(job: Process, done_file: Path, error_file: Path,
     if not done_file.exists():
         error_file.write_text(ending(signal_file, killed))
         try:
-            row_line.main([str(done_file.parent)])
+            row_out.main([str(done_file.parent)])
         finally:  # JUBE waits for the done marker, whatever happened before it
             done_file.touch()
 

@@ -52,7 +52,8 @@ def test_caraml_imports_no_benchmark():
 # What the node side may import of the suite: the JUBE adapter and the
 # tables both sides share, never the row model, the login tools, the
 # comparison or ReFrame's checks
-NODE_SHARED = ("caraml.report", "caraml.benchmarks", "caraml.device_peaks", "caraml.power_limit",
+NODE_SHARED = ("caraml.report", "caraml.benchmarks", "caraml.benchmark_entry", "caraml.device_peaks",
+               "caraml.power_limit",
                "caraml.rocm_tf32")
 
 
@@ -86,6 +87,7 @@ def test_jpwr_knows_nothing_of_jube():
 # tables and rules the row reads, all standard library only (jpwr's power
 # limit scopes too, which are)
 LOGIN_SHARED = ("caraml/report.py", "caraml/jube_run.py", "caraml/device_peaks.py", "caraml/benchmarks.py",
+                "caraml/benchmark_entry.py",
                 "caraml/power_limit.py", "caraml/rocm_tf32.py", "jpwr/gpu/power_limit.py",
                 "jpwr/gpu/visible.py", "jpwr/method.py", "jpwr/notice.py")
 LOGIN_PACKAGES = ("caraml/login", "caraml/row")

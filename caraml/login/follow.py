@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from caraml import jube_run
-from caraml.row import run as row_model
+from caraml.row.run import decide_now
 from caraml.login.host_locks import JUBE_RUN_ID, held, jube_folder_lock, jube_script
 
 SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
@@ -131,12 +131,9 @@ def varying_parameters(run_dir: Path) -> dict[str, str]:
 def ended(work: Path) -> str:
     """How a job ended, as the row model decides it (before its energy is
     combined): the state, its reason, and the throughput."""
-    row = row_model.decide_now(work)
-    state, reason = row["status"]["state"], row["status"]["reason"]
-    rate = (row.get("throughput") or {}).get("per_s")
-    unit = (row.get("throughput") or {}).get("unit") or "work"
-    return (f"{state}{f' ({reason})' if reason else ''}, "
-            + (f"{rate:.4g} {unit}/s" if rate is not None else "no throughput"))
+    row = decide_now(work)
+    return (f"{row.state}{f' ({row.reason})' if row.reason else ''}, "
+            + (f"{row.per_s:.4g} {row.unit or 'work'}/s" if row.per_s is not None else "no throughput"))
 
 
 class Follower:

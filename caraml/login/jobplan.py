@@ -355,7 +355,7 @@ def run_tool(argv: list[str]) -> int:
 def submit_and_say(facts_path: Path) -> int:
     """submit, then the row's lines as the row model decides them now: dry
     run, queued, failed with the refusal, or (a local job) how it ended."""
-    from caraml.row import row_out as row_line  # the row model: only where a job is submitted
+    from caraml.row import row_out  # the row model: only where a job is submitted
 
     try:
         return submit(facts_path)
@@ -365,7 +365,7 @@ def submit_and_say(facts_path: Path) -> int:
     finally:
         sys.stdout.flush()
         # never the step's failure: a line it cannot write is said on stderr
-        row_line.main([str(facts_path.resolve().parent)])
+        row_out.main([str(facts_path.resolve().parent)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,8 +10,8 @@ job.sh in its stage directory and decides the row there
 (caraml/row/standalone.py).
 
 A benchmark with a data step (the LLM) names, in its entry of the
-benchmark table (caraml/benchmarks.py), the JUBE parameter that holds the
-step's arguments, so the command is its JUBE script's own; it runs where
+benchmark table (caraml/benchmarks.py), the step and the JUBE parameter
+that holds its arguments, so the command is its JUBE script's own; it runs where
 ReFrame runs (the login node, which can download a corpus), before the
 job, as JUBE's data step does, with the variables JUBE exports to it."""
 
@@ -36,8 +36,6 @@ PLAN_DIR = "jube_plan"
 PREPARE_TIMEOUT_S = 4 * 3600
 PARAMS_FILE = "params.json"
 JOB_SCRIPT = "job.sh"
-# the folder the LLM's job_command reads its data arguments from (@prepare_data/data.args)
-DATA_DIR = "prepare_data"
 
 
 class PlanError(Exception):
@@ -51,6 +49,9 @@ class Plan:
     prepare: list[str]
     # what JUBE exports to the data step (its CARAML_ parameters)
     prepare_env: dict[str, str] = field(default_factory=dict)
+    # where the data step runs: the stage's folder named as the step, which
+    # the job reads as JUBE's link to the step's work package (@prepare_data/data.args)
+    data_folder: Path | None = None
 
 
 def data_step(params: dict[str, str], name: str) -> tuple[list[str], dict[str, str]]:
@@ -59,7 +60,7 @@ def data_step(params: dict[str, str], name: str) -> tuple[list[str], dict[str, s
     exports to the step."""
     if name not in params:
         raise PlanError(f"the data step's parameter {name!r} is not one of the work package's: "
-                        "fix the benchmark's ReFrame entry (caraml/benchmarks.py)")
+                        "fix the benchmark's data step in its entry (caraml/benchmarks.py)")
     return shlex.split(params[name]), {k: v for k, v in params.items() if k.startswith("CARAML_")}
 
 
@@ -112,13 +113,14 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
     params["dry_run"] = "no"
     shutil.copy(script, stage / JOB_SCRIPT)
     (stage / PARAMS_FILE).write_text(json.dumps(params, indent=1) + "\n")
-    if not benchmark.reframe.prepare:
+    step = benchmark.data_step
+    if step is None or step.args is None:
         return Plan(stage / JOB_SCRIPT, params, [])
-    words, exported = data_step(data_params, benchmark.reframe.prepare)
+    words, exported = data_step(data_params, step.args)
     python = str(suite_python())
-    (stage / DATA_DIR).mkdir(exist_ok=True)
+    (stage / step.step).mkdir(exist_ok=True)
     prepare = [python, str(ROOT / "caraml" / "failure.py"), "--run", "data step", "--", python, *words]
-    return Plan(stage / JOB_SCRIPT, params, prepare, exported)
+    return Plan(stage / JOB_SCRIPT, params, prepare, exported, stage / step.step)
 
 
 def seconds(limit: str) -> int:
@@ -136,13 +138,13 @@ def seconds(limit: str) -> int:
     return int(days or 0) * 86400 + h * 3600 + m * 60 + s
 
 
-def prepare_data(planned: Plan, stage: Path, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
-    """Runs the data step (where the plan has one) into STAGE/prepare_data:
-    data.args for the job, stdout and stderr; a failure raises the step's
-    one-line error."""
+def prepare_data(planned: Plan, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
+    """Runs the data step (where the plan has one) in its folder of the
+    stage: data.args for the job, stdout and stderr; a failure raises the
+    step's one-line error."""
     if not planned.prepare:
         return
-    folder = Path(stage) / DATA_DIR
+    folder = planned.data_folder
     with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
         try:
             # in its folder, as JUBE's data step runs in its work package

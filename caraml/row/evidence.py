@@ -37,7 +37,7 @@ def _read(path: Path) -> str:
 
 
 def data_step(run_dir: Path, wp: jube_run.WorkPackage) -> dict[str, str]:
-    """The errors of the data step before a work package (its failure is the row's), by name."""
+    """What the data step before a work package left, by name (data_errors)."""
     if not wp.parents:
         return {}
     texts: dict[str, str] = {}
@@ -47,8 +47,9 @@ def data_step(run_dir: Path, wp: jube_run.WorkPackage) -> dict[str, str]:
 
 
 def data_errors(data_work: Path) -> dict[str, str]:
-    """The errors of the data step's work folder `data_work`, by name."""
-    return {"data.stderr": _read(data_work / "stderr")}
+    """What the data step's work folder `data_work` left, by name: its errors
+    (its failure is the row's) and its output (what it says of the data)."""
+    return {"data.stderr": _read(data_work / "stderr"), "data.stdout": _read(data_work / "stdout")}
 
 
 def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | None = None,

@@ -1,7 +1,9 @@
-"""The full table of a run (every column) as a CSV file, written from the
-row model: every row of the run (caraml/row.py, rows_of_run) with the
-columns of aux/caraml_columns.xml, into RUN/<id>/result/result_csv.dat.
-JUBE 2.5.1 prints every table it writes, and this one's lines are several
+"""The full table of a run (every column) as a CSV file: every row of the
+run (caraml/row/run.py) shown through its words (caraml/row/render.py),
+the same words the JUBE row line holds, into RUN/<id>/result/result_csv.dat.
+The columns: HEAD, the benchmark's own set (its entry's columns in
+caraml/benchmarks.py; default_columns where it has none) and TAIL. JUBE
+2.5.1 prints every table it writes, and this one's lines are several
 hundred characters long, so `jube result` shows the short tables and the
 row model writes this one: the combine step when it decides a row, and
 caraml/row/row_out.py wherever a row's state changes before.
@@ -16,67 +18,52 @@ from __future__ import annotations
 import csv
 import io
 import os
-import re
 import socket
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from caraml import benchmarks, jube_run, report
-from caraml.report import last_kv
+from caraml.benchmark_entry import Column
+from caraml.row import render
+from caraml.row.record import Row
 from caraml.row.run import rows_of_run
-from caraml.row.jube_lines import table_fields
 
-COLUMNS = Path(__file__).resolve().parents[2] / "aux" / "caraml_columns.xml"
 FILE = Path("result") / "result_csv.dat"
-# the data step's line and its warning of a corpus shorter than one sequence
-_DATA = re.compile(r"^CARAML data:.*\bname=(\S+)", re.MULTILINE)
-_TINY = re.compile(r"^CARAML warning: corpus \S+ has only (\d+) tokens", re.MULTILINE)
+# The columns every benchmark's table starts and ends with. A title means
+# the same in every table of every benchmark: Tokens/Wh, Images/Wh and
+# Samples/Wh (and TimedEnergy(Wh)) the timed iterations alone, as in the
+# short table; Energy(Wh) and RunTokens/Wh... the whole measured loop,
+# warm-up included; EnergyScope and EnergyWindow say what the short table's
+# W/dev counts, WindowEnergy(Wh) the energy in that window.
+HEAD = (Column("System", "system_name"), Column("Precision", "precision"), Column("Nodes", "nodes"),
+        Column("Devices", "devices"), Column("NodesxDevices", "layout"), Column("DeviceUnit", "device_unit"),
+        Column("TDP/device(W)", "tdp_w"), Column("PowerLimit", "power_limit"),
+        Column("PowerLimit/device(W)", "power_limit_w"), Column("PowerLimitScope", "power_limit_scope"),
+        Column("GlobalBatchSize", "global_batch"))
+TAIL = (Column("EnergyScope", "energy_scope_shown"), Column("EnergyWindow", "energy_window"),
+        Column("WindowEnergy(Wh)", "wh"), Column("Energy(Wh)", "wh_run"),
+        Column("Energy/device(Wh)", "wh_per_device_run"), Column("TimedEnergy(Wh)", "wh_timed"),
+        Column("EnergyDevices", "energy_devices_shown"), Column("MeanPower/device(W)", "power_w_per_device"),
+        Column("EnergySource", "energy_source"), Column("EnergyMethods", "energy_methods"),
+        Column("EnergyBasis", "energy_basis"), Column("EnergyByScope(Wh)", "energy_by_scope"),
+        Column("EnergyByNode(Wh)", "energy_by_node"), Column("Flags", "flags"),
+        Column("Commit", "suite_version"), Column("Torch", "torch"), Column("Date", "date"),
+        Column("Status", "state"), Column("Error", "reason"), Column("WorkPackage", "work_package"))
 
 
-def columns(benchmark: str | None) -> list[tuple[str, str, str | None]]:
-    """(title, source, format) of the head set, the benchmark's own set
-    (named as the benchmark; "other" where it has none) and the tail."""
-    root = ET.parse(COLUMNS).getroot()
-    own = benchmark if root.find(f"column[@set='{benchmark}']") is not None else "other"
-    unit = benchmarks.get(benchmark).unit.capitalize() if benchmark in benchmarks.names() else "Work"
-    return [(c.get("title").replace("{Unit}", unit), c.text.strip(), c.get("format"))
-            for name in ("head", own, "tail") for c in root.findall(f"column[@set='{name}']")]
+def columns(benchmark: str | None) -> tuple[Column, ...]:
+    """The head, the benchmark's own set and the tail."""
+    entry = benchmarks.find(benchmark)
+    return (*HEAD, *(entry.table_columns if entry else ()), *TAIL)
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
-
-
-def _data_name(stdout: str) -> str:
-    name = _DATA.findall(stdout)
-    tiny = _TINY.findall(stdout)
-    return (name[0] if name else "") + (f" (only {tiny[0]} tokens: repeated)" if tiny else "")
-
-
-def sources(row: dict, run_dir: Path, planned: dict[int, jube_run.WorkPackage]) -> dict[str, object]:
-    """Every value a column may name: row.<field> (the row's `CARAML row`
-    line, its state, reason and flags), global.<key> (the driver's summary
-    line), param.<name> (JUBE's parameters of the work package) and
-    data.name (the data step's corpus)."""
-    folder = Path(row["work_package"]).parent.name  # 000003_execute
-    head = folder.split("_", 1)[0]
-    wp_id = int(head) if head.isdigit() else -1
-    wp = planned.get(wp_id)
-    data_id = wp_id if folder.endswith("_prepare_data") else (wp.parents[0] if wp and wp.parents else None)
-    data = "".join(_read(p / "stdout") for p in run_dir.glob(f"{data_id:06d}_*/work")) \
-        if data_id is not None else ""
-    values: dict[str, object] = {f"row.{k}": v for k, v in table_fields(row).items()}
-    values.update({"row.reason": report.one_line(row["status"]["reason"]),
-                   "row.flags": " ".join(row["flags"]) or "none",
-                   "row.work_package": row["work_package"], "data.name": _data_name(data)})
-    values.update({f"global.{k}": v for k, v in
-                   last_kv(_read(run_dir / folder / "work" / "job.out"), "global").items()})
-    values.update({f"param.{k}": v for k, v in (wp.params if wp else {}).items()})
-    return values
+def cells(row: Row) -> dict[str, object]:
+    """Every value a column may show: the row's words (its fields and the
+    tables' labels), its details, and the reason and flags whole (the
+    verdict of a row that is no measurement with its reason)."""
+    return {**row.details, **render.words(row), "reason": report.one_line(render.cause(row)),
+            "flags": " ".join(row.flags) or "none", "work_package": row.work_package}
 
 
 def _cell(value: object, form: str | None) -> str:
@@ -90,23 +77,21 @@ def _cell(value: object, form: str | None) -> str:
     return str(value)
 
 
-def _order(row: dict) -> tuple:
-    config = row["config"]
-    return (row["system"]["name"] or "", config["model"] or "", config["precision"] or "",
-            config["compile"] or "", config["global_batch"] or 0)
+def _order(row: Row) -> tuple:
+    return (row.system_name or "", row.model or "", row.precision or "", row.compile or "",
+            row.global_batch or 0)
 
 
 def table(run_dir: Path) -> str:
     """The run's full table: one line per row, sorted as JUBE's tables."""
     rows = sorted(rows_of_run(run_dir, slurm_state=lambda job_id: None), key=_order)
-    planned = jube_run.work_packages(run_dir)
-    cols = columns(next((r["benchmark"] for r in rows if r["benchmark"]), None))
+    cols = columns(next((r.benchmark for r in rows if r.benchmark), None))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([title for title, _, _ in cols])
+    writer.writerow([c.title for c in cols])
     for row in rows:
-        values = sources(row, run_dir, planned)
-        writer.writerow([_cell(values.get(source), form) for _, source, form in cols])
+        values = cells(row)
+        writer.writerow([_cell(values.get(c.field), c.format) for c in cols])
     return out.getvalue()
 
 

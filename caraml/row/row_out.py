@@ -26,11 +26,11 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from caraml import jube_run
-from caraml.row import full_table as row_csv
-from caraml.row.run import undecided
+from caraml.row import full_table
 from caraml.row.decide import decide_row
 from caraml.row.evidence import Evidence, gather
 from caraml.row.jube_lines import print_build, print_lines
+from caraml.row.run import undecided
 from caraml.row.status import decide_build
 
 LINES_FILE = "row.out"
@@ -77,7 +77,7 @@ def write(work: Path) -> Path:
     if not jube_run.is_run(run_dir):
         return path  # a job script made outside a JUBE run: no run, no table
     try:
-        row_csv.write(run_dir)
+        full_table.write(run_dir)
     except ET.ParseError as error:  # JUBE's record being rewritten: the next change writes it
         print(f"CARAML: the full table of {run_dir} was not written ({error})", file=sys.stderr)
     return path
