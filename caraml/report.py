@@ -118,6 +118,9 @@ def error(message: str) -> None:
     write_line(ERROR_PREFIX + one_line(message), sys.stderr)
 
 
+# The stop line's reason where a measurement window closed (caraml/node/stopping.py):
+# a planned end, which the row's status reads as such
+WINDOW_REACHED = "measurement window reached"
 # The driver core's peak-memory figures (memory_<name> in its summary line)
 MEMORY = ("max_allocated_gib", "max_reserved_gib", "device_gib")
 # The provenance line's keys, in its order (caraml/node/provenance.py writes them)

@@ -175,6 +175,12 @@ class RunOptions:
                                doc="first iterations left out of the timing")
     exit_duration_in_mins: float | None = option(
         None, rule=POSITIVE, doc="wall-clock budget, counted from the driver's start")
+    min_timed_iterations: int | None = option(
+        None, rule=POSITIVE, doc="a measurement window: go on past --train-iters until this many iterations "
+                                 "are timed")
+    min_timed_seconds: float | None = option(
+        None, rule=POSITIVE, doc="a measurement window: go on past --train-iters until the timed iterations "
+                                 "have lasted this long")
     log_interval: int = option(10, rule=POSITIVE, doc="iterations between progress lines")
     seed: int = option(42, doc="random seed (each rank adds its rank where data differ)")
     device: str = option("auto", choices=DEVICES,

@@ -21,6 +21,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from caraml.report import WINDOW_REACHED
 from caraml.row.evidence import DONE, SIGNAL_FILE, Evidence
 
 STATES = ("ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending", "running")
@@ -153,8 +154,8 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
                                 f"{ev.texts['jpwr.status']}): {cause}")
     stops = _STOP.findall(job_out)
     stop = stops[-1].strip() if stops else ""
-    if not stop or stop.startswith("iteration count"):
-        # a signal that came after the last iteration cut nothing short
+    if not stop or stop.startswith(("iteration count", WINDOW_REACHED)):
+        # a signal that came after the last iteration cut nothing short; a measurement window is planned
         return Status("ok", "")
     # the ranks name the TERM the job script passed on; the signal that came is the script's
     return Status("ok-stopped-early", f"signal {signal}" if signal else stop)

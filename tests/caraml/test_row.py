@@ -66,6 +66,13 @@ def test_a_finished_run_is_ok_and_measured(tmp_path):
     assert list(row.flags) == []
 
 
+def test_a_measurement_window_that_ran_past_the_planned_iterations_is_ok(tmp_path):
+    longer = LLM_GLOBAL.replace("iterations_total=100", "iterations_total=140")
+    row = decide(tmp_path, job_out=finished_job(
+        global_line=longer, stop="measurement window reached: at least 20 timed iterations lasting 61 s"))
+    assert state(row) == ("ok", "") and row.flags == () and row.measurement
+
+
 def test_a_signal_gives_ok_stopped_early_with_its_reason(tmp_path):
     row = decide(tmp_path, job_out=finished_job(stop="signal SIGUSR1"))
     assert state(row) == ("ok-stopped-early", "signal SIGUSR1")
