@@ -128,7 +128,7 @@ def peak_of(args: Args, dist: Dist) -> Peak:
 def progress(args: Args, workload: Workload) -> driver.Progress:
     """Megatron-LM's progress line, with this benchmark's figures."""
     def line(done: int, seconds: float, loss: float) -> str:
-        return (f" iteration {done:8d}/{args.train_iters:8d} |"
+        return (f" iteration {done:8d}/{args.planned:>8} |"
                 f" elapsed time per iteration (ms): {seconds * 1e3:.1f} |"
                 f" tokens/s: {workload.tokens_per_s(seconds):.1f} |"
                 f" TFLOP/s per device: {workload.tflops_per_device(seconds):.4g} |"

@@ -47,7 +47,7 @@ def progress(args, unit: str, loss_format: str) -> driver.Progress:
     """The progress line: iteration, loss, time per iteration and rate."""
     def line(done: int, seconds: float, loss: float) -> str:
         phase = " (warm-up)" if done <= args.warmup_iters else ""
-        return (f"iteration {done}/{args.train_iters}{phase}: loss {loss:{loss_format}}, "
+        return (f"iteration {done}/{args.planned}{phase}: loss {loss:{loss_format}}, "
                 f"{seconds:.3f} s per iteration, "
                 f"{rate(args.global_batch_size, seconds):.1f} {unit}/s")
     return line

@@ -157,8 +157,8 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
             timer.start()
             step_loss = step()
             done += 1
-            # the window counts the iterations timed before this one, whose timer still runs
-            reason = stop.reason(done, timer.durations)
+            # a measurement window counts this iteration too, its timer still running
+            reason = stop.reason(done, timer.so_far())
             stopping = dist.any_rank(reason is not None)
             interval.add(step_loss, timer.stop())
             if stopping or done % opts.log_interval == 0:

@@ -187,6 +187,13 @@ class RunOptions:
                          doc="cuda: fail unless a GPU is there; auto: a GPU where there is one")
 
     @property
+    def planned(self) -> str:
+        """The planned iterations as a progress line says them: `24+` where a
+        measurement window may run past them."""
+        windowed = self.min_timed_iterations is not None or self.min_timed_seconds is not None
+        return f"{self.train_iters}{'+' if windowed else ''}"
+
+    @property
     def budget_s(self) -> float | None:
         return None if self.exit_duration_in_mins is None else self.exit_duration_in_mins * 60
 

@@ -81,13 +81,13 @@ def test_everything_between_two_steps_is_timed(single_cpu):  # noqa: F811
 
 
 def test_a_measurement_window_runs_past_the_iteration_count_until_it_is_long_enough(single_cpu):  # noqa: F811
-    """The window counts the iterations timed before the running one, so it
-    closes an iteration late, never early."""
+    """The window counts the running iteration too: it closes at the
+    iteration that reaches it, never before."""
     clock = FakeClock()
     step = steps_taking(clock, [1.0] * 100)
     stop = StopCondition(max_iterations=3, min_timed_iterations=2, min_timed_seconds=5.0, clock=clock)
     result = run(step, clock, single_cpu, stop, warmup=1)
-    assert result.durations == [1.0] * 6 and result.iterations == 7
+    assert result.durations == [1.0] * 5 and result.iterations == 6
     assert result.stop_reason == "measurement window reached: at least 2 timed iterations lasting 5 s"
 
 
