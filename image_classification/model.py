@@ -10,8 +10,8 @@ import torchvision
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from caraml import memory
-from caraml.dist import Dist
+from caraml.node import memory
+from caraml.node.dist import Dist
 from caraml.report import BenchmarkInputError
 
 

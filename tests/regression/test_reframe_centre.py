@@ -101,9 +101,10 @@ def test_a_centres_configuration_runs_on_slurm_with_srun_and_locally_with_its_ow
                     "figure: throughput_per_device, value: 1, lower: 0.5, upper: 1000000, "
                     "kind: measured by this suite, source: a test}\n")
     prefix = tmp_path / "rfm"
-    # importing the suite's checks registers them too: the centre picks its own by name
+    # importing the suite's checks registers them too: the centre picks its own by name;
+    # both measure (the measure tag), as a smoke run's figures meet no reference
     args = ["-c", str(checks), "-n", "CentreOperator", "-S", "valid_prog_environs=gnu",
-            "-S", f"references_file={refs}", "-S", "suite_references=false"]
+            "-S", f"references_file={refs}", "-S", "suite_references=false", "-S", "extra_tags=measure"]
     dry = _reframe(prefix, "--dry-run", *args, config=config, env=slurm.env)
     assert dry.returncode == 0, dry.stdout[-3000:]
     done = _reframe(prefix, "-r", *args, config=config, env=slurm.env)
@@ -124,8 +125,10 @@ def test_a_centres_configuration_runs_on_slurm_with_srun_and_locally_with_its_ow
     assert (record["samples_per_s_per_device_ref"], record["samples_per_s_per_device_lower_thres"]) == \
         ("1000000.0", "-0.1")
     assert float(record["samples_per_s_per_device_value"]) > 0 and record["caraml_status"] == "ok"
+    assert record["caraml_measurement"] == "yes"
     record = dict(zip(local[0].split("|"), local[1].split("|")))
     assert record["samples_per_s_per_device_ref"] == "1.0" and record["caraml_status"] == "ok"
+    assert record["caraml_measurement"] == "yes"
     # the batch job ran job.sh once, as its batch shell, and job.sh started the rank with srun
     [work] = [w for folder in ("output", "stage") for w in (prefix / folder / "centre" / "batch").rglob("job.out")]
     assert "job_id=none" not in work.read_text()

@@ -137,10 +137,13 @@ def test_a_window_with_a_sensor_gap_is_left_empty_not_filled_with_the_last_readi
     assert np.isfinite(table.iloc[0]["energy_wh"])
 
 
-def _row_energy(jpwr_stdout: str) -> dict:
-    """The energy part of a row, as the row model decides it from jpwr combine's lines."""
-    from caraml.row_facts import Facts, energy
-    return energy(jpwr_stdout, Facts(scope_asked="counted", work_total=1000.0, work_timed=None))
+def _row_energy(jpwr_stdout: str):
+    """A row of a run long enough to be a measurement, with the energy the
+    row model decides from jpwr combine's lines, and the one verdict on it."""
+    from caraml.row.facts import Facts, energy
+    from caraml.row.record import judged, make
+    fields = energy(jpwr_stdout, Facts(scope_asked="counted", work_total=1000.0, work_timed=None))
+    return judged(make({"state": "ok", "timed_iterations": 20, "timed_s": 60.0, **fields}))
 
 
 def test_an_estimate_from_part_of_the_run_is_never_whole(tmp_path):
@@ -157,12 +160,12 @@ def test_an_estimate_from_part_of_the_run_is_never_whole(tmp_path):
     covered = float(summary.split("covered_pct=")[1].split()[0])
     assert 0 < covered < 100, summary  # 32 KiB hold part of 3 s at 2 ms
     row = _row_energy(combined.stdout)
-    assert row["estimated"] and row["incomplete"]
-    run = row["windows"]["run"]
-    assert not run["complete"] and run["covered_pct"] == pytest.approx(covered)
-    assert run["work_per_wh"] is None
-    from caraml.row_facts import energy_flags
-    assert energy_flags(row) == [f"energy-incomplete(covers-{covered:.0f}%-of-the-run-window)"]
+    assert row.energy_estimated and row.energy_incomplete
+    assert not row.energy_complete_run and row.energy_covered_pct == pytest.approx(covered)
+    assert row.work_per_wh is None and row.work_per_wh_run is None
+    # the one verdict: a partial estimate is no measurement, as a partial measurement is not
+    assert not row.measurement
+    assert row.not_a_measurement == f"its energy is not whole (its samples cover {covered:.0f} % of the run)"
 
 
 class GapSensor(Method):
@@ -188,8 +191,8 @@ def test_power_per_device_after_a_gap_is_what_the_sensor_read(tmp_path):
     combined = jpwr("combine", str(tmp_path))
     assert combined.returncode == 0, combined.stderr
     row = _row_energy(combined.stdout)
-    run = row["windows"]["run"]
     # the sensor read 100 W whenever it answered; the gap added no energy
     # and must not pull the power down (Wh over the whole span would)
-    assert run["mean_power_w_per_device"] == pytest.approx(100.0)
-    assert not run["complete"] and 30 < run["covered_pct"] < 80
+    assert row.power_w_per_device_run == pytest.approx(100.0)
+    assert not row.energy_complete_run and 30 < row.energy_covered_pct < 80
+    assert not row.measurement

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 
 import torch
 
-from caraml.dist import Dist
+from caraml.node.dist import Dist
 from caraml.report import BenchmarkInputError
 
 GIB = 2**30

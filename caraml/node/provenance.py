@@ -22,10 +22,10 @@ import subprocess
 from pathlib import Path
 
 from caraml import benchmarks, report, rocm_tf32
-from caraml.dist import Dist
-from caraml.row_facts import PROVENANCE_KEYS
+from caraml.node.dist import Dist
+from caraml.report import PROVENANCE_KEYS
 
-SUITE_ROOT = Path(__file__).resolve().parents[1]
+SUITE_ROOT = Path(__file__).resolve().parents[2]
 FILE_NAME = "provenance.json"
 # The fields of the table line, in order (the row model reads them by the
 # same names); the rest is in the file.
@@ -35,7 +35,7 @@ LINE_FIELDS = PROVENANCE_KEYS
 def benchmark_markers() -> tuple[str, ...]:
     """What a process of any benchmark of the table has in its command line
     (read when counted: a site's registry that fails is the driver's input
-    error, said before training, caraml/driver.py)."""
+    error, said before training, caraml/node/driver.py)."""
     return tuple(marker for entry in benchmarks.all_benchmarks() for marker in entry.markers)
 # The job script's identity of its job, which every process it starts
 # inherits (the launcher too: torchrun hands its workers a MASTER_PORT of its

@@ -13,7 +13,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as tdist
 
-from caraml import startup
+from caraml.node import startup
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def init(device: str = "auto", startup_timeout_s: float = startup.DEFAULT_TIMEOU
 
 
 def _join(d: Dist, timeout_s: float) -> None:
-    """The process group with a start-up deadline (caraml/startup.py): every
+    """The process group with a start-up deadline (caraml/node/startup.py): every
     rank at the store, in the group and through its first collective, or
     StartupTimeout. The group's own timeout is the default again after."""
     try:
