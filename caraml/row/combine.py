@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 from caraml import report
-from caraml.row import history, row_json
+from caraml.row import history
 from caraml.row.jube_lines import print_lines
 from caraml.row.run import decide_or_fail
 
@@ -43,7 +43,6 @@ def main(argv: list[str] | None = None) -> int:
                          jpwr_err=args.jpwr_err, jpwr_status=args.jpwr_status)
     if row.reason.startswith(UNDECIDED):
         report.error(row.reason)
-    row_json.write(row, Path.cwd())
-    history.record(row, Path.cwd())
+    row = history.keep(row, Path.cwd())
     print_lines(row)
     return 0
