@@ -6,7 +6,7 @@ library only (login node)."""
 
 from __future__ import annotations
 
-from caraml import benchmarks, device_peaks, power_limit
+from caraml import benchmarks, device_peaks, power_limit_record
 from caraml.benchmarks import Benchmark
 from caraml.row_evidence import Evidence
 from caraml.row_facts import (MEMORY, Facts, energy, energy_flags, last_kv, measured_peak, mfu_refusal,
@@ -80,12 +80,13 @@ def _mfu(g: dict[str, str]) -> dict | None:
 
 
 def flags(ev: Evidence, status: Status, energy_row: dict | None, limit: dict | None) -> list[str]:
-    """Doubt in a measured row, one word each; none for a row that is not a
-    measurement (its status says what went wrong)."""
+    """Doubt in a measured row, one word each; for a row that is not a
+    measurement (its status says what went wrong) only what it left on the
+    node: a power limit not put back, or one it found away from the default."""
     if status.state not in MEASURED:
-        return []
+        return power_limit_record.row_flags(limit, ev.text("job.out"), measured=False)
     out = energy_flags(energy_row) if energy_row is not None else []
-    out += power_limit.row_flags(limit, ev.text("job.out"))
+    out += power_limit_record.row_flags(limit, ev.text("job.out"))
     start = last_kv(ev.text("job.out"), "provenance")
     end = last_kv(ev.text("job.out"), "host at end")
     for when, line in (("running", start), ("at-end", end)):
@@ -111,6 +112,15 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
     system = _system(ev.params)
     throughput = _throughput(benchmark, g, ev, system)
     status = decide(ev, has_throughput=throughput is not None, slurm_state=slurm_state)
+    limit = power_limit_record.row_part(
+        ev.params.get("power_limit"), _num(ev.params.get("tdp_w")), job_out,
+        ev.params.get("power_limit_scope_run"), guard=ev.text("power_guard"),
+        devices_per_package=_int(ev.params.get("devices_per_package")))
+    # -- power limits (caraml/power_limit_record.py): a point measured at another limit than
+    # its own (a device found away from its default) is no measurement
+    off_limit = power_limit_record.not_a_measurement(limit, job_out) if status.measured else None
+    status = Status("failed", off_limit) if off_limit else status
+    # --
     prov = provenance(job_out)
     work_total = _num(g.get(benchmark.figures.work_total))
     if work_total is None and benchmark.vendor_steps is not None and throughput is not None:
@@ -123,10 +133,10 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> dict:
     energy_row = energy(ev.text("jpwr"), facts) if ev.texts.get("jpwr") else None
     if energy_row and not status.measured:
         energy_row = _unmeasured(energy_row)
-    limit = power_limit.row_part(ev.params.get("power_limit"), system["tdp_w"], job_out,
-                                 ev.params.get("power_limit_scope_run"))
-    # the limit the devices ran under (a sweep's point), beside the software they ran
+    # the limit the devices ran under (a sweep's point), beside the software they ran, and
+    # the limit rank 0's device had at the start of every run, with its default
     prov["power_limit_w"] = limit["reported_w"] if limit else None
+    prov.update(power_limit_record.at_start(job_out))
     return {
         "schema": SCHEMA, "benchmark": benchmark.name, "work_package": ev.work_package,
         "system": system, "config": _config(benchmark, ev.params, g),

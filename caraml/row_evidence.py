@@ -12,6 +12,9 @@ from pathlib import Path
 # The job script writes each signal that reached it here, one name a line
 # (aux/job.sh.in); jobwatch.py reads it too
 SIGNAL_FILE = "signal"
+# The power guard's record of each node: this, then the host's name
+# (caraml/power_guard.py)
+GUARD_FILES = "power_guard."
 # the evidence's name for the job script's done marker ("yes" where it is there)
 DONE = "done"
 
@@ -89,6 +92,8 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     texts = {name: _read(execute_work / name)
              for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
     texts.update(data_step(run_dir, wp_id))
+    # the power guard's record of each node (caraml/power_guard.py)
+    texts["power_guard"] = "".join(_read(p) for p in sorted(execute_work.glob(f"{GUARD_FILES}*")))
     # the job script's done marker, an empty file: whether it is there
     texts[DONE] = "yes" if (execute_work / (params[wp_id].get("done_file") or "ready")).exists() else ""
     if jpwr_out is not None:

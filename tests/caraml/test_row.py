@@ -550,8 +550,9 @@ def test_a_sweep_points_row_has_its_limit_everywhere(tmp_path, capsys):
     row = decide(tmp_path, params={"power_limit": "0.75", "power_limit_scope_run": "module"},
                  job_out=_LIMIT_LINES + finished_job())
     assert state(row) == ("ok", "") and row["flags"] == []
-    assert row["power_limit"] == {"asked": "0.75", "asked_w": 300.0, "scope": "module",
-                                  "before_w": 400.0, "reported_w": 300.0, "restored": True}
+    assert row["power_limit"] == {"asked": "0.75", "asked_w": 300.0, "scope": "module", "mode": "suite",
+                                  "before_w": 400.0, "reported_w": 300.0, "default_w": None,
+                                  "restored": True, "restored_by": "ranks"}
     assert row["provenance"]["power_limit_w"] == 300.0
     assert row["energy"]["windows"]["timed"]["mean_power_w_per_device"] > 0
     columns = {name: get(row) for name, _, get in history.COLUMNS}
