@@ -18,7 +18,7 @@ entry for that limit, in milliwatts:
   kill    the process kills itself with SIGKILL when the timed window
           begins, as the OOM killer or `kill -9` would;
   stuck   as kill, and the GPU then refuses the next set (the limit stays:
-          the power guard cannot put it back either)."""
+          the power guard cannot put it back either); once."""
 
 from __future__ import annotations
 
@@ -99,9 +99,10 @@ class FileNvml(FakeScopedNvml):
             action = self._action(handle)
             if action == "term":
                 os.kill(os.getpid(), signal.SIGTERM)
-            if action == "stuck":
+            if action == "stuck":  # once: the next job at this limit is one that found it left
                 state = json.loads(self._path.read_text())
                 state["refuse_next_set"] = True
+                del state["at_limit_mw"][str(self.gpus[handle]["limit_mw"])]
                 self._path.write_text(json.dumps(state))
             if action in ("kill", "stuck"):
                 os.kill(os.getpid(), signal.SIGKILL)
