@@ -6,9 +6,10 @@ power guard's too) after the job has ended; the state's `set_mw` lists
 every limit set, in order. A test puts this folder first on PYTHONPATH;
 where the variable is not set, the binding is not installed.
 
-The GPU draws 60 % of its power limit, and its energy counter counts that
-since boot. What a job meets at a limit is the state's `at_limit_mw`
-entry for that limit, in milliwatts:
+The GPU draws 60 % of its power limit, and its energy counter counts what
+it drew since boot, at each limit for as long as that held. What a job
+meets at a limit is the state's `at_limit_mw` entry for that limit, in
+milliwatts:
   refuse  setting the limit fails as without privilege;
   term    the process gets SIGTERM when the timed window begins (the
           main thread reads the energy counter there first), as from scancel;
@@ -63,8 +64,17 @@ class FileNvml(FakeScopedNvml):
         gpu = self.gpus[handle]
         return json.loads(self._path.read_text()).get("at_limit_mw", {}).get(str(gpu["limit_mw"]), "")
 
+    @staticmethod
+    def _energy_mj(gpu: dict, now: float) -> float:
+        """What the GPU drew since boot: at each limit for as long as it held."""
+        return gpu.get("energy_banked_mj", 0) + 0.6 * gpu["limit_mw"] * (now - gpu.get("limit_since", 0.0))
+
     def limits_changed(self) -> None:
         state = json.loads(self._path.read_text())
+        now = time.monotonic()
+        for before, after in zip(state["gpus"], self._loaded):
+            if before["limit_mw"] != after["limit_mw"]:  # the counter goes on from what it drew so far
+                after["energy_banked_mj"], after["limit_since"] = self._energy_mj(before, now), now
         state["gpus"] = self._loaded
         # every limit set, in order, for the test to read
         state.setdefault("set_mw", []).extend(call[1] for call in self.limit_calls)
@@ -106,7 +116,7 @@ class FileNvml(FakeScopedNvml):
                 self._path.write_text(json.dumps(state))
             if action in ("kill", "stuck"):
                 os.kill(os.getpid(), signal.SIGKILL)
-        return int(self._power_mw(handle) * time.monotonic())
+        return int(self._energy_mj(self.gpus[handle], time.monotonic()))
 
 
 sys.modules[__name__] = FileNvml(Path(os.environ[STATE_ENV]))
