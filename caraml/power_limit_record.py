@@ -118,7 +118,8 @@ def row_flags(part: dict | None, job_out: str, measured: bool = True) -> list[st
     """Doubt about a row's limits, one word each. Every row: a limit not put
     back (by the ranks nor by the guard), devices that began away from their
     default. A measured row also: a limit the job never set (a driver that
-    takes none), devices that reported other limits than rank 0's."""
+    takes none), devices that reported other limits than rank 0's, a limit
+    a stop signal put back before the run's last iteration ended."""
     left = ["power-limit-not-restored"] if part is not None and not part["restored"] else []
     node = left + start_flag(job_out)
     if part is None or not measured:
@@ -129,7 +130,17 @@ def row_flags(part: dict | None, job_out: str, measured: bool = True) -> list[st
     first = set_lines.get("0") or next(iter(set_lines.values()))
     differ = sorted(rank for rank, line in set_lines.items()
                     if line.get("reported_w") != first.get("reported_w"))
-    return node + ([f"power-limit-differs-on-ranks({'-'.join(differ)})"] if differ else [])
+    return node + ([f"power-limit-differs-on-ranks({'-'.join(differ)})"] if differ else []) \
+        + put_back_early(job_out)
+
+
+def put_back_early(job_out: str) -> list[str]:
+    """`power-limit-put-back-early(SIGTERM)`: a stop signal put the limit back
+    while the run went on to the end of its iteration, which the timed
+    window counts at the limit put back, not at the point's."""
+    signals = sorted({line["when"] for line in kv_lines(job_out, f"CARAML {RESTORED_SCOPE}:")
+                      if line.get("when")})
+    return [f"power-limit-put-back-early({'-'.join(signals)})"] if signals else []
 
 
 def not_a_measurement(part: dict | None, job_out: str) -> str | None:

@@ -100,3 +100,14 @@ def test_a_killed_ranks_limit_is_not_restored_only_where_the_guard_failed_too(
     assert (row["power_limit"]["restored"], row["power_limit"]["restored_by"]) == (restored, by)
     # a failed row carries what it left on the node
     assert ("power-limit-not-restored" in row["flags"]) is flagged
+
+
+def test_a_limit_a_signal_put_back_before_the_run_ended_puts_the_point_in_doubt(tmp_path):
+    from caraml.compare import frontier
+    out = _point("150", 250).replace("limit_w=250\n", "limit_w=250 when=SIGTERM\n", 1) + \
+        RESTORED.format(rank=0, ok="yes", limit=250) + finished_job(stop="signal SIGTERM")
+    row = _row(tmp_path, out, point="150")
+    assert row["status"]["state"] == "ok-stopped-early"
+    assert row["flags"] == ["power-limit-put-back-early(SIGTERM)"]
+    assert frontier.DOUBTS["power-limit-put-back-early"].format("SIGTERM") == \
+        "a stop signal (SIGTERM) put the limit back before the last iteration ended"
