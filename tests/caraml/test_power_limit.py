@@ -20,7 +20,7 @@ from caraml.options import EnergyOptions, RunOptions
 from caraml.report import BenchmarkInputError
 from caraml.row_facts import kv_lines
 from tests.dist_fixtures import LAUNCHER_VARIABLES
-from tests.driver_runs import Child, count_lines
+from tests.driver_runs import Child, count_lines, worker_with_rank
 from tests.jpwr.jpwr_fakes import FakeNvml, FakeScopedNvml, wait_for
 
 
@@ -308,12 +308,14 @@ def test_a_term_under_torchrun_puts_the_limit_back_while_the_step_still_runs(tmp
     with _torchrun(tmp_path, monkeypatch, [_fake_gpu("GPU-a")], 1, "150", "90") as run:
         run.wait_for(count_lines("CARAML test: step", 2), "the first timed step", timeout=300)
         assert _gpu_state(tmp_path) == [150_000]
+        worker = worker_with_rank(run.proc.pid, 0)  # in a session of its own: ended by hand below
         # scancel's TERM: torchrun passes it on to its worker, whose 90 s step outlasts the 30 s
         # torchrun waits before it kills. Without the restore at once that SIGKILL leaves the
         # limit at 150 W for good; the deadline only guards a hang.
         run.proc.send_signal(signal.SIGTERM)
         wait_for(lambda: _gpu_state(tmp_path) == [700_000], "the limit put back", timeout_s=20)
         run.wait_for(lambda lines: any("when=SIGTERM" in line for line in lines), "the restored line")
+        os.kill(worker, signal.SIGKILL)
     assert "CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=700 when=SIGTERM" in \
         "".join(run._out)
 
