@@ -16,9 +16,9 @@ and the job checks and records it). CARAML_POWER_LIMITS (`default;250;300`)
 replaces the points for one run, CARAML_POWER_LIMIT_SCOPE (`gpu`) the
 scope, CARAML_POWER_LIMIT_MODE the mode.
 
-The node side is caraml/power_limit_run.py (the driver's) and
-caraml/power_guard.py (the job's guard); what the lines they print make of
-a row, caraml/power_limit_record.py.
+The node side is caraml/node/power_limit_run.py (the driver core's) and
+caraml/node/power_guard.py (the job's guard); the row's record of what
+their lines say is the row model's (caraml/row/power_limit.py).
 
     python -m caraml.power_limit sweep POINTS
     python -m caraml.power_limit scope SCOPE
@@ -47,13 +47,15 @@ MODE_ENV = "CARAML_POWER_LIMIT_MODE"
 # who sets a point's limit: the job's ranks, or the centre before the job
 SUITE, EXTERNAL = "suite", "external"
 MODES = (SUITE, EXTERNAL)
-# the scopes of the lines each rank prints (caraml/power_limit_run.py)
+# the scopes of the lines each rank prints (caraml/node/power_limit_run.py)
 SET_SCOPE = "power limit"
 RESTORED_SCOPE = "power limit restored"
 START_SCOPE = "power limit at start"
-# the power guard's (caraml/power_guard.py): a limit found, all found, one put back, the end
+# the power guard's (caraml/node/power_guard.py): a limit found, all found, one put back, the end
 GUARD_FOUND, GUARD_READY, GUARD_RESTORED, GUARD_END = ("power guard", "power guard ready",
                                                        "power guard restored", "power guard end")
+# the guard's record of each node in the job's folder: this, then the host's name
+GUARD_FILES = "power_guard."
 # In the run's folder: the line of the first point that found no privilege
 # to set a limit, which every later point of the sweep ends with at once
 REFUSED_FILE = "power_limit_refused"

@@ -31,8 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from caraml import power_limit, report, rocm_tf32  # noqa: E402
 from caraml.login import systems  # noqa: E402
-from caraml.row_evidence import GUARD_FILES  # noqa: E402
-from caraml.row_status import SIGNAL_FILE  # noqa: E402
+from caraml.row.status import SIGNAL_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "aux" / "job.sh.in"
@@ -147,8 +146,8 @@ def variables(f: dict[str, str], root: Path) -> list[str]:
         "SAMPLES_PER_DEVICE": f["samples_per_device"],
         "SUBMIT_MODE": f["submit_mode"],
         "MASTER_ADDR_SUFFIX": f["master_addr_suffix"],
-        # the power guard's records, one a node (caraml/power_guard.py)
-        "GUARD_FILES": GUARD_FILES,
+        # the power guard's records, one a node (caraml/node/power_guard.py)
+        "GUARD_FILES": power_limit.GUARD_FILES,
         # an earlier point of the sweep found no privilege: this one does not run
         "POWER_LIMIT_REFUSED": str(power_limit.refusal_marker(rundir)) if refused_here(f) else "",
     }
@@ -213,7 +212,7 @@ def launcher_words(f: dict[str, str], python: str) -> list[str]:
 
 def guarded(f: dict[str, str]) -> bool:
     """Whether the job starts a power guard on each node: a job on GPUs, or
-    one that asks for a power limit (caraml/power_guard.py)."""
+    one that asks for a power limit (caraml/node/power_guard.py)."""
     return f["building_container"] != "yes" and (
         f["device_kind"] in VISIBLE_DEVICES or bool(f["power_limit"].strip()))
 
@@ -231,7 +230,7 @@ def guard_line(f: dict[str, str], root: Path) -> str:
     if not guarded(f):
         return ""
     python = shlex.quote(python_for_job(f, root))
-    guard = [python, "-m", "caraml.power_guard", "guard", "--dir", "."]
+    guard = [python, "-m", "caraml.node.power_guard", "guard", "--dir", "."]
     if f["submit_mode"] != "slurm":
         return " ".join(container_words(f, root) + guard + ["--watch-pid", "$$"])
     nodes = int(f["nodes"])
@@ -418,7 +417,7 @@ def run_tool(argv: list[str]) -> int:
 def submit_and_say(facts_path: Path) -> int:
     """submit, then the row's lines as the row model decides them now: dry
     run, queued, failed with the refusal, or (a local job) how it ended."""
-    from caraml import row_line  # the row model: only where a job is submitted
+    from caraml.row import row_out  # the row model: only where a job is submitted
 
     try:
         return submit(facts_path)
@@ -428,7 +427,7 @@ def submit_and_say(facts_path: Path) -> int:
     finally:
         sys.stdout.flush()
         # never the step's failure: a line it cannot write is said on stderr
-        row_line.main([str(facts_path.resolve().parent)])
+        row_out.main([str(facts_path.resolve().parent)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The job's power guard and the Slurm epilog's reset (caraml/power_guard.py),
+"""The job's power guard and the Slurm epilog's reset (caraml/node/power_guard.py),
 as processes of their own against the file-backed fake NVML and amdsmi
 (tests/fake_bindings): a guard puts back a limit that a process which set it
 could not, however that process ended (SIGKILL, abort, segfault), reads it
@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from caraml import jobwatch, power_limit_record
+from caraml import jobwatch
+from caraml.row import power_limit as row_limit
 from tests.jpwr.jpwr_fakes import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,9 +50,9 @@ def _nvml_mw(tmp_path: Path) -> list[int]:
 
 
 def _guard(tmp_path: Path, env: dict, *extra: str) -> subprocess.Popen:
-    guard = subprocess.Popen([sys.executable, "-m", "caraml.power_guard", "guard", "--dir", str(tmp_path),
+    guard = subprocess.Popen([sys.executable, "-m", "caraml.node.power_guard", "guard", "--dir", str(tmp_path),
                               *extra], env=env, cwd=tmp_path)
-    ready = subprocess.run([sys.executable, "-m", "caraml.power_guard", "wait", "--dir", str(tmp_path),
+    ready = subprocess.run([sys.executable, "-m", "caraml.node.power_guard", "wait", "--dir", str(tmp_path),
                             "--nodes", "1", "--timeout-s", "60"], env=env, capture_output=True, text=True)
     assert ready.returncode == 0 and "warning" not in ready.stdout, ready.stdout
     return guard
@@ -93,7 +94,7 @@ def test_the_guard_puts_back_a_limit_whose_process_died_without_a_word(tmp_path,
     assert "CARAML power guard: host=" in record and "device=gpu1 scope=gpu found_w=200 default_w=250" in record
     assert "device=gpu1 scope=gpu found_w=200 was_w=150 reads_w=200 restored=yes" in record
     assert "device=gpu0 scope=gpu found_w=250 was_w=250 reads_w=250 restored=yes" in record
-    assert power_limit_record.guard_outcome(record) == "yes"
+    assert row_limit.guard_outcome(record) == "yes"
     assert "when=SIGUSR2" in record
 
 
@@ -108,7 +109,7 @@ def test_a_guard_that_cannot_put_a_limit_back_says_so_and_fails(tmp_path):
     assert guard.wait(timeout=60) == 1
     record = _record(tmp_path)
     assert "found_w=250 was_w=120 reads_w=120 restored=no" in record
-    assert power_limit_record.guard_outcome(record) == "no"
+    assert row_limit.guard_outcome(record) == "no"
 
 
 def test_a_guard_ends_when_the_job_script_it_watches_is_gone(tmp_path):
@@ -130,13 +131,13 @@ def test_a_node_without_a_readable_gpu_is_ready_at_once_and_guards_nothing(tmp_p
     assert guard.wait(timeout=60) == 0
     record = _record(tmp_path)
     assert "limits=0" in record and "restored=none" in record
-    assert power_limit_record.guard_outcome(record) is None
+    assert row_limit.guard_outcome(record) is None
 
 
 def test_waiting_for_guards_that_are_not_there_ends_with_a_warning(tmp_path):
     (tmp_path / "power_guard.n1").write_text("CARAML power guard ready: host=n1 limits=0\n")
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "caraml.power_guard", "wait", "--dir", str(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "caraml.node.power_guard", "wait", "--dir", str(tmp_path),
                            "--nodes", "2", "--timeout-s", "0.5"], env=_env(tmp_path),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and time.monotonic() - started < 60

@@ -1,5 +1,5 @@
 """A run's GPU power limits, on its node: what the driver core
-(caraml/driver.py) does with them. Every rank
+(caraml/node/driver.py) does with them. Every rank
 
 - records, at the start of every run (plain runs too) and before anything
   is set, the limit its device has and the device's default (nothing where
@@ -24,7 +24,7 @@ every rank with one line (the driver core's `agreed`), with every limit
 already set put back. A job refused the privilege to set a limit notes it
 in the run's folder (caraml/power_limit.py, REFUSED_FILE): the sweep's later
 points end at once with the same line instead of queueing to fail alike.
-The job's power guard (caraml/power_guard.py) puts back what a rank that
+The job's power guard (caraml/node/power_guard.py) puts back what a rank that
 is killed outright cannot."""
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from caraml import power_limit, report
-from caraml.dist import Dist
-from caraml.options import EnergyOptions
+from caraml.node.dist import Dist
+from caraml.node.options import EnergyOptions
+from caraml.node.stopping import STOP_SIGNALS
 from caraml.report import BenchmarkInputError
-from caraml.stopping import STOP_SIGNALS
 
 # what a centre provides where jobs may not set limits (docs/power_limits.md)
 CENTRE = ("the centre must provide jobs that may set GPU power limits (e.g. a reservation whose "
@@ -149,7 +149,7 @@ def _say_restored(dist: Dist, limit, when: str | None = None) -> None:
 
 @contextlib.contextmanager
 def restored_at_first_signal(limit, said: Callable[[str], None]) -> Iterator[None]:
-    """While the block runs, the first stop signal (caraml/stopping.py's)
+    """While the block runs, the first stop signal (caraml/node/stopping.py's)
     puts the limit back at once: Python runs a signal's handler only when the
     main thread comes back to Python, after the step's GPU work, so a thread
     that the signal wakes through signal.set_wakeup_fd does it; said(name)

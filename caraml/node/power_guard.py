@@ -4,9 +4,9 @@ power limit the job changed, however the job's processes end: at the end
 of the run, by a signal, or by SIGKILL, an abort, a segfault or the OOM
 killer, after which no code of a training process runs.
 
-    python -m caraml.power_guard guard --dir DIR [--watch-pid PID]
-    python -m caraml.power_guard wait --dir DIR --nodes N [--timeout-s S]
-    python -m caraml.power_guard reset
+    python -m caraml.node.power_guard guard --dir DIR [--watch-pid PID]
+    python -m caraml.node.power_guard wait --dir DIR --nodes N [--timeout-s S]
+    python -m caraml.node.power_guard reset
 
 `guard` records the limit of every GPU this process sees, at every scope
 the device reports (the GPU's own; a GH200 superchip's module), and the
@@ -50,13 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 if __package__ in (None, ""):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from caraml import report  # noqa: E402
 from caraml.power_limit import GUARD_END as END  # noqa: E402
+from caraml.power_limit import GUARD_FILES as FILE_PREFIX  # noqa: E402
 from caraml.power_limit import GUARD_FOUND as FOUND  # noqa: E402
 from caraml.power_limit import GUARD_READY as READY  # noqa: E402
 from caraml.power_limit import GUARD_RESTORED as RESTORED  # noqa: E402
-from caraml.row_evidence import GUARD_FILES as FILE_PREFIX  # noqa: E402
 from jpwr.gpu.power_limit import GPU, MODULE, TOLERANCE_W, PowerLimitError, open_library, put_back, read  # noqa: E402
 
 # the epilog's line (site/slurm-epilog-power-limits.sh)

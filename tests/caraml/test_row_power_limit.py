@@ -1,15 +1,17 @@
-"""What a job's power-limit lines make of its row (caraml/power_limit_record.py,
+"""What a job's power-limit lines make of its row (caraml/row/power_limit.py,
 through the row model): the limit every run found at its start against the
-device's default, the flag where they differ, the verdict that a `default`
-point (or a point the suite set) on such a device is no measurement, and
-who put a changed limit back: the ranks, or the power guard where a rank
-was killed; `power-limit-not-restored` only where both failed."""
+device's default, the flag where they differ, the one verdict
+(caraml/row/verdict.py) that a run on such a device is no measurement
+unless the centre set its point, and who put a changed limit back: the
+ranks, or the power guard where a rank was killed;
+`power-limit-not-restored` only where both failed."""
 
 from __future__ import annotations
 
 import pytest
 
-from caraml import row as row_model
+from caraml.row.decide import decide_row
+from caraml.row.evidence import gather
 from tests.caraml.row_packages import JPWR, execute, finished_job, run_dir
 
 START = "CARAML power limit at start: rank={rank} device=gpu{rank} scope=gpu limit_w={limit} default_w=250\n"
@@ -35,8 +37,8 @@ def _row(tmp_path, job_out: str, point: str | None = None, guard: str | None = N
         (work / "power_guard.cn1").write_text(guard)
     (tmp_path / "jpwr.out").write_text(JPWR)
     (tmp_path / "jpwr.err").write_text("")
-    ev = row_model.gather(work, tmp_path / "jpwr.out", tmp_path / "jpwr.err", 0)
-    return row_model.decide_row("llm", ev, slurm_state=lambda job_id: None)
+    ev = gather(work, tmp_path / "jpwr.out", tmp_path / "jpwr.err", 0)
+    return decide_row("llm", ev, slurm_state=lambda job_id: None)
 
 
 def _point(asked: str, limit: int, mode: str = "suite", ranks: int = 1) -> str:
@@ -47,35 +49,36 @@ def _point(asked: str, limit: int, mode: str = "suite", ranks: int = 1) -> str:
         + RESTORED.format(rank=r, ok="yes", limit=limit) for r in range(ranks))
 
 
-def test_a_plain_run_records_its_start_and_is_flagged_where_the_device_was_capped(tmp_path):
+OFF = "its devices' power limit was not their default at the job's start (180W-not-250W-on-ranks-0"
+
+
+def test_a_run_records_its_start_and_one_on_a_capped_device_is_no_measurement(tmp_path):
     row = _row(tmp_path / "at", START.format(rank=0, limit=250) + finished_job())
-    assert row["status"]["state"] == "ok" and row["flags"] == []
-    assert (row["provenance"]["power_limit_at_start_w"], row["provenance"]["power_limit_default_w"]) == \
-        (250.0, 250.0)
+    assert row.state == "ok" and list(row.flags) == [] and row.not_a_measurement == ""
+    assert (row.power_limit_at_start_w, row.power_limit_default_w) == (250.0, 250.0)
+    # a plain run on a device left capped ran at a limit nobody asked for: a row after a point
+    # (or job) that did not put its limit back
     row = _row(tmp_path / "capped", START.format(rank=0, limit=180) + finished_job())
-    # it ran at the limit the node had, and says so
-    assert row["status"]["state"] == "ok"
-    assert row["flags"] == ["power-limit-not-default-at-start(180W-not-250W-on-ranks-0)"]
+    assert row.state == "ok" and not row.measurement and row.not_a_measurement.startswith(OFF + ")")
+    assert list(row.flags) == ["power-limit-not-default-at-start(180W-not-250W-on-ranks-0)"]
 
 
 def test_the_default_point_on_a_capped_device_is_no_measurement(tmp_path):
     row = _row(tmp_path, _point("default", 180, ranks=2) + finished_job(), point="default")
-    assert row["status"]["state"] == "failed" and row["throughput"] is None
-    assert row["status"]["reason"].startswith(
-        "the power limit was 180 W at the job's start and not the device's default 250 W (rank 0; 2 "
-        "rank(s) in all): a limit left by an earlier point or job that was not put back; the default "
-        "point is no measurement")
-    assert row["flags"] == ["power-limit-not-default-at-start(180W-not-250W-on-ranks-0-1)"]
-    assert row["power_limit"]["default_w"] == 250.0 and row["power_limit"]["reported_w"] == 180.0
+    assert row.state == "ok" and row.per_s is not None  # what it measured is kept
+    assert not row.measurement and row.not_a_measurement.startswith(OFF + "-1): a limit left by an "
+                                                                          "earlier point or job")
+    assert list(row.flags) == ["power-limit-not-default-at-start(180W-not-250W-on-ranks-0-1)"]
+    assert (row.power_limit_default_w, row.power_limit_w) == (250.0, 180.0)
 
 
-@pytest.mark.parametrize("mode, state", [("suite", "failed"), ("external", "ok")])
-def test_a_point_after_a_limit_left_behind_is_no_measurement_unless_the_centre_set_it(tmp_path, mode,
-                                                                                      state):
+@pytest.mark.parametrize("mode, measurement", [("suite", False), ("external", True)])
+def test_a_point_after_a_limit_left_behind_is_no_measurement_unless_the_centre_set_it(
+        tmp_path, mode, measurement):
     row = _row(tmp_path, _point("200", 180, mode=mode) + finished_job(), point="200")
-    assert row["status"]["state"] == state, row["status"]
-    assert row["power_limit"]["mode"] == mode
-    assert "power-limit-not-default-at-start(180W-not-250W-on-ranks-0)" in row["flags"]
+    assert row.measurement is measurement, row.not_a_measurement
+    assert row.power_limit_mode == mode
+    assert "power-limit-not-default-at-start(180W-not-250W-on-ranks-0)" in row.flags
 
 
 def _killed_rank(ok_guard: str | None) -> tuple[str, str | None]:
@@ -96,10 +99,10 @@ def test_a_killed_ranks_limit_is_not_restored_only_where_the_guard_failed_too(
     row = _row(tmp_path, out, point="180", guard=guard, job_err=KILLED,
                error="job exited with status 1: rank 0 killed by SIGKILL on cn1 (not by the OOM killer: "
                      "the kernel's log names no killed rank)\n")
-    assert row["status"]["state"] == "failed"
-    assert (row["power_limit"]["restored"], row["power_limit"]["restored_by"]) == (restored, by)
+    assert row.state == "failed"
+    assert (row.power_limit_restored, row.power_limit_restored_by) == (restored, by)
     # a failed row carries what it left on the node
-    assert ("power-limit-not-restored" in row["flags"]) is flagged
+    assert ("power-limit-not-restored" in row.flags) is flagged
 
 
 def test_a_limit_a_signal_put_back_before_the_run_ended_puts_the_point_in_doubt(tmp_path):
@@ -107,7 +110,7 @@ def test_a_limit_a_signal_put_back_before_the_run_ended_puts_the_point_in_doubt(
     out = _point("150", 250).replace("limit_w=250\n", "limit_w=250 when=SIGTERM\n", 1) + \
         RESTORED.format(rank=0, ok="yes", limit=250) + finished_job(stop="signal SIGTERM")
     row = _row(tmp_path, out, point="150")
-    assert row["status"]["state"] == "ok-stopped-early"
-    assert row["flags"] == ["power-limit-put-back-early(SIGTERM)"]
+    assert row.state == "ok-stopped-early"
+    assert list(row.flags) == ["power-limit-put-back-early(SIGTERM)"]
     assert frontier.DOUBTS["power-limit-put-back-early"].format("SIGTERM") == \
         "a stop signal (SIGTERM) put the limit back before the last iteration ended"

@@ -1,0 +1,74 @@
+"""What the row model reads of a work package: its job's texts (job.out,
+job.err, the driver's stderr, the error and signal markers, the data step's
+errors, the power guards' records, jpwr combine's output) and its parameters, from JUBE's own record of
+the run (caraml/jube_run.py). Standard library only (login node)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from caraml import jube_run
+from caraml.power_limit import GUARD_FILES
+
+# The job script writes each signal that reached it here, one name a line
+# (aux/job.sh.in); jobwatch.py reads it too
+SIGNAL_FILE = "signal"
+# the evidence's name for the job script's done marker ("yes" where it is there)
+DONE = "done"
+
+
+@dataclass
+class Evidence:
+    """What a work package left: the texts the model reads, by name."""
+
+    texts: dict[str, str] = field(default_factory=dict)
+    params: dict[str, str] = field(default_factory=dict)
+    work_package: str = ""
+
+    def text(self, *names: str) -> str:
+        return "\n".join(self.texts.get(n, "") for n in names)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def data_step(run_dir: Path, wp: jube_run.WorkPackage) -> dict[str, str]:
+    """What the data step before a work package left, by name (data_errors)."""
+    if not wp.parents:
+        return {}
+    texts: dict[str, str] = {}
+    for data_dir in run_dir.glob(f"{wp.parents[0]:06d}_*/work"):
+        texts = data_errors(data_dir)
+    return texts
+
+
+def data_errors(data_work: Path) -> dict[str, str]:
+    """What the data step's work folder `data_work` left, by name: its errors
+    (its failure is the row's) and its output (what it says of the data)."""
+    return {"data.stderr": _read(data_work / "stderr"), "data.stdout": _read(data_work / "stdout")}
+
+
+def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | None = None,
+           jpwr_status: int | None = None) -> Evidence:
+    """The evidence of one execute work package (and its combine step, where
+    it ran)."""
+    execute_work = execute_work.resolve()
+    run_dir = execute_work.parents[1]
+    wp = jube_run.work_packages(run_dir)[jube_run.work_package_id(execute_work)]
+    texts = {name: _read(execute_work / name)
+             for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
+    texts.update(data_step(run_dir, wp))
+    # the power guard's record of each node (caraml/node/power_guard.py)
+    texts["power_guard"] = "".join(_read(p) for p in sorted(execute_work.glob(f"{GUARD_FILES}*")))
+    # the job script's done marker, an empty file: whether it is there
+    texts[DONE] = "yes" if (execute_work / (wp.params.get("done_file") or "ready")).exists() else ""
+    if jpwr_out is not None:
+        texts["jpwr"] = _read(jpwr_out)
+        texts["jpwr.err"] = _read(jpwr_err) if jpwr_err else ""
+        texts["jpwr.status"] = str(jpwr_status if jpwr_status is not None else 0)
+    return Evidence(texts, wp.params, str(execute_work))
