@@ -85,7 +85,8 @@ def train_and_report(args: Options, dist: Dist, stop: StopCondition,
                                        "lower the global batch size or use more devices"):
         result = train_model(args, dist, batch_size, stop, energy)
     return data_parallel.report_result(args, dist, result, batch_size, "images",
-                                       head={"model": args.model, "precision": args.precision})
+                                       head={"model": args.model, "precision": args.precision,
+                                             "num_classes": args.num_classes})
 
 
 def main(argv: list[str] | None = None) -> int:
