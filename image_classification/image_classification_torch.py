@@ -19,7 +19,6 @@ from caraml import report
 from caraml.node import data_parallel, driver, memory, precision
 from caraml.node.dist import Dist
 from caraml.node.driver import EnergyMeter, LoopResult
-from caraml.report import BenchmarkInputError
 from caraml.node.stopping import StopCondition
 from image_classification import config, data, model, train
 from image_classification.config import Options
@@ -82,11 +81,9 @@ def compiling(args: Options) -> str | None:
 def train_and_report(args: Options, dist: Dist, stop: StopCondition,
                      energy: EnergyMeter) -> int:
     batch_size = data_parallel.batch_per_device(args, dist, compiling(args))
-    try:
+    with memory.out_of_memory_is_input(batch_size, dist.device,
+                                       "lower the global batch size or use more devices"):
         result = train_model(args, dist, batch_size, stop, energy)
-    except torch.OutOfMemoryError:
-        raise BenchmarkInputError(memory.out_of_memory(
-            batch_size, dist.device, "lower the global batch size or use more devices")) from None
     return data_parallel.report_result(args, dist, result, batch_size, "images",
                                        head={"model": args.model, "precision": args.precision,
                                              "num_classes": args.num_classes})

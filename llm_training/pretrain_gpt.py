@@ -169,7 +169,9 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
     while DDP's reducer still holds it can deadlock gloo (torch 2.13)."""
     setup = driver.agreed(dist, lambda: set_up(args, dist))
     args, layout, gpt = setup.args, setup.layout, setup.gpt
-    try:
+    with memory.out_of_memory_is_input(
+            layout.micro_batch_size, dist.device, "lower --micro-batch-size (gradient "
+            "accumulation keeps the global batch) or pass --recompute-activations full"):
         backend = build_backend(gpt, args, layout, dist)
         batches = micro_batches(setup.train_data, micro_batch_size=layout.micro_batch_size,
                                 data_parallel=layout.data_parallel,
@@ -186,10 +188,6 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
             # reports at once instead.
             rate = MatmulRate(peak.windows + peak_of(args, dist).windows)
             peak = device_peaks.measured(rate.tflops, rate.windows)
-    except torch.OutOfMemoryError:
-        raise BenchmarkInputError(memory.out_of_memory(
-            layout.micro_batch_size, dist.device, "lower --micro-batch-size (gradient "
-            "accumulation keeps the global batch) or pass --recompute-activations full")) from None
 
     def rank_line(durations: list[float]) -> dict:
         # A rank's share of the global batch over its own time per iteration.

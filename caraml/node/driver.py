@@ -40,15 +40,16 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from caraml import report
+from caraml import benchmarks, report
 from caraml.node import dist as caraml_dist
 from caraml.node import energy, memory, numerics, power_limit_run, provenance
 from caraml.node.dist import Dist
 from caraml.node.energy import TimedWindow
 from caraml.node.options import EnergyOptions, RunOptions
-from caraml.report import BenchmarkInputError
+from caraml.node.startup import StartupTimeout
 from caraml.node.stopping import StopCondition
 from caraml.node.timing import IterationTimer, TimingStats, slowest_per_iteration, summarize
+from caraml.report import BenchmarkInputError
 
 EXIT_OK = 0
 EXIT_NO_FIGURE = 1  # the run ended before any iteration was timed
@@ -237,7 +238,8 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
         if isinstance(opts, int):
             return opts
         meter = energy_meter(opts)
-    except BenchmarkInputError as e:
+        benchmarks.all_benchmarks()  # a site's registry (CARAML_BENCHMARKS) that fails, before training
+    except (BenchmarkInputError, benchmarks.UnknownBenchmark) as e:
         report.error(str(e))
         return EXIT_INPUT
     if before_init is not None:
@@ -248,7 +250,10 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
                        min_timed_iterations=opts.min_timed_iterations,
                        min_timed_seconds=opts.min_timed_seconds) as stop:
         try:
-            dist = caraml_dist.init(opts.device)
+            dist = caraml_dist.init(opts.device, opts.startup_deadline_s)
+        except StartupTimeout as e:  # a rank that never came: named, on every rank that did
+            report.error(str(e))
+            return EXIT_NO_FIGURE
         except (RuntimeError, ValueError) as e:  # e.g. --device cuda without a GPU
             report.error(f"--device {opts.device}: {e}")
             return EXIT_INPUT

@@ -205,6 +205,10 @@ class RunOptions:
     seed: int = option(42, doc="random seed (each rank adds its rank where data differ)")
     device: str = option("auto", choices=DEVICES,
                          doc="cuda: fail unless a GPU is there; auto: a GPU where there is one")
+    startup_timeout_s: float = option(
+        300.0, rule=POSITIVE,
+        doc="seconds every rank has to come to the process group and its first collective "
+            "(at most the wall-clock budget); then each rank that came stops, naming the others")
 
     @property
     def planned(self) -> str:
@@ -216,6 +220,12 @@ class RunOptions:
     @property
     def budget_s(self) -> float | None:
         return None if self.exit_duration_in_mins is None else self.exit_duration_in_mins * 60
+
+    @property
+    def startup_deadline_s(self) -> float:
+        """A run that must end within its budget does not wait longer than
+        the budget for its ranks either."""
+        return min(self.startup_timeout_s, self.budget_s or self.startup_timeout_s)
 
     def check_run(self) -> None:
         if self.train_iters <= self.warmup_iters:

@@ -32,7 +32,11 @@ FILE_NAME = "provenance.json"
 LINE_FIELDS = PROVENANCE_KEYS
 # What a benchmark process of this suite has in its command line: each
 # driver of the benchmark table, as a module or a file
-BENCHMARK_MARKERS = tuple(marker for entry in benchmarks.all_benchmarks() for marker in entry.markers)
+def benchmark_markers() -> tuple[str, ...]:
+    """What a process of any benchmark of the table has in its command line
+    (read when counted: a site's registry that fails is the driver's input
+    error, said before training, caraml/node/driver.py)."""
+    return tuple(marker for entry in benchmarks.all_benchmarks() for marker in entry.markers)
 # The job script's identity of its job, which every process it starts
 # inherits (the launcher too: torchrun hands its workers a MASTER_PORT of its
 # own, so that cannot tell a job's processes from another job's).
@@ -182,6 +186,7 @@ def other_benchmarks(proc: Path = Path("/proc")) -> int | None:
         pids = [p.name for p in proc.iterdir() if p.name.isdigit()]
     except OSError:
         return None
+    markers = benchmark_markers()
     for pid in pids:
         if int(pid) == os.getpid():
             continue
@@ -189,7 +194,7 @@ def other_benchmarks(proc: Path = Path("/proc")) -> int | None:
             command = (proc / pid / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue  # gone meanwhile
-        if not any(marker in command for marker in BENCHMARK_MARKERS):
+        if not any(marker in command for marker in markers):
             continue
         if mine and _read_environ(proc, pid).get(JOB_KEY) == mine:
             continue  # a rank or the launcher of this job

@@ -54,6 +54,13 @@ MIN_TIMED_SECONDS = 60.0
 PLANNED_WINDOW_S = MIN_TIMED_SECONDS + 1
 WINDOW_ENV = "CARAML_MEASURE_S"
 NOT_A_MEASUREMENT = "not a measurement"
+# why a row of a run still going is no measurement yet, where its status
+# gives no reason (a job that has not ended has none)
+UNFINISHED = {
+    "running": "the job has not ended yet: its row is decided once `jube continue` has seen it end",
+    "queued": "the job has not started yet: its row is decided once it has run (`jube continue`)",
+    "pending": "Slurm has not started the job yet: its row is decided once it has run (`jube continue`)",
+}
 # A gradient scaler that has found its scale skips an update only where it
 # tries a larger one (once in its growth interval, 2000 steps by default)
 # or the gradients overflow; a run that skips more than this share of its
@@ -64,7 +71,8 @@ MAX_SKIPPED_SHARE = 0.05
 def _ran(row) -> str:
     if row.state in MEASURED:
         return ""
-    return f"{row.state}: {row.reason}" if row.reason else row.state
+    reason = row.reason or UNFINISHED.get(row.state, "")
+    return f"{row.state}: {reason}" if reason else row.state
 
 
 def _numerics(row) -> str:

@@ -19,7 +19,9 @@ MEASURED = Row(state="ok", timed_iterations=90, time_per_iteration_s=1.0, timed_
 @pytest.mark.parametrize("changes, why", [
     ({}, ""),
     ({"state": "failed", "reason": "out of memory"}, "failed: out of memory"),
-    ({"state": "queued"}, "queued"),
+    # a job not ended has no reason of its status: the verdict says what to wait for
+    ({"state": "queued"}, "queued: the job has not started yet: its row is decided once it has run "
+                          "(`jube continue`)"),
     # the row: 55 timed iterations in 8 s
     ({"timed_iterations": 55, "timed_s": 8.0}, "55 timed iterations in 8 s; a measurement needs 20 and 60 s"),
     ({"timed_iterations": 19, "timed_s": 600.0}, "19 timed iterations in 600 s; a measurement needs 20 and 60 s"),
