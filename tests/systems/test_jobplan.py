@@ -28,7 +28,8 @@ FACTS = {
     "threads_per_proc": "8", "procs_per_task": "1", "device_kind": "cpu",
     "devices_per_node": "1", "visible_devices": "", "master_addr_suffix": "", "env_setup": "", "launcher": "torchrun",
     "container": "", "container_flags": "", "container_python": "python3", "jpwr_python": "",
-    "energy_methods": "auto", "energy_dir": "energy", "srun_flags": "", "srun_env": "",
+    "energy_methods": "auto", "energy_dir": "energy", "node_meter": "none", "srun_flags": "",
+    "srun_env": "",
     "data": "synthetic", "job_command": '-m some.driver --data "$CARAML_DATA"',
     "job_precision": "",
 }
