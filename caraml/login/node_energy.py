@@ -63,6 +63,10 @@ class NoReading(RuntimeError):
     """Slurm gave no energy; the message says why, in one line."""
 
 
+class NoStep(NoReading):
+    """The job has no such step (sstat: "StepId=... not found running")."""
+
+
 def _slurm(*argv: str) -> tuple[str, str]:
     """(stdout, stderr as one line) of a Slurm command that succeeded."""
     try:
@@ -99,6 +103,8 @@ def step_reading(step: str) -> dict:
                        "--format", "ConsumedEnergyRaw")
     answered = time.time()
     text = out.strip().splitlines()[0].strip() if out.strip() else ""
+    if not text and "not found" in said:
+        raise NoStep(f"sstat finds no step {step} ({said})")
     if not text.isdigit() or int(text) >= NO_READING:
         why = said or ("an empty value: Slurm's plugin read no meter on the step's nodes"
                        if not text else f"{text!r}")
@@ -144,7 +150,7 @@ def begin(environ: dict[str, str], declared: str) -> dict:
                                  environ.get("SLURM_JOB_NODELIST", ""))[0].split()
         try:
             step, reading = f"{job}.extern", step_reading(f"{job}.extern")
-        except NoReading as extern:
+        except NoStep as extern:
             if nodes != 1:
                 return {**record, "state": NONE, "reason": f"the job runs on {nodes} nodes and Slurm "
                         f"has no step on all of them for all of its time ({extern}; the centre's "

@@ -90,6 +90,36 @@ def test_every_file_the_reader_may_meet_has_a_state_and_a_reason(tmp_path, conte
     assert reason in energy.reason
 
 
+def slurm_answering(sstat_out: str, sstat_err: str):
+    """Slurm's commands as a metered two-node cluster answered them
+    (tests/e2e/test_e2e_node_energy.py has them for real), sstat's answer given."""
+    def answer(*argv):
+        if argv[:3] == ("scontrol", "show", "config"):
+            return CONFIG.format(energy="acct_gather_energy/pm_counters", gather="jobacct_gather/linux"), ""
+        if argv[:3] == ("scontrol", "show", "hostnames"):
+            return "cn1\ncn2\n", ""
+        return sstat_out, sstat_err
+    return answer
+
+
+@pytest.mark.parametrize("sstat_out, sstat_err, state, reason", [
+    # Slurm 22.05's sstat for a step a job does not have: exit status 0, nothing on stdout
+    ("", "sstat: error: StepId=12.extern not found running.", "none",
+     "the job runs on 2 nodes and Slurm has no step on all of them for all of its time (sstat finds no "
+     "step 12.extern (sstat: error: StepId=12.extern not found running.); the centre's "
+     "PrologFlags=Contain gives every job one)"),
+    # a node whose meter gave nothing: the step has no value at all
+    ("\n", "", "failed", "no node energy: sstat gives no energy for step 12.extern (an empty value: "
+     "Slurm's plugin read no meter on the step's nodes)"),
+])
+def test_a_job_on_two_nodes_without_a_whole_figure_says_why(monkeypatch, sstat_out, sstat_err, state,
+                                                           reason):
+    monkeypatch.setattr(node_energy, "_slurm", slurm_answering(sstat_out, sstat_err))
+    record = begin({"SLURM_JOB_ID": "12", "SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_NODELIST": "cn[1-2]"},
+                   "pm_counters")
+    assert (record["state"], record["reason"], record["notes"]) == (state, reason, [])
+
+
 def test_a_counter_that_went_down_is_no_figure(monkeypatch):
     monkeypatch.setattr(node_energy, "step_reading", lambda step: {"unix": 170.0, "joules": 3})
     record = end({**MEASURED, "state": "begun"})
