@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from caraml import driver
-from caraml.options import EnergyOptions, RunOptions
-from caraml.stopping import StopCondition
+from caraml.node import driver
+from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.stopping import StopCondition
 from tests.dist_fixtures import single_cpu  # noqa: F401
 
 
@@ -72,12 +72,23 @@ def test_everything_between_two_steps_is_timed(single_cpu):  # noqa: F811
     step = steps_taking(clock, [1.0] * 3)
 
     class SlowStop(StopCondition):
-        def reason(self, done):
+        def reason(self, done, timed=()):
             clock.now += 0.25  # e.g. a slow clock read or signal check
-            return super().reason(done)
+            return super().reason(done, timed)
 
     result = run(step, clock, single_cpu, SlowStop(max_iterations=3, clock=clock), warmup=0)
     assert result.durations == [1.25, 1.25, 1.25]
+
+
+def test_a_measurement_window_runs_past_the_iteration_count_until_it_is_long_enough(single_cpu):  # noqa: F811
+    """The window counts the running iteration too: it closes at the
+    iteration that reaches it, never before."""
+    clock = FakeClock()
+    step = steps_taking(clock, [1.0] * 100)
+    stop = StopCondition(max_iterations=3, min_timed_iterations=2, min_timed_seconds=5.0, clock=clock)
+    result = run(step, clock, single_cpu, stop, warmup=1)
+    assert result.durations == [1.0] * 5 and result.iterations == 6
+    assert result.stop_reason == "measurement window reached: at least 2 timed iterations lasting 5 s"
 
 
 def test_a_signal_stops_the_loop_after_the_running_iteration(single_cpu):  # noqa: F811
