@@ -8,12 +8,15 @@ a meter that never answers."""
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from caraml.login import jobplan
 from caraml.login.node_energy import FILE_NAME, begin, read_node_energy
+from caraml.row.decide import decide_row
+from caraml.row.evidence import gather
 from jpwr.aggregate import combine
 from tests.caraml.row_packages import execute, run_dir
 from tests.slurm_cluster import NODE_WATTS
@@ -29,7 +32,7 @@ def job_run(tmp_path, cluster, monkeypatch, **facts) -> Path:
     """A job with these facts, written and submitted by the job planner as
     JUBE's execute step does, run to its end: its work package."""
     monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
-    work = execute(run_dir(tmp_path))
+    work = execute(run_dir(tmp_path, {"nodes": facts.get("nodes", "1")}))
     work.mkdir(parents=True, exist_ok=True)
     assert jobplan.submit(write_facts(work / "job.facts", caraml_root=str(ROOT), submit_mode="slurm",
                                       cpus_per_task="1", threads_per_proc="1", **facts)) == 0
@@ -60,6 +63,17 @@ def test_a_two_node_jobs_node_energy_from_slurm_matches_the_known_power(
         assert mean_w == pytest.approx(watts, rel=0.03)
     # jpwr measured the srun step, which lies inside the job script's run
     assert nodes["energy_wh"].sum() < energy.node_wh
+
+    # the row decided from the work package: Slurm's figure beside jpwr's node scope, never added
+    combined = subprocess.run([sys.executable, "-m", "jpwr", "combine", "--out", str(tmp_path / "energy.csv"),
+                               str(work / "energy")], cwd=ROOT, capture_output=True, text=True, check=True)
+    (tmp_path / "jpwr.out").write_text(combined.stdout)
+    (tmp_path / "jpwr.err").write_text(combined.stderr)
+    row = decide_row("llm", gather(work, tmp_path / "jpwr.out", tmp_path / "jpwr.err", 0), slurm_state=None)
+    assert (row.node_wh, row.node_energy_scope, row.node_energy_window, row.node_energy_source) == (
+        energy.node_wh, "node", "job", "slurm-acct_gather_energy/pm_counters")
+    assert row.node_power_w_per_node == pytest.approx(sum(NODE_WATTS.values()) / 2, rel=0.02)
+    assert row.energy_by_scope["node"] == pytest.approx(nodes["energy_wh"].sum(), rel=1e-3)
 
     shown = subprocess.run(["python3", "-m", "caraml.login.node_energy", "show", str(work / FILE_NAME)],
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
