@@ -167,6 +167,31 @@ def ranked_chart(decision: Decision, out: Path) -> Path:
     return plots._save(fig, out / f"decision_{plots._safe(f'{decision.benchmark}_{decision.like}')}.png")
 
 
+def share_chart(decision: Decision, out: Path) -> Path | None:
+    """Each system's node energy split into its accelerators' share and the
+    rest of the node (MAELSTROM's node against accelerator), where jpwr
+    measured both over the run; None where no system has the share."""
+    shares = decision.ranked["per_s_per_node"].dropna(subset=["accelerator_share_of_node_pct"])
+    if shares.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 1.3 + plots.BAR_HEIGHT_IN * len(shares)))
+    y = range(len(shares))
+    accelerators = list(shares["accelerator_share_of_node_pct"])
+    ax.barh(y, accelerators, color=plots.MEASURED, label="accelerators")
+    ax.barh(y, [100 - a for a in accelerators], left=accelerators, color="0.75",
+            label="the rest of the node (CPUs, memory, network, fans)")
+    for i, (share, basis) in enumerate(zip(accelerators, shares["accelerator_share_basis"])):
+        ax.annotate(f" {number(share)} % ({basis})", (share, i), va="center", fontsize=7)
+    ax.set_yticks(list(y), list(shares["system"]), fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the node's energy over the run [%] (jpwr, node scope)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title(f"{decision.benchmark} {decision.like}: the accelerators' share of node energy", fontsize=8)
+    return plots._save(fig, out / f"node_share_{plots._safe(f'{decision.benchmark}_{decision.like}')}.png")
+
+
 def pareto(points: pd.DataFrame, time: str = "time_h", energy: str = "gpu_energy_kwh") -> pd.Series:
     """Whether each point is on the front: no other point is as fast and as frugal, and better in one."""
     front = []

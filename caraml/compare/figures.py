@@ -57,7 +57,9 @@ def refusal(row: pd.Series, ref: pd.Series, figure: str) -> str:
                 return f"GPU-scope energy not divided: {side['system']} has no GPU-only energy channel"
         return ""
     if figure == "work_per_node_wh":
-        return node_refusal([row, ref])
+        # neither has a node figure: no ratio (NaN) and nothing to say beside every row
+        both_lack = pd.isna(row[figure]) and pd.isna(ref[figure])
+        return "" if both_lack else node_refusal([row, ref])
     if figure == "mfu" and row["peak_basis"] != ref["peak_basis"]:
         return (f"MFU not divided: {row['system']} against a {row['peak_basis']} peak, {ref['system']} "
                 f"against a {ref['peak_basis']} peak")
@@ -100,7 +102,7 @@ def node_refusal(lines: list[pd.Series]) -> str:
     lacking = [f"{line['system']} ({_no_node_figure(line)})" for line in lines
                if pd.isna(line["work_per_node_wh"])]
     if lacking:
-        return f"node energy not compared: no node figure for {'; '.join(dict.fromkeys(lacking))}"
+        return f"node energy not compared: no node figure for {', '.join(dict.fromkeys(lacking))}"
     windows = {line["system"]: line["node_energy_window"] for line in lines}
     if len(set(windows.values())) > 1:
         return ("node energy not compared: over different windows ("

@@ -133,3 +133,15 @@ def test_cost_to_solution_counts_node_energy_only_where_every_costed_system_has_
     assert cost.loc["A100", "electricity_cost"] == pytest.approx(tokens / per_wh / 1000 * 1.2 * 0.3)
     solution = pd.read_csv(out / "time_to_solution.csv").set_index("system")
     assert solution.loc["A100", "node_energy_kwh"] == pytest.approx(tokens / row.work_per_node_wh / 1000)
+
+
+def test_the_decision_charts_each_systems_accelerator_share_of_its_node(tmp_path):
+    args = [f"{name}={fx.write_run(tmp_path, name, found)}" for name, found in
+            (("A100", [with_node(fx.a100(), 600.0, share=48.0)]), ("GH200", [without_node(fx.gh200())]))]
+    out = tmp_path / "out"
+    assert cli.main([*args, "--out", str(out), "--no-references"]) == 0
+    assert (out / "node_share_llm_800M_bf16_seq_2048.png").is_file()
+    assert 'alt="node_share_llm_800M_bf16_seq_2048"' in (out / "report.html").read_text()
+    # no system with the share: no chart
+    _, _, llm = compared(tmp_path / "none", A100=[fx.a100()], GH200=[fx.gh200()])
+    assert decision.share_chart(llm, tmp_path) is None
