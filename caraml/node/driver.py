@@ -22,10 +22,11 @@ everything a row's figures depend on is defined here once:
 - energy: jpwr's methods are checked before the process group exists, and
   each rank measures around the loop with the timed iterations as a window;
 - peak memory: counted over the timed iterations (reset after the warm-up);
-- a power-limit sweep's point: every rank sets its own device's limit before
-  the driver's set-up and puts the previous one back when the run ends,
-  however it ends (caraml/power_limit.py); a rank that cannot set it fails
-  the run on every rank before training;
+- power limits: every rank records its device's limit and default at the
+  start; a sweep's point is set (or checked) before the driver's set-up and
+  put back at the first stop signal and when the run ends, however it ends
+  (caraml/node/power_limit_run.py); a rank that cannot read or set it fails the
+  run on every rank before training;
 - exit status: EXIT_INPUT for bad input, on any rank, or out of memory.
 """
 
@@ -35,13 +36,13 @@ import contextlib
 import math
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from caraml import power_limit, report
+from caraml import report
 from caraml.node import dist as caraml_dist
-from caraml.node import energy, memory, provenance
+from caraml.node import energy, memory, numerics, power_limit_run, provenance
 from caraml.node.dist import Dist
 from caraml.node.energy import TimedWindow
 from caraml.node.options import EnergyOptions, RunOptions
@@ -106,6 +107,7 @@ class LoopResult:
     nodes: int  # distinct hosts among the ranks
     loss: float  # mean over the last progress interval and all ranks (nan: none)
     stop_reason: str  # the same on every rank
+    numerics: dict = field(default_factory=dict)  # the summary line's (caraml/node/numerics.py)
 
 
 @dataclass
@@ -140,12 +142,15 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
                stop: StopCondition, meter: EnergyMeter, progress: Progress,
                clock: Callable[[], float] = time.perf_counter) -> LoopResult:
     """Runs `step` (one iteration: fetch, forward, backward, update; returns
-    this rank's loss or None) until the stop condition holds on any rank,
-    with energy measured around the loop and provenance recorded before it."""
+    this rank's loss or None, or numerics.Stepped where it may skip its
+    update) until the stop condition holds on any rank, with energy
+    measured around the loop and provenance recorded before it; every
+    iteration's loss and skipped update is kept (caraml/node/numerics.py)."""
     hostnames = dist.gather_objects(dist.hostname)
     provenance.record(dist, opts.energy_dir if opts.measures_energy else None, hostnames)
     timer = IterationTimer(opts.warmup_iters, sync=dist.sync, clock=clock)
     interval, loss, done = _Interval(), math.nan, 0
+    account = numerics.Numerics()
     with meter(dist.rank) as scope:
         window = TimedWindow(scope, dist.sync)
         reason = stop.reason(done)  # a signal may have come during set-up
@@ -155,8 +160,9 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
                 memory.reset_peak(dist.device)
                 window.begin()
             timer.start()
-            step_loss = step()
+            step_loss, skipped = numerics.outcome(step())
             done += 1
+            account.add(done, step_loss, skipped, timed=done > opts.warmup_iters)
             # a measurement window counts this iteration too, its timer still running
             reason = stop.reason(done, timer.so_far())
             stopping = dist.any_rank(reason is not None)
@@ -167,7 +173,7 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
         window.end()
     provenance.report_load_at_end(dist, hostnames)
     return LoopResult(done, timer.durations, len(set(hostnames)), loss,
-                      stop_reason(dist.gather_objects(reason)))
+                      stop_reason(dist.gather_objects(reason)), account.fields(dist))
 
 
 def report_result(dist: Dist, result: LoopResult, *,
@@ -186,38 +192,15 @@ def report_result(dist: Dist, result: LoopResult, *,
     for rank, durations in enumerate(by_rank):
         report.emit(f"rank {rank}", **rank_line(durations))
     job = summarize(slowest_per_iteration(by_rank)) if timed else None
-    report.emit("global", **global_line(job), nodes=result.nodes,
+    report.emit("global", **global_line(job), **(job.spread() if job else {}), nodes=result.nodes,
                 iterations=len(result.durations),
-                iterations_total=result.iterations, loss=result.loss, **peak_memory)
+                iterations_total=result.iterations, loss=result.loss, **result.numerics,
+                **peak_memory)
     if not timed:
         report.error(f"no throughput figure: the run stopped ({result.stop_reason}) after "
                      f"{result.iterations} iteration(s), all of them warm-up")
         return EXIT_NO_FIGURE
     return EXIT_OK
-
-
-@contextlib.contextmanager
-def limited_power(opts: EnergyOptions, dist: Dist) -> Iterator[None]:
-    """The sweep point's limit on this rank's device for the block, each end
-    said in a line (caraml/power_limit.py); BenchmarkInputError (one line)
-    where it cannot be set."""
-    from jpwr.gpu.power_limit import PowerLimitError, limited
-    watts = power_limit.asked_w(opts.power_limit, opts.tdp_w)
-    limit = None
-    try:
-        with limited(watts, local_index=dist.local_rank, scope=opts.power_limit_scope,
-                     system_range=power_limit.parse_range(opts.power_limit_range_w)) as limit:
-            report.write_line(report.line(power_limit.SET_SCOPE, {
-                "rank": dist.rank, "device": limit.device, "scope": limit.scope,
-                "asked": opts.power_limit, "asked_w": "-" if watts is None else watts,
-                "before_w": limit.before_w, "reported_w": limit.reported_w}))
-            yield
-    except PowerLimitError as err:
-        raise BenchmarkInputError(str(err)) from None
-    finally:
-        if limit is not None:
-            report.emit(power_limit.RESTORED_SCOPE, rank=dist.rank, device=limit.device,
-                        restored="yes" if limit.restored else "no", limit_w=limit.before_w)
 
 
 def _release_frames(error: BaseException | None) -> None:
@@ -271,8 +254,10 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
             return EXIT_INPUT
         try:
             with contextlib.ExitStack() as held:
+                # every rank reads its limit before any sets one (caraml/node/power_limit_run.py)
+                agreed(dist, lambda: power_limit_run.record_at_start(opts, dist))
                 if opts.power_limit is not None:
-                    agreed(dist, lambda: held.enter_context(limited_power(opts, dist)))
+                    agreed(dist, lambda: held.enter_context(power_limit_run.limited_power(opts, dist)))
                 return train(opts, dist, stop, meter)
         except BenchmarkInputError as e:
             _release_frames(e)

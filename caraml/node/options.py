@@ -24,7 +24,8 @@ import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass
 
-from caraml import power_limit
+from caraml import power_limit, report
+from caraml.power_limit import MODES as POWER_LIMIT_MODES
 from caraml.power_limit import SCOPES as POWER_LIMIT_SCOPES
 from caraml.report import BenchmarkInputError
 
@@ -162,6 +163,25 @@ def parse(cls: type, argv: Sequence[str] | None, *, prog: str, description: str 
 DEVICES = ("auto", "cpu", "cuda")
 # What each means on a device (autocast, scaler, TF32) is in caraml/node/precision.py.
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+# Graphcore's notation (GC200's trainers): compute.master, the type of the
+# arithmetic and of the weights the optimizer keeps. The suite's fp16 is
+# fp16 arithmetic on fp32 master weights (autocast, Megatron's --fp16), so
+# Graphcore's 16.32; 16.16 keeps fp16 weights too and has no counterpart
+# here: a row of it is like for like with no GPU's.
+GRAPHCORE_PRECISIONS = {"fp16": "16.32", "fp32": "32.32"}
+GRAPHCORE_ONLY = ("16.16",)
+
+
+def graphcore_precision(name: str) -> str:
+    """A precision as Graphcore's trainers take it: a suite's name mapped,
+    a Graphcore-only one as it is; BenchmarkInputError for any other."""
+    if name in GRAPHCORE_ONLY:
+        return name
+    if name not in GRAPHCORE_PRECISIONS:
+        raise BenchmarkInputError(
+            f"precision {name} has no Graphcore counterpart on GC200: one of "
+            f"{', '.join([*GRAPHCORE_PRECISIONS, *GRAPHCORE_ONLY])}")
+    return GRAPHCORE_PRECISIONS[name]
 NO_ENERGY = "none"
 
 
@@ -222,8 +242,16 @@ class EnergyOptions:
         None, doc="the limits the system allows, LOW:HIGH in W (either end may be empty)")
     power_limit_scope: str = option(
         POWER_LIMIT_SCOPES[0], choices=POWER_LIMIT_SCOPES,
-        doc="what --power-limit limits: 'gpu' (the GPU's own limit) or 'module' (a GH200 "
-            "superchip's, through NVML's power scopes)")
+        doc="what --power-limit limits: 'gpu' (the GPU's own limit), 'module' (a GH200 "
+            "superchip's, through NVML's power scopes) or 'package' (an MI250 card's, set once "
+            "for its --devices-per-package devices)")
+    power_limit_mode: str = option(
+        POWER_LIMIT_MODES[0], choices=POWER_LIMIT_MODES,
+        doc="who sets --power-limit: 'suite' (each rank, which needs the privilege to) or "
+            "'external' (the centre before the job; each rank checks and records it)")
+    devices_per_package: int = option(
+        1, rule=POSITIVE, doc="devices of one package (a package's --power-limit is its devices' "
+                              "together, a fraction of --tdp-w times this)")
 
     @property
     def measures_energy(self) -> bool:
@@ -239,7 +267,8 @@ class EnergyOptions:
                 "--energy-dir is needed to measure energy (or pass --energy-methods none)")
         if self.power_limit is not None:
             try:
-                power_limit.asked_w(self.power_limit, self.tdp_w)
+                power_limit.asked_w(self.power_limit, power_limit.point_tdp_w(
+                    self.tdp_w, self.power_limit_scope, self.devices_per_package))
                 power_limit.parse_range(self.power_limit_range_w)
             except BenchmarkInputError as e:
                 raise BenchmarkInputError(f"--power-limit: {e}") from None
@@ -260,3 +289,23 @@ class TrainingOptions:
             raise BenchmarkInputError(
                 "--compile needs --warmup-iters 1 or more: the model is compiled in the first "
                 "iteration, which must not be timed")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m caraml.node.options graphcore PRECISION`: the precision
+    as GC200's trainers take it, for JUBE (its job command)."""
+    import sys
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) != 2 or argv[0] != "graphcore":
+        report.error("usage: python -m caraml.node.options graphcore PRECISION")
+        return 2
+    try:
+        report.parameter(graphcore_precision(argv[1]))
+    except BenchmarkInputError as err:
+        report.error(str(err))
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -53,6 +53,26 @@ class Row:
     timed_iterations: int | None = None
     time_per_iteration_s: float | None = None
     timed_s: float | None = None
+    # the spread of the timed iterations' times (each the slowest rank's)
+    time_per_iteration_p10_s: float | None = None
+    time_per_iteration_p50_s: float | None = None
+    time_per_iteration_p90_s: float | None = None
+    # which run of its configuration in its JUBE run (the repeat tag), from 1
+    repeat: int | None = None
+    # numerics (caraml/node/numerics.py): the first iteration's loss, the last
+    # progress line's, the first loss that was not finite and its iteration,
+    # the timed iterations whose update was skipped; and the band the
+    # benchmark declares (caraml/benchmark_entry.py LossBand): the loss of
+    # a model that has learnt nothing, the first loss's tolerance around
+    # it (a share), the fall a real corpus needs (a share of the first loss)
+    loss_first: float | None = None
+    loss_last: float | None = None
+    loss_nonfinite: str | None = None
+    loss_nonfinite_at: int | None = None
+    skipped_iterations: int | None = None
+    loss_untrained: float | None = None
+    loss_tolerance: float | None = None
+    loss_fall_needed: float | None = None
     # MFU and the peak it divides by (peak_windows...: the windows of a measured peak)
     mfu: float | None = None
     model_tflops_per_device: float | None = None
@@ -117,13 +137,24 @@ class Row:
     # over one window (its by-scope line: the whole run), and which two scopes
     accelerator_share_of_node_pct: float | None = None
     accelerator_share_basis: str | None = None
-    # a power-limit sweep's point: as asked, its watts, scope, the limit before and as reported
+    # every run's power limit (caraml/row/power_limit.py): rank 0's device's at the start, before
+    # the job set any, and its default; the groups of ranks whose device began away from its default
+    power_limit_at_start_w: float | None = None
+    power_limit_default_w: float | None = None
+    power_limit_not_default_at_start: tuple[str, ...] = ()
+    # a power-limit sweep's point: as asked, its watts, scope, who set it (suite or external), the
+    # limit before and as reported, whether it was put back and by whom (ranks or guard), the ranks
+    # that reported another limit than rank 0's, the stop signals that put it back before the end
     power_limit: str | None = None
     power_limit_asked_w: float | None = None
     power_limit_scope: str | None = None
+    power_limit_mode: str | None = None
     power_limit_before_w: float | None = None
     power_limit_w: float | None = None
     power_limit_restored: bool | None = None
+    power_limit_restored_by: str | None = None
+    power_limit_differs_on_ranks: tuple[str, ...] = ()
+    power_limit_put_back_early: tuple[str, ...] = ()
     # peak device memory over the timed iterations
     memory_max_allocated_gib: float | None = None
     memory_max_reserved_gib: float | None = None
