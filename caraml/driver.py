@@ -13,7 +13,11 @@ everything a row's figures depend on is defined here once:
   iterations' own.
 - the stop: the iteration count, the wall-clock budget or a signal, taken
   by all ranks after the same iteration, and named once (with the rank
-  that saw a signal first);
+  that saw a signal first). The count needs no agreement; a signal or the
+  budget, which one rank may see before the others, are agreed on by a
+  collective about once a second of training (every iteration on one
+  process is free of it), so a timed iteration carries no collective of
+  the driver's own;
 - the summary: rank 0 prints the stop line, one line per rank and the
   global line; a run without a timed iteration prints what it has, an
   error that says why, and exits EXIT_NO_FIGURE;
@@ -96,6 +100,42 @@ def stop_reason(reasons_by_rank: Sequence[str | None]) -> str:
     return reason if rank == 0 else f"{reason} on rank {rank}"
 
 
+# How often, in seconds of training, the ranks agree whether one of them
+# must stop: a stop then comes within about a second, and the collective
+# adds nothing measurable to the timed iterations it falls in.
+STOP_CHECK_S = 1.0
+
+
+@dataclass
+class _StopVote:
+    """Whether the ranks stop after this iteration, the same answer on all:
+    the iteration count needs no word between them; a signal or the budget
+    is agreed on at check points, every `every` iterations (every iteration
+    until the warm-up has shown how long one takes)."""
+
+    dist: Dist
+    stop: StopCondition
+    every: int = 1
+
+    def __call__(self, done: int) -> tuple[str | None, bool]:
+        reason = self.stop.reason(done)
+        if self.dist.world_size == 1:
+            return reason, reason is not None
+        if self.stop.count_reached(done):
+            return reason, True
+        if done % self.every:
+            return reason, False
+        return reason, self.dist.any_rank(reason is not None)
+
+    def pace(self, seconds_per_iteration: float) -> None:
+        """The check points from the warm-up's time per iteration, the
+        slowest rank's, so that every rank has the same ones"""
+        if self.dist.world_size == 1:
+            return
+        slowest = max(r[0] for r in self.dist.gather_floats([seconds_per_iteration]))
+        self.every = max(1, int(STOP_CHECK_S / slowest)) if slowest > 0 else 1
+
+
 @dataclass
 class LoopResult:
     iterations: int  # all, warm-up included
@@ -103,6 +143,9 @@ class LoopResult:
     nodes: int  # distinct hosts among the ranks
     loss: float  # mean over the last progress interval and all ranks (nan: none)
     stop_reason: str  # the same on every rank
+    # this process's CPU time (all its threads, not its loader workers) from
+    # the first timed iteration to the loop's end; nan where none was timed
+    cpu_s: float = math.nan
 
 
 @dataclass
@@ -142,28 +185,34 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
     hostnames = dist.gather_objects(dist.hostname)
     provenance.record(dist, opts.energy_dir if opts.measures_energy else None, hostnames)
     timer = IterationTimer(opts.warmup_iters, sync=dist.sync, clock=clock)
-    interval, loss, done = _Interval(), math.nan, 0
+    interval, loss, done, warmup_s, cpu_at_start = _Interval(), math.nan, 0, 0.0, math.nan
+    vote = _StopVote(dist, stop)
     with meter(dist.rank) as scope:
         window = TimedWindow(scope, dist.sync)
         reason = stop.reason(done)  # a signal may have come during set-up
         stopping = dist.any_rank(reason is not None)
         while not stopping:
             if done == opts.warmup_iters:
+                if done:
+                    vote.pace(warmup_s / done)
                 memory.reset_peak(dist.device)
                 window.begin()
+                cpu_at_start = time.process_time()
             timer.start()
             step_loss = step()
             done += 1
-            reason = stop.reason(done)
-            stopping = dist.any_rank(reason is not None)
-            interval.add(step_loss, timer.stop())
+            reason, stopping = vote(done)
+            seconds = timer.stop()
+            warmup_s += seconds if done <= opts.warmup_iters else 0.0
+            interval.add(step_loss, seconds)
             if stopping or done % opts.log_interval == 0:
                 loss = _progress(dist, done, interval, progress)
                 interval = _Interval()
         window.end()
+    cpu_s = time.process_time() - cpu_at_start
     provenance.report_load_at_end(dist, hostnames)
     return LoopResult(done, timer.durations, len(set(hostnames)), loss,
-                      stop_reason(dist.gather_objects(reason)))
+                      stop_reason(dist.gather_objects(reason)), cpu_s)
 
 
 def report_result(dist: Dist, result: LoopResult, *,
@@ -184,7 +233,8 @@ def report_result(dist: Dist, result: LoopResult, *,
     job = summarize(slowest_per_iteration(by_rank)) if timed else None
     report.emit("global", **global_line(job), nodes=result.nodes,
                 iterations=len(result.durations),
-                iterations_total=result.iterations, loss=result.loss, **peak_memory)
+                iterations_total=result.iterations, loss=result.loss, **peak_memory,
+                cpu_s_per_iteration=result.cpu_s / len(result.durations) if timed else "-")
     if not timed:
         report.error(f"no throughput figure: the run stopped ({result.stop_reason}) after "
                      f"{result.iterations} iteration(s), all of them warm-up")

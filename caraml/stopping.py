@@ -41,11 +41,15 @@ class StopCondition:
     def _on_signal(self, signum, _frame) -> None:
         self.signal_received = signal.Signals(signum).name
 
+    def count_reached(self, iterations_done: int) -> bool:
+        """The iteration count, which every rank reaches after the same iteration"""
+        return self.max_iterations is not None and iterations_done >= self.max_iterations
+
     def reason(self, iterations_done: int) -> str | None:
         """Why the run should stop now, or None to go on."""
         if self.signal_received:
             return f"signal {self.signal_received}"
-        if self.max_iterations is not None and iterations_done >= self.max_iterations:
+        if self.count_reached(iterations_done):
             return f"iteration count {self.max_iterations} reached"
         if self.max_seconds is not None and self.clock() - self._t0 >= self.max_seconds:
             return f"wall-clock budget {self.max_seconds:g} s reached"

@@ -18,6 +18,7 @@ import torch
 from caraml import data_parallel, driver, memory, precision, report
 from caraml.dist import Dist
 from caraml.driver import EnergyMeter, LoopResult
+from caraml.loader_workers import loader_workers
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
 from image_classification import config, data, model, train
@@ -34,7 +35,8 @@ def batches(args: Options, dist: Dist, batch_size: int) -> Iterator[data.Batch]:
                               args.channels_last, seed=args.seed + dist.rank,
                               ranks_per_host=dist.local_world_size)
     return data.image_folder(args.data, batch_size, args.image_size, args.num_classes,
-                             args.num_workers, dist, args.channels_last, args.seed)
+                             loader_workers(args.num_workers, dist.device.type), dist,
+                             args.channels_last, args.seed)
 
 
 def describe(args: Options, dist: Dist, batch_size: int, parameters: int) -> str:

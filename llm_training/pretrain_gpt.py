@@ -22,6 +22,7 @@ from caraml import device_peaks, driver, memory, precision, report
 from caraml.device_peaks import MEASURED, Peak
 from caraml.dist import Dist
 from caraml.driver import EnergyMeter
+from caraml.loader_workers import loader_workers
 from caraml.report import BenchmarkInputError
 from caraml.stopping import StopCondition
 from caraml.timing import TimingStats, summarize
@@ -173,7 +174,8 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
         batches = micro_batches(setup.train_data, micro_batch_size=layout.micro_batch_size,
                                 data_parallel=layout.data_parallel,
                                 data_parallel_rank=backend.data_parallel_rank,
-                                num_workers=args.num_workers, device=dist.device)
+                                num_workers=loader_workers(args.num_workers, dist.device.type),
+                                device=dist.device)
         workload = Workload.of(gpt, layout.global_batch_size, args.recompute, layout.devices)
         peak = peak_of(args, dist)
         result = driver.train_loop(lambda: backend.train_step(batches), args, dist, stop, energy,

@@ -133,3 +133,59 @@ def test_progress_lines_give_the_intervals_time_and_loss(single_cpu, capsys):  #
     # every second iteration, and at the stop (iteration 5)
     assert lines == ["progress 2: 4.500 s, loss 0.5", "progress 4: 1.500 s, loss 2.5",
                      "progress 5: 3.000 s, loss 4.0"]
+
+
+class OneOfTwoRanks:
+    """Rank 0's view of a two-rank job whose other rank sees no stop of its
+    own and takes twice as long per iteration; it counts the collectives"""
+
+    world_size, rank = 2, 0
+
+    def __init__(self):
+        self.votes = 0
+
+    def any_rank(self, flag):
+        self.votes += 1
+        return flag
+
+    def gather_floats(self, values):
+        return [values, [2 * v for v in values]]
+
+
+class OneRank:
+    world_size, rank = 1, 0
+
+    def any_rank(self, flag):
+        raise AssertionError("no collective on one process")
+
+    gather_floats = any_rank
+
+
+def test_ranks_agree_on_a_stop_about_once_a_second_from_the_slowest_ranks_pace():
+    dist = OneOfTwoRanks()
+    stop = StopCondition(max_iterations=1000)
+    vote = driver._StopVote(dist, stop)
+    vote.pace(0.1)  # the other rank's 0.2 s: a check point every 5 iterations
+    assert vote.every == 5
+    decisions = [vote(done)[1] for done in range(1, 21)]
+    assert not any(decisions) and dist.votes == 4  # after iterations 5, 10, 15 and 20
+    stop.signal_received = "SIGUSR1"
+    assert [vote(done)[1] for done in (21, 22, 23, 24, 25)] == [False] * 4 + [True]
+    assert vote(25)[0] == "signal SIGUSR1"
+
+
+def test_the_iteration_count_stops_every_rank_without_a_collective():
+    dist = OneOfTwoRanks()
+    vote = driver._StopVote(dist, StopCondition(max_iterations=12))
+    vote.pace(0.1)
+    assert [vote(done)[1] for done in (11, 12)] == [False, True]
+    assert dist.votes == 0
+
+
+def test_one_process_decides_every_iteration_without_a_collective():
+    stop = StopCondition(max_iterations=1000)
+    vote = driver._StopVote(OneRank(), stop)
+    vote.pace(0.001)
+    assert vote(1) == (None, False)
+    stop.signal_received = "SIGTERM"
+    assert vote(2) == ("signal SIGTERM", True)
