@@ -4,7 +4,9 @@
 # print the result tables. Usage:
 #   bash aux/run_benchmarks.sh [SYSTEM_TAG [MORE_TAGS...]]
 # Default: LOCAL, this host with its own GPUs (the LLM as a smoke run there)
-# or its CPUs where it has none.
+# or its CPUs where it has none, with the measure tag: each benchmark's
+# last batch or problem runs long enough to be a measurement (CARAML_MEASURE_S
+# shortens it: docs/compare.md).
 # It always ends: once no job of a run is left in the Slurm queue, or one
 # cannot start as things stand, it prints the table, and its exit status is
 # 1 when a row failed or never finished.
@@ -16,11 +18,12 @@ cd "$CARAML_ROOT"
 tags=("$@")
 smoke_tags=("$@")
 if [ $# -eq 0 ]; then
-    tags=(LOCAL)
+    tags=(LOCAL measure)
     # On GPUs the LLM's full default is 100 iterations of 800M at batch 512
-    # (tens of minutes); its smoke run checks the whole path in a few (the
-    # benchmark table's local_smoke says which benchmarks).
-    smoke_tags=(LOCAL)
+    # (tens of minutes); its smoke run checks the whole path in a few and
+    # measures as long as the window asks (the benchmark table's local_smoke
+    # says which benchmarks).
+    smoke_tags=(LOCAL measure)
     [ "$(python3 caraml/login/local_host.py kind)" = cpu ] || smoke_tags+=(smoke)
 fi
 

@@ -1,7 +1,9 @@
-"""The suite's benchmarks, one entry each: the one place that names them.
-Every reader learns the benchmarks here: the row model (its figures, its
-configuration, its unit of work), caraml-compare (units, the job of a time
-to solution, reference files), the provenance's contention count (the
+"""The suite's benchmarks, one entry each: the one place that names them
+and holds what is their own (caraml/benchmark_entry.py says what an entry
+holds). Every reader learns the benchmarks here: the row model (its
+figures, its configuration, its unit of work, its data step, its columns of
+the full table), caraml-compare (units, the job of a time to solution and
+its options, reference files), the provenance's contention count (the
 drivers), ReFrame's checks, the README's main command and the tests.
 
 A benchmark of a site's own joins without a change to the suite: a Python
@@ -18,117 +20,47 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
+
+from caraml.benchmark_entry import (
+    MEMORY_COLUMNS,
+    TIMED,
+    Benchmark,
+    Column,
+    DataStep,
+    Figures,
+    Job,
+    JobSetting,
+    ReFrame,
+    data_line,
+    default_config,
+    epochs_job,
+    number,
+    whole,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 # Paths of registered benchmark files, os.pathsep between
 REGISTRY_ENV = "CARAML_BENCHMARKS"
 # Graphcore's train.py (GC200) prints its own line, once an epoch
 GRAPHCORE_RATE = re.compile(r"throughput: ([0-9.eE+-]+) samples/sec")
-
-
-def number(value: object) -> float | None:
-    try:
-        found = float(value)
-    except (TypeError, ValueError):
-        return None
-    return found if found == found else None  # nan: unknown
-
-
-def whole(value: object) -> int | None:
-    found = number(value)
-    return None if found is None else int(found)
-
-
-@dataclass(frozen=True)
-class Figures:
-    """The names of a benchmark's figures in its driver's summary line
-    (`CARAML global:`): the rate (mean and median, per device) and the work
-    of the whole loop and of its timed iterations."""
-
-    per_s: str
-    per_s_median: str
-    per_s_per_device: str
-    work_total: str = "samples_total"
-    work_timed: str = "samples_timed"
-
-
-@dataclass(frozen=True)
-class ReFrame:
-    """A benchmark's ReFrame checks: the JUBE tags of each configuration
-    besides the system's, tags that make a configuration one work package,
-    and, where it has a data step, the JUBE parameter that holds the step's
-    arguments to the suite's Python (the JUBE script's own command)."""
-
-    configurations: tuple[str, ...] = ("smoke",)
-    tags: tuple[str, ...] = ()
-    prepare: str | None = None
-
-
-def default_config(g: dict[str, str], params: dict[str, str]) -> dict:
-    """A data-parallel benchmark's configuration: the driver's line first,
-    the work package's parameters where the line lacks a value."""
-    return {"model": g.get("model") or params.get("model") or None,
-            "precision": g.get("precision") or params.get("precision") or None,
-            "global_batch": whole(g.get("global_batch_size")) or whole(params.get("global_batch_size")),
-            "sequence_length": None, "image_size": None, "backend": None,
-            "tp": None, "pp": None, "dp": None,
-            "micro_batch": whole(g.get("batch_size_per_device"))
-            or whole(params.get("batch_size_per_device")),
-            "params": None, "compile": None}
-
-
-@dataclass(frozen=True)
-class Benchmark:
-    """One benchmark. `name` is the row model's name for it (JUBE's
-    row_benchmark, row.json's benchmark) and the key reference files give."""
-
-    name: str
-    driver: str  # the module the job runs on every rank
-    script: str  # its JUBE script, from the checkout (or absolute)
-    outpath: str  # the JUBE script's outpath (run folders), from the checkout
-    unit: str  # the unit of work: tokens, images, samples
-    figures: Figures
-    config: Callable[[dict[str, str], dict[str, str]], dict] = default_config
-    # the configuration that stands for a real training's job (model, size;
-    # size None: any), for time and energy to solution; None: no such job
-    representative: tuple[str, float | None] | None = None
-    # the size two rows must share to be like for like: the config's key,
-    # its label and the label where the row has none; None: no size (the
-    # label is the compile mode)
-    size: tuple[str, str, str] | None = None
-    # the rows of one model and size differ by backend (megatron, torch)
-    variant_by_backend: bool = False
-    # caraml-compare's Jobs fields of the job: (epochs, work per epoch);
-    # None: tokens per parameter (the LLM)
-    job_epochs: tuple[str, str] | None = None
-    reframe: ReFrame = field(default_factory=ReFrame)
-    # Vendor trainers' own line (Graphcore's), where the driver's line is
-    # missing, and the parameter that turns its samples into the unit
-    vendor_rate: re.Pattern | None = None
-    vendor_sample_param: str | None = None
-    # Graphcore's GPT-2 logs one line a step, each step one global batch
-    vendor_steps: re.Pattern | None = None
-    # the README's main command runs it with the smoke tag on a LOCAL host
-    # with GPUs (its full default there takes tens of minutes)
-    local_smoke: bool = False
-    # its driver reports MFU (model FLOPs over the device's peak)
-    mfu: bool = False
-
-    @property
-    def per_s_name(self) -> str:
-        return f"{self.unit}/s"
-
-    @property
-    def per_wh_name(self) -> str:
-        return f"{self.unit}/Wh"
-
-    @property
-    def markers(self) -> tuple[str, ...]:
-        """What a process running this benchmark's driver has in its command line."""
-        return (self.driver, self.driver.rsplit(".", 1)[-1] + ".py")
+# Parameters per model size with GPT-2's vocabulary padded as Megatron pads it
+# (cpu-small: the local 8192-token BPE of the CPU runs), as the LLM
+# benchmark's flops.parameter_count gives them; a row's own parameter count
+# wins. caraml imports no benchmark, so the counts are written here and
+# tests/compare checks them against that function.
+LLM_PARAMETERS = {
+    "cpu-small": 5_256_704,
+    "117M": 123_689_472,
+    "800M": 908_759_040,
+    "13B": 12_843_796_480,
+    "175B": 174_590_681_088,
+}
+IMAGENET_TRAIN_IMAGES = 1_281_167
+# The operator driver's epoch on synthetic fields (the SYNTHETIC_EPOCH of
+# its config.py; tests/compare checks the two agree)
+OPERATOR_SAMPLES_PER_EPOCH = 1024
 
 
 def _llm_config(g: dict[str, str], params: dict[str, str]) -> dict:
@@ -141,8 +73,58 @@ def _llm_config(g: dict[str, str], params: dict[str, str]) -> dict:
             "image_size": None,
             "backend": g.get("backend") or params.get("backend") or None,
             "tp": whole(g.get("tp")), "pp": whole(g.get("pp")), "dp": whole(g.get("dp")),
-            "micro_batch": whole(g.get("micro_batch_size")), "params": number(g.get("params")),
+            "micro_batch": whole(g.get("micro_batch_size")), "params": whole(g.get("params")),
             "compile": None}
+
+
+def _llm_data(stdout: str) -> dict[str, str]:
+    """The corpus the data step prepared, and its warning of a corpus
+    shorter than one sequence (its tokens are repeated)."""
+    said = data_line(stdout)
+    tiny = re.findall(r"^CARAML warning: corpus \S+ has only (\d+) tokens", stdout, re.MULTILINE)
+    if tiny:
+        said["name"] = f"{said.get('name', '')} (only {tiny[0]} tokens: repeated)"
+    return said
+
+
+def _llm_work(row: Mapping[str, object], settings: Mapping[str, float | None]) -> tuple[float, str]:
+    """A fixed token count, else tokens per parameter of the row's model
+    (its own parameter count, else its size's)."""
+    if settings["llm_tokens"] is not None:
+        return settings["llm_tokens"], f"{settings['llm_tokens']:.3g} tokens"
+    per_parameter = settings["tokens_per_parameter"]
+    params, origin = number(row.get("params")), "the row's parameter count"
+    if params is None:
+        params, origin = LLM_PARAMETERS.get(row.get("model")), f"the {row.get('model')} size's count"
+    if params is None:
+        return float("nan"), f"n/a: no parameter count for model {row.get('model')}"
+    return (per_parameter * params,
+            f"{per_parameter:g} tokens per parameter x {params / 1e6:.1f}M parameters ({origin})")
+
+
+LLM_JOB = Job(
+    # the 800M GPT at sequence length 2048, as the CARAML paper ran it
+    ("800M", 2048.0), _llm_work,
+    (JobSetting("tokens_per_parameter", "--tokens-per-parameter", 20.0,
+                "LLM job: tokens per model parameter (default 20: compute-optimal training, "
+                "Hoffmann et al. 2022)"),
+     JobSetting("llm_tokens", "--llm-tokens", None, "LLM job: a fixed number of tokens instead")),
+    any_model="llm_tokens")
+# ResNet-50 on 224 px images, 90 epochs of ImageNet
+IMAGE_JOB = epochs_job(("resnet50", 224.0), "images",
+                       JobSetting("epochs", "--epochs", 90.0, "image job: epochs (default 90)"),
+                       JobSetting("images_per_epoch", "--images-per-epoch", IMAGENET_TRAIN_IMAGES,
+                                  "image job: images per epoch (default: ImageNet's 1 281 167)"))
+# the FNO on upstream's 3D convection problem (5 fields on 64x64x32), the
+# heaviest of its shapes, in any compile mode; an FNO's training: hundreds
+# of epochs over a data set of about a thousand samples
+OPERATOR_JOB = epochs_job(("FNO rbc3d", None), "samples",
+                          JobSetting("operator_epochs", "--operator-epochs", 500.0,
+                                     "operator job: epochs (default 500)"),
+                          JobSetting("operator_samples_per_epoch", "--operator-samples-per-epoch",
+                                     OPERATOR_SAMPLES_PER_EPOCH,
+                                     "operator job: samples per epoch (default 1024, the driver's "
+                                     "synthetic epoch)"))
 
 
 def _image_config(g: dict[str, str], params: dict[str, str]) -> dict:
@@ -160,6 +142,37 @@ def _operator_config(g: dict[str, str], params: dict[str, str]) -> dict:
             "compile": g.get("compile") or params.get("compile_mode") or None}
 
 
+LLM_COLUMNS = (
+    Column("ModelSize", "model"), Column("Backend", "backend"), Column("Data", "data", "data.name"),
+    Column("TP", "tp"), Column("PP", "pp"), Column("DP", "dp"),
+    Column("SequenceLength", "sequence_length"),
+    Column("Params", "params"), Column("MicroBatch", "micro_batch"),
+    Column("Recompute", "recompute", "global.recompute"),
+    Column("Attention", "attention", "global.attention"), Column("Iterations", "timed_iterations"),
+    Column("Time/iteration(s)", "time_per_iteration_s", format=".4g"), Column("Tokens/s", "per_s"),
+    Column("Tokens/s(median)", "per_s_median", format=".1f"),
+    Column("Tokens/s/device", "per_s_per_device"),
+    Column("HardwareTFLOP/s/device(with-recompute)", "hardware_tflops_per_device", format=".3f"),
+    Column("ModelTFLOP/s/device(MFU-basis)", "model_tflops_per_device", format=".3f"),
+    Column("MFU", "mfu"), Column("Peak(TFLOP/s)", "peak_tflops"), Column("PeakSource", "peak_basis"),
+    *MEMORY_COLUMNS, Column("Tokens/Wh", "work_per_wh_timed"), Column("RunTokens/Wh", "work_per_wh_run"))
+IMAGE_COLUMNS = (
+    Column("Model", "model"), Column("ImageSize", "image_size"), Column("Data", "data", "param.data_kind"),
+    Column("Images/s", "per_s"), Column("Images/s(median)", "per_s_median", format=".2f"),
+    Column("Images/s/device", "per_s_per_device"), *TIMED, *MEMORY_COLUMNS,
+    Column("Images/Wh", "work_per_wh_timed"), Column("RunImages/Wh", "work_per_wh_run"))
+OPERATOR_COLUMNS = (
+    Column("Problem", "problem", "param.problem"), Column("Model", "model"), Column("Compile", "compile"),
+    Column("Data", "data", "global.data"), Column("BatchSize/device", "micro_batch"),
+    Column("Samples/s", "per_s"), Column("Samples/s(median)", "per_s_median", format=".2f"),
+    Column("Samples/s/device", "per_s_per_device"), *TIMED,
+    Column("SamplesPerEpoch", "samples_per_epoch", "global.samples_per_epoch"),
+    Column("Epoch(s)", "epoch_s", "global.epoch_s", ".4g"),
+    Column("CountedFLOP/sample", "flops_counted_per_sample", "global.flops_counted_per_sample", ".4g"),
+    Column("CountedTFLOP/s/device", "tflops_counted_per_device", "global.tflops_counted_per_device", ".4g"),
+    Column("FLOPNote", "flops_note", "global.flops_note"), *MEMORY_COLUMNS,
+    Column("Samples/Wh", "work_per_wh_timed"), Column("RunSamples/Wh", "work_per_wh_run"))
+
 # in the order the README's main command runs them
 BUILT_IN = (
     Benchmark(
@@ -167,21 +180,17 @@ BUILT_IN = (
         "image_classification/image_classification_torch_benchmark.xml",
         "image_classification/image_classification_benchmark_run", "images",
         Figures("images_per_s_mean", "images_per_s_median", "images_per_s_per_device"),
-        _image_config,
-        # ResNet-50 on 224 px images, 90 epochs of ImageNet
-        representative=("resnet50", 224.0), job_epochs=("epochs", "images_per_epoch"),
-        size=("image_size", "{:g}px", "size n/a"),
+        _image_config, IMAGE_COLUMNS, job=IMAGE_JOB, size=("image_size", "{:g}px", "size n/a"),
         vendor_rate=GRAPHCORE_RATE),
     Benchmark(
         "llm", "llm_training.pretrain_gpt", "llm_training/llm_benchmark_nvidia_amd.yaml",
         "llm_training/llm_benchmark_nvidia_amd_run", "tokens",
         Figures("tokens_per_s", "tokens_per_s_median", "tokens_per_s_per_device",
                 "tokens_total", "tokens_timed"),
-        _llm_config,
-        # the 800M GPT at sequence length 2048, as the CARAML paper ran it
-        representative=("800M", 2048.0),
+        _llm_config, LLM_COLUMNS,
+        # the data step's command is the prepare_args parameter of the LLM scripts
+        data_step=DataStep(args="prepare_args", describe=_llm_data), job=LLM_JOB,
         size=("sequence_length", "seq {:g}", "seq n/a"), variant_by_backend=True,
-        reframe=ReFrame(prepare="prepare_args"),
         vendor_rate=GRAPHCORE_RATE, vendor_sample_param="seq_length",
         vendor_steps=re.compile(r"^step \d+ of epoch", re.MULTILINE), local_smoke=True,
         mfu=True),
@@ -189,11 +198,7 @@ BUILT_IN = (
         "operator", "operator_benchmark.fno_training", "operator_benchmark/fno_benchmark.xml",
         "operator_benchmark/operator_benchmark_run", "samples",
         Figures("samples_per_s_mean", "samples_per_s_median", "samples_per_s_per_device"),
-        _operator_config,
-        # the FNO on upstream's 3D convection problem (5 fields on
-        # 64x64x32), the heaviest of its shapes, in any compile mode
-        representative=("FNO rbc3d", None),
-        job_epochs=("operator_epochs", "operator_samples_per_epoch"),
+        _operator_config, OPERATOR_COLUMNS, job=OPERATOR_JOB,
         # the operator benchmark runs two problems without a problem tag
         reframe=ReFrame(tags=("rbc2d",)),
         vendor_rate=GRAPHCORE_RATE),

@@ -7,7 +7,7 @@ job.sh starts this in a session of its own when it runs without Slurm
 (Slurm ends a job's processes itself). It remembers the job script's
 descendants while the script lives; once the script is gone it kills the
 ones still alive, and if the script left no end markers it writes them:
-the error file names the signal, the row's lines (caraml/row_line.py) say
+the error file names the signal, the row's lines (caraml/row/row_out.py) say
 it failed, the done marker lets JUBE go on.
 
 Standard library only, Linux /proc: it runs with the node's python3."""
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from caraml import row_line
+from caraml.row import row_out
 
 Process = tuple[int, str]  # pid and start time: a pid alone may be reused
 
@@ -98,7 +98,7 @@ def watch(job: Process, done_file: Path, error_file: Path,
     if not done_file.exists():
         error_file.write_text(ending(signal_file, killed))
         try:
-            row_line.main([str(done_file.parent)])
+            row_out.main([str(done_file.parent)])
         finally:  # JUBE waits for the done marker, whatever happened before it
             done_file.touch()
 

@@ -13,7 +13,7 @@ points for one run, CARAML_POWER_LIMIT_SCOPE (`gpu`) the scope.
 
 Every rank sets its own device's limit before the model is built and puts
 the previous one back at the end, whatever ends the run (the driver core,
-caraml/driver.py, through jpwr/gpu/power_limit.py); each rank prints what
+caraml/node/driver.py, through jpwr/gpu/power_limit.py); each rank prints what
 it did:
 
     CARAML power limit: rank=0 device=gpu0 scope=gpu asked=0.75 asked_w=300 before_w=400 reported_w=300
@@ -24,9 +24,9 @@ it did:
 
 print the points of a sweep for JUBE (CARAML_POWER_LIMITS where it is set,
 else POINTS), each checked, and the scope (CARAML_POWER_LIMIT_SCOPE where
-it is set, else SCOPE), checked. Standard library only (and jpwr's scope
-names, which are): the login node's python3 runs this, and the row model
-reads the lines with it."""
+it is set, else SCOPE), checked. The row's record of the point is the row
+model's (caraml/row/power_limit.py). Standard library only (and jpwr's
+scope names, which are): the login node's python3 runs this."""
 
 from __future__ import annotations
 
@@ -36,13 +36,12 @@ import sys
 
 from caraml import report
 from caraml.report import BenchmarkInputError
-from caraml.row_facts import kv_lines
 from jpwr.gpu.power_limit import SCOPES
 
 DEFAULT = "default"
 POINTS_ENV = "CARAML_POWER_LIMITS"
 SCOPE_ENV = "CARAML_POWER_LIMIT_SCOPE"
-# the scopes of the lines each rank prints (caraml/driver.py)
+# the scopes of the lines each rank prints (caraml/node/driver.py)
 SET_SCOPE = "power limit"
 RESTORED_SCOPE = "power limit restored"
 _NUMBER = re.compile(r"\d+(\.\d*)?|\.\d+")
@@ -90,58 +89,6 @@ def asked_w(point: str, tdp_w: float | None) -> float | None:
         raise BenchmarkInputError(f"power limit {point} is a fraction of the TDP, and this system "
                                   "declares no TDP (tdp_w in platform.xml); ask for watts instead")
     return value * tdp_w
-
-
-def _lines_by_rank(text: str, scope: str) -> dict[str, dict[str, str]]:
-    """The last line of each rank (a job run again appends its lines)."""
-    return {line.get("rank", ""): line for line in kv_lines(text, f"CARAML {scope}:")}
-
-
-def _num(value: str | None) -> float | None:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return None
-
-
-def row_part(point: str | None, tdp_w: float | None, job_out: str,
-             scope: str | None = None) -> dict | None:
-    """The row's power_limit: None where the job asked for no point, else the
-    point, the watts it asks for, the scope the job set it at (gpu or
-    module; None where not given), and what rank 0's device had before and
-    reported after setting; restored: whether every rank that set a limit
-    said it put the previous one back (true where none changed one)."""
-    if not point:
-        return None
-    set_lines = _lines_by_rank(job_out, SET_SCOPE)
-    restored = _lines_by_rank(job_out, RESTORED_SCOPE)
-    first = set_lines.get("0") or next(iter(set_lines.values()), {})
-    try:
-        watts = asked_w(point, tdp_w)
-    except BenchmarkInputError:
-        watts = None
-    return {"asked": point, "asked_w": watts, "scope": scope or None,
-            "before_w": _num(first.get("before_w")),
-            "reported_w": _num(first.get("reported_w")),
-            "restored": all(restored.get(rank, {}).get("restored") == "yes" for rank in set_lines)}
-
-
-def row_flags(part: dict | None, job_out: str) -> list[str]:
-    """Doubt about a measured row's limit, one word each: a limit the job
-    never set (a driver that takes none), one not put back, and devices
-    that reported other limits than rank 0's."""
-    if part is None:
-        return []
-    set_lines = _lines_by_rank(job_out, SET_SCOPE)
-    if not set_lines:
-        return ["power-limit-not-set"]
-    out = [] if part["restored"] else ["power-limit-not-restored"]
-    first = set_lines.get("0") or next(iter(set_lines.values()))
-    differ = sorted(rank for rank, line in set_lines.items()
-                    if line.get("reported_w") != first.get("reported_w"))
-    if differ:
-        out.append(f"power-limit-differs-on-ranks({'-'.join(differ)})")
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

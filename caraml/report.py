@@ -1,6 +1,9 @@
 r"""The JUBE adapter: the lines the suite prints for JUBE's patterns (see
 platform.xml and the benchmark scripts) and for a person reading job.out,
-and the only code that knows the rules their values must keep:
+and the only code that knows the rules their values must keep. Both sides
+share it: the node side (caraml/node/) writes the lines, the row model
+(caraml/row/) reads them back with kv_lines and last_kv, and the names of
+the fields both read are declared here once (PROVENANCE_KEYS, MEMORY).
 
 - a line is `CARAML <scope>: key=value ...`, written in one write (the
   ranks of a node share the job's output file);
@@ -12,7 +15,7 @@ and the only code that knows the rules their values must keep:
   matches, so the cell stays empty (JUBE 2.5.1 cannot hold a nan in a
   float column: the benchmark scripts type such columns as strings).
 
-One format for both benchmarks:
+One format for every benchmark:
 
     CARAML global: images_per_s_mean=812.3 images_per_s_median=815.0
     CARAML rank 0: images_per_s_mean=203.1
@@ -113,3 +116,31 @@ def warning(message: str) -> None:
 def error(message: str) -> None:
     """One line on stderr; the job's error file and the result table show it."""
     write_line(ERROR_PREFIX + one_line(message), sys.stderr)
+
+
+# The stop line's reason where a measurement window closed (caraml/node/stopping.py):
+# a planned end, which the row's status reads as such
+WINDOW_REACHED = "measurement window reached"
+# The driver core's peak-memory figures (memory_<name> in its summary line)
+MEMORY = ("max_allocated_gib", "max_reserved_gib", "device_gib")
+# The provenance line's keys, in its order (caraml/node/provenance.py writes them)
+PROVENANCE_KEYS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
+                   "cpus", "other_benchmarks", "driver", "container", "hipblaslt_allow_tf32")
+
+
+def kv(text: str) -> dict[str, str]:
+    """key=value words of one line."""
+    return dict(word.split("=", 1) for word in text.split() if "=" in word)
+
+
+def kv_lines(text: str, prefix: str) -> list[dict[str, str]]:
+    """Every line `<prefix> key=value ...` of a text, parsed."""
+    start = re.compile(rf"^{re.escape(prefix)} (.*)$", re.MULTILINE)
+    return [kv(found) for found in start.findall(text)]
+
+
+def last_kv(text: str, scope: str) -> dict[str, str]:
+    """The last `CARAML <scope>:` line of a text ({} where there is none):
+    a job that was re-run appends its lines to the ones before."""
+    found = kv_lines(text, f"CARAML {scope}:")
+    return found[-1] if found else {}

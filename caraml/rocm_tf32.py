@@ -2,8 +2,8 @@
 xf32 (TF32) kernels only where HIPBLASLT_ALLOW_TF32=1 is in the
 environment; without it a tf32 run computes IEEE fp32 under a tf32 label.
 The job script exports it for a ROCm tf32 job (caraml/login/jobplan.py),
-the drivers refuse ROCm tf32 without it (caraml/precision.py) and the
-row's provenance records it (caraml/provenance.py). Standard library only
+the drivers refuse ROCm tf32 without it (caraml/node/precision.py) and the
+row's provenance records it (caraml/node/provenance.py). Standard library only
 (the login node's planner reads it)."""
 
 from __future__ import annotations

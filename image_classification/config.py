@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from caraml.options import (
+from caraml.node.options import (
     POSITIVE,
     PRECISIONS,
     EnergyOptions,
@@ -16,7 +16,7 @@ from caraml.options import (
     default,
     option,
 )
-from caraml.options import parse as parse_options
+from caraml.node.options import parse as parse_options
 from caraml.report import BenchmarkInputError
 from image_classification import model
 

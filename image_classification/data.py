@@ -12,8 +12,8 @@ from torch.utils.data import DataLoader, DistributedSampler
 from torchvision import datasets
 from torchvision.transforms import v2
 
-from caraml.dist import Dist
-from caraml.memory import GIB, capacity_bytes
+from caraml.node.dist import Dist
+from caraml.node.memory import GIB, capacity_bytes
 from caraml.report import BenchmarkInputError
 
 Batch = tuple[torch.Tensor, torch.Tensor]

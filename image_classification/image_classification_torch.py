@@ -15,12 +15,13 @@ if __package__ in (None, ""):
 
 import torch
 
-from caraml import data_parallel, driver, memory, precision, report
-from caraml.dist import Dist
-from caraml.driver import EnergyMeter, LoopResult
-from caraml.loader_workers import loader_workers
+from caraml import report
+from caraml.node import data_parallel, driver, memory, precision
+from caraml.node.dist import Dist
+from caraml.node.driver import EnergyMeter, LoopResult
+from caraml.node.loader_workers import loader_workers
 from caraml.report import BenchmarkInputError
-from caraml.stopping import StopCondition
+from caraml.node.stopping import StopCondition
 from image_classification import config, data, model, train
 from image_classification.config import Options
 

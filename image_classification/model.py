@@ -10,7 +10,7 @@ import torchvision
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from caraml.dist import Dist
+from caraml.node.dist import Dist
 from caraml.report import BenchmarkInputError
 
 

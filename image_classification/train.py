@@ -1,5 +1,5 @@
 """One training step: forward, backward and update on one batch (the loop
-that runs it is the driver core's, caraml/driver.py)."""
+that runs it is the driver core's, caraml/node/driver.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from caraml import precision
+from caraml.node import precision
 from image_classification import model
 
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

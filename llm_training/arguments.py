@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from caraml import device_peaks
-from caraml.options import (
+from caraml.node.options import (
     POSITIVE,
     EnergyOptions,
     RunOptions,
@@ -20,7 +20,7 @@ from caraml.options import (
     derived,
     option,
 )
-from caraml.options import parse as parse_options
+from caraml.node.options import parse as parse_options
 from caraml.report import BenchmarkInputError
 from llm_training.model_sizes import (
     PRECISIONS,

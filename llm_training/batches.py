@@ -5,13 +5,14 @@ different replicas read disjoint ones."""
 from __future__ import annotations
 
 import atexit
+import itertools
 import signal
 from collections.abc import Iterator
 
 import torch
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
-from caraml.stopping import STOP_SIGNALS
+from caraml.node.stopping import STOP_SIGNALS
 
 
 def _leave_stop_signals_to_the_trainer(_worker_id: int) -> None:
@@ -25,8 +26,10 @@ def _leave_stop_signals_to_the_trainer(_worker_id: int) -> None:
 def micro_batches(dataset: Dataset, *, micro_batch_size: int, data_parallel: int,
                   data_parallel_rank: int, num_workers: int,
                   device: torch.device) -> Iterator[dict[str, torch.Tensor]]:
-    """Yields {"tokens", "labels", "loss_mask"} on `device` until the dataset
-    is used up; the driver sizes the dataset to the run's iterations."""
+    """Yields {"tokens", "labels", "loss_mask"} on `device`, the dataset over
+    and over: the driver sizes it to the run's planned iterations, and a
+    measurement window (--min-timed-seconds) goes on past them with the
+    same samples again, as the image and operator benchmarks cycle theirs."""
     batches = _loaded(dataset, micro_batch_size=micro_batch_size, data_parallel=data_parallel,
                       data_parallel_rank=data_parallel_rank, num_workers=num_workers,
                       device=device)
@@ -48,5 +51,6 @@ def _loaded(dataset: Dataset, *, micro_batch_size: int, data_parallel: int,
                         num_workers=num_workers, pin_memory=device.type == "cuda",
                         persistent_workers=num_workers > 0,
                         worker_init_fn=_leave_stop_signals_to_the_trainer)
-    for batch in loader:
-        yield {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    for _epoch in itertools.count():
+        for batch in loader:
+            yield {k: v.to(device, non_blocking=True) for k, v in batch.items()}

@@ -33,7 +33,7 @@ from megatron.core.transformer import TransformerConfig
 from megatron.core.transformer.module import MegatronModule
 from megatron.core.transformer.spec_utils import ModuleSpec
 
-from caraml.precision import DTYPES
+from caraml.node.precision import DTYPES
 from llm_training.model_sizes import GPTConfig
 
 HAVE_TRANSFORMER_ENGINE = gpt_layer_specs.HAVE_TE

@@ -26,8 +26,8 @@ from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
 from megatron.core.pipeline_parallel import get_forward_backward_func
 from megatron.core.transformer.module import Float16Module
 
-from caraml import compile_toolchain
-from caraml.dist import Dist
+from caraml.node import compile_toolchain
+from caraml.node.dist import Dist
 from caraml.report import BenchmarkInputError
 from llm_training import gpt_megatron
 from llm_training.arguments import Args, Layout

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 from caraml.device_peaks import MEASURED, Peak
-from caraml.timing import rate
+from caraml.node.timing import rate
 from llm_training.flops import IterationFlops, iteration_flops, iteration_tokens
 from llm_training.matmul_rate import MatmulRate
 from llm_training.model_sizes import GPTConfig

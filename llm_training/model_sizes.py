@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from caraml import options, report
+from caraml import report
+from caraml.node import options
 
 GPT2_VOCAB_SIZE = 50257
 

@@ -18,14 +18,15 @@ from dataclasses import dataclass
 
 import torch
 
-from caraml import device_peaks, driver, memory, precision, report
+from caraml import device_peaks, report
+from caraml.node import driver, memory, precision
 from caraml.device_peaks import MEASURED, Peak
-from caraml.dist import Dist
-from caraml.driver import EnergyMeter
-from caraml.loader_workers import loader_workers
+from caraml.node.dist import Dist
+from caraml.node.driver import EnergyMeter
+from caraml.node.loader_workers import loader_workers
 from caraml.report import BenchmarkInputError
-from caraml.stopping import StopCondition
-from caraml.timing import TimingStats, summarize
+from caraml.node.stopping import StopCondition
+from caraml.node.timing import TimingStats, summarize
 from llm_training import arguments, matmul_rate, memory_plan, training
 from llm_training.arguments import Args, Layout
 from llm_training.batches import micro_batches
@@ -128,7 +129,7 @@ def peak_of(args: Args, dist: Dist) -> Peak:
 def progress(args: Args, workload: Workload) -> driver.Progress:
     """Megatron-LM's progress line, with this benchmark's figures."""
     def line(done: int, seconds: float, loss: float) -> str:
-        return (f" iteration {done:8d}/{args.train_iters:8d} |"
+        return (f" iteration {done:8d}/{args.planned:>8} |"
                 f" elapsed time per iteration (ms): {seconds * 1e3:.1f} |"
                 f" tokens/s: {workload.tokens_per_s(seconds):.1f} |"
                 f" TFLOP/s per device: {workload.tflops_per_device(seconds):.4g} |"

@@ -10,8 +10,8 @@ from contextlib import nullcontext
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from caraml import compile_toolchain, precision
-from caraml.dist import Dist
+from caraml.node import compile_toolchain, precision
+from caraml.node.dist import Dist
 from llm_training.arguments import Args, Layout
 from llm_training.gpt_torch import GPT
 from llm_training.model_sizes import GPTConfig

@@ -1,4 +1,4 @@
-"""What the driver core's loop (caraml/driver.py) needs of a backend: one
+"""What the driver core's loop (caraml/node/driver.py) needs of a backend: one
 training iteration over the micro-batches of one global batch."""
 
 from __future__ import annotations

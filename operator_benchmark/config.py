@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from caraml.options import (
+from caraml.node.options import (
     NON_NEGATIVE,
     POSITIVE,
     PRECISIONS,
@@ -15,7 +15,7 @@ from caraml.options import (
     default,
     option,
 )
-from caraml.options import parse as parse_options
+from caraml.node.options import parse as parse_options
 from caraml.report import BenchmarkInputError
 from operator_benchmark import problems
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import torch
 
-from caraml.dist import Dist
+from caraml.node.dist import Dist
 from caraml.report import BenchmarkInputError
 from operator_benchmark.problems import Problem
 

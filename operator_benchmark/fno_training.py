@@ -17,12 +17,13 @@ if __package__ in (None, ""):
 
 import torch
 
-from caraml import data_parallel, driver, memory, precision, report, throughput
-from caraml.dist import Dist
-from caraml.driver import EnergyMeter, LoopResult
+from caraml import report
+from caraml.node import data_parallel, driver, memory, precision, throughput
+from caraml.node.dist import Dist
+from caraml.node.driver import EnergyMeter, LoopResult
 from caraml.report import BenchmarkInputError
-from caraml.stopping import StopCondition
-from caraml.timing import TimingStats
+from caraml.node.stopping import StopCondition
+from caraml.node.timing import TimingStats
 from operator_benchmark import config, data, flops, model, navier_stokes, problems
 from operator_benchmark.config import Options
 from operator_benchmark.problems import Problem

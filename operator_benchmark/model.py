@@ -29,7 +29,7 @@ from neuralop.models import FNO
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from caraml.dist import Dist
+from caraml.node.dist import Dist
 from operator_benchmark.problems import Problem
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import torch
 
 from caraml import report
-from caraml.files import write_whole
+from caraml.node.files import write_whole
 from caraml.report import BenchmarkInputError
 
 CACHE_VARIABLE = "CARAML_OPERATOR_CACHE"

@@ -13,7 +13,7 @@ try:
 except ImportError:  # pytest before 9 reads xdist's attribute itself (a GPU node's own pytest)
     NodeId = None
 
-from caraml import history
+from caraml.row import history
 from tests.checkouts import RUNNABLE, MainCommand, checkout_with_venv, main_command
 from tests.jube_runs import JubeRun
 from tests.slurm_cluster import LocalSlurm, NamespacedSlurm, SlurmUnavailable

@@ -1,12 +1,12 @@
 """The process group the drivers make for themselves, for tests that run
-driver code in the test process: made by caraml.dist.init exactly as a
+driver code in the test process: made by caraml.node.dist.init exactly as a
 driver makes it, left again at the end of the test."""
 
 from __future__ import annotations
 
 import pytest
 
-from caraml import dist
+from caraml.node import dist
 
 LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
                       "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",

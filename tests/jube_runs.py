@@ -1,6 +1,6 @@
 """Running a benchmark through the real JUBE, as a user would, into a
 temporary output folder, and reading its full table (the CSV the row model
-writes, caraml/row_csv.py) and what a plain `jube result` printed."""
+writes, caraml/row/full_table.py) and what a plain `jube result` printed."""
 
 from __future__ import annotations
 

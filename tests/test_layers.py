@@ -1,6 +1,7 @@
 """The layers: imports run one way only (aux -> benchmarks -> caraml ->
-jpwr), jpwr knows nothing of JUBE, and the login-node tools need nothing
-beyond the standard library and the suite's JUBE adapter."""
+jpwr), jpwr knows nothing of JUBE, the node side (caraml/node/) reads and
+writes no row, and the login-node tools need nothing beyond the standard
+library and the suite's JUBE adapter."""
 
 from __future__ import annotations
 
@@ -48,6 +49,24 @@ def test_caraml_imports_no_benchmark():
     assert offenders("caraml", (*BENCHMARKS, "aux")) == {}
 
 
+# What the node side may import of the suite: the JUBE adapter and the
+# tables both sides share, never the row model, the login tools, the
+# comparison or ReFrame's checks
+NODE_SHARED = ("caraml.report", "caraml.benchmarks", "caraml.benchmark_entry", "caraml.device_peaks",
+               "caraml.power_limit",
+               "caraml.rocm_tf32")
+
+
+def test_the_node_side_imports_no_row_and_no_login_tool():
+    found = {}
+    for path in modules("caraml/node"):
+        bad = {name for name in imported(path, members=True) if name.startswith("caraml")
+               and not name.startswith(("caraml.node", *NODE_SHARED)) and name != "caraml"}
+        if bad:
+            found[str(path.relative_to(REPO))] = bad
+    assert found == {}
+
+
 def test_jpwr_imports_nothing_of_the_suite():
     assert offenders("jpwr", ("caraml", *BENCHMARKS, "aux")) == {}
 
@@ -63,21 +82,28 @@ def test_jpwr_knows_nothing_of_jube():
             and p.suffix in (".py", ".md") and "jube" in p.read_text().lower()] == []
 
 
-# What the login node's python3 may import of the suite: the JUBE adapter,
-# the row model and the peak and benchmark tables it reads, all standard library only.
-LOGIN_SAFE = ("caraml/report.py", "caraml/row.py", "caraml/row_evidence.py", "caraml/row_decide.py",
-              "caraml/row_print.py", "caraml/row_status.py", "caraml/row_facts.py",
-              "caraml/device_peaks.py", "caraml/benchmarks.py", "caraml/history.py")
+# What the login node's python3 may import of the suite besides the login
+# tools and the row model: the JUBE adapter, JUBE's record of a run, and the
+# tables and rules the row reads, all standard library only (jpwr's power
+# limit scopes too, which are)
+LOGIN_SHARED = ("caraml/report.py", "caraml/jube_run.py", "caraml/device_peaks.py", "caraml/benchmarks.py",
+                "caraml/benchmark_entry.py",
+                "caraml/power_limit.py", "caraml/rocm_tf32.py", "jpwr/gpu/power_limit.py",
+                "jpwr/gpu/visible.py", "jpwr/method.py", "jpwr/notice.py")
+LOGIN_PACKAGES = ("caraml/login", "caraml/row")
 
 
-def test_login_tools_need_the_standard_library_and_the_jube_adapter_only():
-    allowed = set(sys.stdlib_module_names) | {"caraml", "caraml.login", "yaml"} | {
-        p.removesuffix(".py").replace("/", ".") for p in LOGIN_SAFE}  # PyYAML: JUBE needs it itself
-    files = modules("caraml/login") + [REPO / p for p in LOGIN_SAFE]
-    found = {str(p.relative_to(REPO)): bad for p in files
-             if (bad := {n for n in imported(p) if n not in allowed
+def _login_files() -> list[Path]:
+    return [p for package in LOGIN_PACKAGES for p in modules(package)] + [REPO / p for p in LOGIN_SHARED]
+
+
+def test_login_tools_and_the_row_model_need_the_standard_library_and_the_jube_adapter_only():
+    allowed = {_module(p) for p in _login_files()} | {"caraml", "jpwr", "jpwr.gpu", "yaml"}  # PyYAML: JUBE needs it
+    found = {str(p.relative_to(REPO)): bad for p in _login_files()
+             if (bad := {n for n in imported(p, members=True) if n not in allowed
                          and n.split(".")[0] not in sys.stdlib_module_names
-                         and not n.startswith("caraml.login")})}
+                         and not (n.rpartition(".")[0] in allowed and n.rpartition(".")[0] not in
+                                  ("caraml", "jpwr", "jpwr.gpu"))})}
     assert found == {}
 
 
@@ -98,5 +124,6 @@ def test_no_module_of_the_suite_imports_one_that_imports_it_back():
 
 
 def test_the_row_model_is_read_in_files_of_at_most_300_lines():
-    long = {p: n for p in LOGIN_SAFE if (n := len((REPO / p).read_text().splitlines())) > 300}
+    long = {str(p.relative_to(REPO)): n for p in modules("caraml/row")
+            if (n := len(p.read_text().splitlines())) > 300}
     assert long == {}

@@ -48,8 +48,8 @@ import peer_record  # noqa: E402
 import torch  # noqa: E402
 from neuralop.models import FNO  # noqa: E402
 
-from caraml import dist as caraml_dist  # noqa: E402
-from caraml import precision as caraml_precision  # noqa: E402
+from caraml.node import dist as caraml_dist  # noqa: E402
+from caraml.node import precision as caraml_precision  # noqa: E402
 from operator_benchmark import config, data, fno_training, model, problems  # noqa: E402
 
 LR = 1e-3  # the driver's defaults

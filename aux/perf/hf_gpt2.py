@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from caraml import precision as caraml_precision
+from caraml.node import precision as caraml_precision
 from llm_training import arguments
 from llm_training.torch_backend import adam_settings, clipped_step, param_groups
 

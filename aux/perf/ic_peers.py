@@ -41,8 +41,8 @@ import peer_record  # noqa: E402
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 
-from caraml import dist as caraml_dist  # noqa: E402
-from caraml import precision as caraml_precision  # noqa: E402
+from caraml.node import dist as caraml_dist  # noqa: E402
+from caraml.node import precision as caraml_precision  # noqa: E402
 from image_classification import config, data, model, train  # noqa: E402
 from image_classification.image_classification_torch import MOMENTUM, WEIGHT_DECAY  # noqa: E402
 

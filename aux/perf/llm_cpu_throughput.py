@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
-from caraml import dist as caraml_dist  # noqa: E402
-from caraml.precision import DTYPES  # noqa: E402
+from caraml.node import dist as caraml_dist  # noqa: E402
+from caraml.node.precision import DTYPES  # noqa: E402
 from llm_training import arguments  # noqa: E402
 from llm_training.flops import iteration_flops  # noqa: E402
 from llm_training.matmul_rate import measure_tflops  # noqa: E402

@@ -45,8 +45,8 @@ import torch  # noqa: E402
 from hf_gpt2 import HuggingFaceGPT2  # noqa: E402
 
 from caraml import device_peaks  # noqa: E402
-from caraml import dist as caraml_dist  # noqa: E402
-from caraml import precision as caraml_precision  # noqa: E402
+from caraml.node import dist as caraml_dist  # noqa: E402
+from caraml.node import precision as caraml_precision  # noqa: E402
 from llm_training import arguments  # noqa: E402
 from llm_training.batches import micro_batches  # noqa: E402
 from llm_training.flops import iteration_flops  # noqa: E402

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import torch
 
-from caraml.dist import Dist
-from caraml.provenance import collect
+from caraml.node.dist import Dist
+from caraml.node.provenance import collect
 
 OUT = Path(__file__).resolve().parents[2] / "docs" / "perf"
 

@@ -4,8 +4,9 @@ size; of its like-for-like groups the one most systems measured), each
 system at its best measured batch, ranked best first by throughput per node,
 per accelerator package and by work per Wh of the accelerators alone, the
 ratio to the reference system written on each bar; then time against energy
-to solution with the Pareto front marked. Smoke runs, failures and systems
-without the figure are named under the charts, never ranked."""
+to solution with the Pareto front marked. Rows that are no measurements,
+failures and systems without the figure are named under the charts, never
+ranked."""
 
 from __future__ import annotations
 
@@ -20,14 +21,14 @@ from matplotlib.ticker import MaxNLocator
 from caraml.compare import plots
 from caraml.compare.figures import LIKE
 from caraml.compare.jobs import Jobs
-from caraml.compare.rows import measured, ran
+from caraml.compare.rows import cause, measured
 from caraml.compare.units import number
 
 # (figure, title, what a bar's unit is, the ratio's column)
-RANKINGS = [("throughput_per_node", "{unit}/s per node", "throughput_per_node_ratio"),
-            ("throughput_per_package", "{unit}/s per accelerator package", "throughput_per_package_ratio"),
-            ("gpu_work_per_wh", "{unit}/Wh, accelerators alone (gpu scope), whole run",
-             "gpu_work_per_wh_ratio")]
+RANKINGS = [("per_s_per_node", "{unit}/s per node", "per_s_per_node_ratio"),
+            ("per_s_per_package", "{unit}/s per accelerator package", "per_s_per_package_ratio"),
+            ("work_per_wh_gpu", "{unit}/Wh, accelerators alone (gpu scope), whole run",
+             "work_per_wh_gpu_ratio")]
 # the error bar: the rates at the mean and at the median timed iteration (all the row holds of their spread)
 LOW, HIGH = "rate_low", "rate_high"
 
@@ -56,7 +57,7 @@ def _group(head: pd.DataFrame, benchmark: str, jobs: Jobs) -> pd.DataFrame:
 def _ranked(group: pd.DataFrame, figure: str) -> pd.DataFrame:
     done = group.dropna(subset=[figure]).sort_values(figure, ascending=False)
     # the spread of a rate: its value at the mean timed iteration and at the median one
-    scale = done["throughput_median"] / done["throughput"]
+    scale = done["per_s_median"] / done["per_s"]
     value_at_median = done[figure] * scale.where(scale > 0)
     both = pd.concat([done[figure], value_at_median.fillna(done[figure])], axis=1)
     return done.assign(**{LOW: both.min(axis=1), HIGH: both.max(axis=1)})
@@ -76,22 +77,19 @@ def decide(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, job
         for system, rows_ in table[table["benchmark"] == benchmark].groupby("system", sort=False):
             if system in set(group["system"]):
                 missing = [f for f, _, _ in RANKINGS if system not in set(decision.ranked[f]["system"])]
-                if "gpu_work_per_wh" in missing:
+                if "work_per_wh_gpu" in missing:
                     scope = rows_["energy_scope"].iloc[0]
                     decision.unranked.append(f"{system}: not in the energy ranking (no GPU-only energy "
                                              f"channel; its energy scope is {scope})")
-                if "throughput_per_package" in missing:
+                if "per_s_per_package" in missing:
                     decision.unranked.append(f"{system}: not in the per-package ranking (platform.xml "
                                              "declares no package for it)")
                 continue
-            smoke, other = ran(rows_), measured(rows_)
+            other = measured(rows_)
             if not other.empty:
                 why = f"no measured row of {like}; it measured {', '.join(dict.fromkeys(other['like']))}"
-            elif not smoke.empty:
-                why = "; ".join(dict.fromkeys(smoke["smoke"]))
             else:
-                why = "; ".join(dict.fromkeys(f"{s}: {r}".rstrip(": ") for s, r in
-                                              zip(rows_["status"], rows_["reason"])))
+                why = "; ".join(dict.fromkeys(cause(line) for _, line in rows_.iterrows()))
             decision.unranked.append(f"{system}: not ranked ({why})")
         if not solutions.empty:
             decision.solution = solutions[(solutions["benchmark"] == benchmark) & (solutions["like"] == like)
@@ -110,7 +108,7 @@ def _leaders(decision: Decision) -> list[str]:
         best = ranked.iloc[0]
         against = (f", {number(best[ratio])}x {decision.reference}" if pd.notna(best[ratio])
                    and best["system"] != decision.reference else "")
-        caveat = " (energy estimated)" if figure == "gpu_work_per_wh" and best["energy_estimated"] else ""
+        caveat = " (energy estimated)" if figure == "work_per_wh_gpu" and best["energy_estimated"] else ""
         lines.append(f"Best {title.format(unit=best['unit'])}: {best['system']}, "
                      f"{number(best[figure])}{against}{caveat}.")
     return lines
@@ -120,7 +118,7 @@ def _bars(ax, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, tit
     values = list(ranked[figure])
     colours = [plots.MEASURED] * len(values)
     plots._barh(ax, list(ranked["system"]), values, colours, list(ranked["energy_estimated"])
-                if figure == "gpu_work_per_wh" else [False] * len(values), "")
+                if figure == "work_per_wh_gpu" else [False] * len(values), "")
     ax.errorbar(values, range(len(values)), xerr=[[v - lo for v, lo in zip(values, ranked[LOW])],
                                                   [hi - v for v, hi in zip(values, ranked[HIGH])]],
                 fmt="none", ecolor="0.2", capsize=2, lw=0.8)

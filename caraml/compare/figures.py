@@ -11,7 +11,6 @@ import pandas as pd
 
 from caraml.compare.jobs import Jobs
 from caraml.compare.rows import measured, ran
-from caraml.row_status import MEASURED
 
 # Rows are like for like when these agree: same benchmark, model, precision,
 # sequence length or image size, and torch.compile mode (the operator
@@ -20,9 +19,9 @@ LIKE = ["benchmark", "model", "precision", "size", "compile"]
 GROUP = ["system", *LIKE]
 # The full table's ratios also need the same batch and node count
 MATCH = [*LIKE, "global_batch", "nodes"]
-THROUGHPUT_FIGURES = ["throughput", "throughput_per_device", "throughput_per_package", "throughput_per_node"]
-# gpu_work_per_wh: the accelerators alone over the whole run, the scope every GPU system has
-ENERGY_FIGURES = ["work_per_wh", "gpu_work_per_wh", "mean_power_w_per_device"]
+THROUGHPUT_FIGURES = ["per_s", "per_s_per_device", "per_s_per_package", "per_s_per_node"]
+# work_per_wh_gpu: the accelerators alone over the whole run, the scope every GPU system has
+ENERGY_FIGURES = ["work_per_wh", "work_per_wh_gpu", "power_w_per_device"]
 RATIO_FIGURES = [*THROUGHPUT_FIGURES, "mfu", *ENERGY_FIGURES]
 EXTRAPOLATED = "estimate: extrapolated from the measured rate"
 NOT_REPRESENTATIVE = "not representative"
@@ -33,27 +32,27 @@ def mark_best(rows: pd.DataFrame) -> pd.DataFrame:
     with the highest throughput per device."""
     rows = rows.copy()
     rows["best"] = False
-    ok = measured(rows).dropna(subset=["throughput_per_device"])
+    ok = measured(rows).dropna(subset=["per_s_per_device"])
     if not ok.empty:
-        rows.loc[ok.groupby(GROUP, dropna=False)["throughput_per_device"].idxmax().to_numpy(), "best"] = True
+        rows.loc[ok.groupby(GROUP, dropna=False)["per_s_per_device"].idxmax().to_numpy(), "best"] = True
     return rows
 
 
 def refusal(row: pd.Series, ref: pd.Series, figure: str) -> str:
     """Why the figure of row may not be divided by that of ref; empty where it may."""
-    if figure == "throughput_per_device" and row["device_unit"] != ref["device_unit"]:
+    if figure == "per_s_per_device" and row["device_unit"] != ref["device_unit"]:
         return (f"per-device figures not divided: {row['system']} counts per {row['device_unit']}, "
                 f"{ref['system']} per {ref['device_unit']}; the ratio per package or per node says it")
-    if figure == "throughput_per_package":
+    if figure == "per_s_per_package":
         for side in (row, ref):
-            if pd.isna(side["throughput_per_package"]):
-                return (f"per package not divided: {side['system']} ({side['platform']}) declares no "
+            if pd.isna(side["per_s_per_package"]):
+                return (f"per package not divided: {side['system']} ({side['system_name']}) declares no "
                         "accelerator package in platform.xml")
-    if figure == "gpu_work_per_wh":
+    if figure == "work_per_wh_gpu":
         for side in (row, ref):
             if side["energy_scope"] == "n/a":
                 return f"energy not divided: {side['system']} has no energy figure"
-            if pd.isna(side["gpu_work_per_wh"]):
+            if pd.isna(side["work_per_wh_gpu"]):
                 return f"GPU-scope energy not divided: {side['system']} has no GPU-only energy channel"
         return ""
     if figure == "mfu" and row["peak_basis"] != ref["peak_basis"]:
@@ -69,7 +68,7 @@ def refusal(row: pd.Series, ref: pd.Series, figure: str) -> str:
         if row["energy_window"] != ref["energy_window"]:
             return (f"energy not divided: {row['system']} over the {row['energy_window']} window, "
                     f"{ref['system']} over the {ref['energy_window']} window")
-        if figure == "mean_power_w_per_device":
+        if figure == "power_w_per_device":
             unknown = [side["system"] for side in (row, ref) if pd.isna(side["energy_devices"] / side["devices"])]
             if unknown:
                 return (f"power per device not divided: {unknown[0]} does not say how many energy devices "
@@ -106,8 +105,7 @@ def add_ratios(rows: pd.DataFrame, reference_system: str) -> pd.DataFrame:
     extra = []
     for _, row in rows.iterrows():
         key = tuple(row[MATCH])
-        measurement = row["status"] in MEASURED and not row["smoke"]
-        ref = ref_rows.loc[key] if measurement and key in ref_rows.index else None
+        ref = ref_rows.loc[key] if row["measurement"] and key in ref_rows.index else None
         values, reasons = ratios(row, ref, "")
         extra.append({**values, "ratio_note": "; ".join(reasons)})
     return pd.concat([rows.reset_index(drop=True), pd.DataFrame(extra, index=range(len(rows)))], axis=1)
@@ -130,17 +128,17 @@ def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, l
             notes += [f"{benchmark} {row['like']}: {reason}" for reason in reasons]
     for benchmark, group in rows.groupby("benchmark", sort=False):
         for system, sys_rows in group.groupby("system", sort=False):
-            smoke = ran(sys_rows)
-            if measured(sys_rows).empty and not smoke.empty:
-                # a smoke run: shown with its figures and marked, no ratio, no rank
-                line = smoke.loc[smoke["throughput_per_device"].fillna(0).idxmax()].to_dict()
+            short = ran(sys_rows)
+            if measured(sys_rows).empty and not short.empty:
+                # no measurement: shown with its figures and marked, no ratio, no rank
+                line = short.loc[short["per_s_per_device"].fillna(0).idxmax()].to_dict()
                 lines.append({**line, **ratios(pd.Series(line), None, "")[0]})
             elif measured(sys_rows).empty:
                 line = sys_rows.iloc[0].to_dict()
                 line["reason"] = "; ".join(dict.fromkeys(r for r in sys_rows["reason"] if r)) or \
                     "no row is a measurement"
                 # failed, or not run yet (queued, pending, running, dry-run): the row's own word
-                line["status"] = "/".join(dict.fromkeys(sys_rows["status"]))
+                line["state"] = "/".join(dict.fromkeys(sys_rows["state"]))
                 lines.append(line)
     table = pd.DataFrame(lines)
     return table, list(dict.fromkeys(notes))
@@ -160,7 +158,7 @@ def solution(row: pd.Series, work: float, rate: float, case: str, nodes: float, 
     kind = "estimated" if row["energy_estimated"] else "measured"
     return {**line, "time_h": seconds / 3600, "energy_kwh": work / work_per_wh / 1000,
             # the accelerators alone over the whole run: the scope every GPU system has
-            "gpu_energy_kwh": work / row["gpu_work_per_wh"] / 1000,
+            "gpu_energy_kwh": work / row["work_per_wh_gpu"] / 1000,
             "energy_basis": basis, "label": f"{EXTRAPOLATED}; energy {kind}, scope {row['energy_scope']}"}
 
 
@@ -168,8 +166,8 @@ def solution_work_per_wh(row: pd.Series) -> tuple[float, str]:
     """The work per Wh energy to solution divides the job by, and its
     window: the timed window's where the row has it (it matches the
     throughput's window, no warm-up), else the headline window's."""
-    if not pd.isna(row["timed_work_per_wh"]):
-        return row["timed_work_per_wh"], "timed iterations"
+    if not pd.isna(row["work_per_wh_timed"]):
+        return row["work_per_wh_timed"], "timed iterations"
     return row["work_per_wh"], f"{row['energy_window']} window"
 
 
@@ -186,13 +184,13 @@ def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
             continue
         best = best.iloc[0]
         work, how = jobs.work(best) if jobs.representative(best) else (math.nan, NOT_REPRESENTATIVE)
-        out.append(solution(best, work, best["throughput_per_node"], "one node (best configuration)", 1,
+        out.append(solution(best, work, best["per_s_per_node"], "one node (best configuration)", 1,
                              how))
-        fastest = group.loc[group["throughput"].idxmax()]
+        fastest = group.loc[group["per_s"].idxmax()]
         nodes = fastest["nodes"]
         if nodes == 1:
             continue  # the fastest on one node: no faster than the one-node line, and no second line
-        out.append(solution(fastest, work, fastest["throughput"],
+        out.append(solution(fastest, work, fastest["per_s"],
                              f"fastest measured ({nodes:g} node{'' if nodes == 1 else 's'})", nodes, how))
     return pd.DataFrame(out)
 
@@ -205,7 +203,7 @@ def scaling_efficiency(rows: pd.DataFrame) -> pd.DataFrame:
     ok = measured(rows).copy()
     ok["batch_per_device"] = ok["global_batch"] / ok["devices"]
     columns = ["system", "benchmark", "like", "scaling", "series", "global_batch", "nodes", "devices",
-               "base_devices", "throughput", "efficiency"]
+               "base_devices", "per_s", "efficiency"]
     out = []
     for kind, key in (("strong", "global_batch"), ("weak", "batch_per_device")):
         for _, group in ok.groupby(GROUP + [key], sort=False, dropna=False):
@@ -215,13 +213,13 @@ def scaling_efficiency(rows: pd.DataFrame) -> pd.DataFrame:
             base = group.iloc[0]
             for _, row in group.iterrows():
                 if kind == "strong":
-                    eff = (row["throughput"] / base["throughput"]) / (row["devices"] / base["devices"])
+                    eff = (row["per_s"] / base["per_s"]) / (row["devices"] / base["devices"])
                 else:
-                    eff = row["throughput_per_device"] / base["throughput_per_device"]
+                    eff = row["per_s_per_device"] / base["per_s_per_device"]
                 series = (f"strong at batch {row['global_batch']:g}" if kind == "strong"
                           else f"weak at {row['batch_per_device']:g} per device")
                 out.append({"system": row["system"], "benchmark": row["benchmark"], "like": row["like"],
                             "scaling": kind, "series": series, "global_batch": row["global_batch"],
                             "nodes": row["nodes"], "devices": row["devices"], "base_devices": base["devices"],
-                            "throughput": row["throughput"], "efficiency": eff})
+                            "per_s": row["per_s"], "efficiency": eff})
     return pd.DataFrame(out, columns=columns)

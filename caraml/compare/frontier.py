@@ -5,9 +5,9 @@ each limit per device, the Pareto-optimal limits marked, and the limit with
 the most work per Wh named beside the default limit's figure and the time
 it costs.
 
-Only measurements go on the frontier. A smoke run is left out of it and out
-of the chart (never divided or extrapolated): its line in the table keeps
-its rates and says why. A failed point, and a point whose limit was not
+Only measurements go on the frontier. A row that is no measurement is left
+out of it and out of the chart (never divided or extrapolated): its line in
+the table keeps its rates and says why. A failed point, and a point whose limit was not
 restored after its job, is listed with its reason and never on the front;
 the latter is drawn as a cross where it has figures."""
 
@@ -27,23 +27,25 @@ from caraml.compare.decision import pareto
 from caraml.compare.figures import LIKE, solution, solution_work_per_wh
 from caraml.compare.jobs import Jobs
 from caraml.compare.report import configuration
+from caraml.compare.rows import cause
 from caraml.compare.units import number
-from caraml.row_status import MEASURED
+from caraml.row.status import MEASURED
 
 # the rows of one sweep: as the sweep's JUBE parameter makes them, one per limit
 SWEEP = ["system", "benchmark", "label"]
 # a point is like for like with the sweep's reference point when these agree too
 SAME_RUN = [*LIKE, "global_batch", "nodes", "devices"]
 # frontier.csv: one line per sweep point
-CSV_COLUMNS = ["sweep", "system", "benchmark", "like", "label", "limit", "limit_asked", "limit_asked_w",
-               "limit_before_w", "limit_w", "limit_restored", "status", "reason", "smoke", "kind", "off",
-               "throughput", "sweep_work_per_wh", "energy_scope", "sweep_basis", "energy_estimated",
-               "mean_power_w_per_device", "time_h", "energy_kwh", "time_ratio", "wh_ratio", "row_file"]
+CSV_COLUMNS = ["sweep", "system", "benchmark", "like", "label", "limit", "power_limit", "power_limit_asked_w",
+               "power_limit_before_w", "power_limit_w", "power_limit_restored", "state", "reason",
+               "not_a_measurement", "kind", "off", "per_s", "sweep_work_per_wh", "energy_scope", "sweep_basis",
+               "energy_estimated", "power_w_per_device", "time_h", "energy_kwh", "time_ratio", "wh_ratio",
+               "row_file"]
 # the row model's flags that put a point's limit in doubt (caraml/power_limit.py row_flags), in words
 DOUBTS = {"power-limit-not-set": "the job never set the power limit (its driver takes none)",
           "power-limit-differs-on-ranks": "the devices reported other limits than rank 0's on ranks {}"}
-ON_FRONT, DOMINATED, FLAGGED, SMOKE, FAILED = ("Pareto-optimal", "dominated", "flagged", "smoke",
-                                               "failed")
+ON_FRONT, DOMINATED, FLAGGED, NOT_MEASURED, FAILED = ("Pareto-optimal", "dominated", "flagged",
+                                                      "not a measurement", "failed")
 
 
 @dataclass
@@ -58,7 +60,8 @@ class Sweep:
     representative: bool  # whether the configuration stands for the job (a time to solution)
     # one line per limit, lowest first: the rows' columns, and `limit` (its label), `sweep_work_per_wh` and
     # `sweep_basis` (the figure energy to solution divides by), `kind` (Pareto-optimal, dominated, flagged,
-    # smoke or failed), `off` (why it is off the frontier), `standing` (the two in words), `time_h`,
+    # not a measurement or failed), `off` (why it is off the frontier), `standing` (the two in words),
+    # `time_h`,
     # `energy_kwh` (the job's, NaN where not extrapolated), `wh_ratio` and `time_ratio` (to the default)
     points: pd.DataFrame
     headline: str
@@ -67,8 +70,9 @@ class Sweep:
 def limit_label(row: pd.Series) -> str:
     """A point's limit per device as the device reported it (a GH200 module's
     limit named so), and as the user asked for it."""
-    reported = number(row["limit_w"], "W") + (" module" if row.get("limit_scope") == "module" else "")
-    return f"default ({reported})" if row["limit_default"] else f"{reported} (asked {row['limit_asked']})"
+    module = row.get("power_limit_scope") == "module"
+    reported = number(row["power_limit_w"], "W") + (" module" if module else "")
+    return f"default ({reported})" if row["limit_default"] else f"{reported} (asked {row['power_limit']})"
 
 
 def _doubts(row: pd.Series) -> list[str]:
@@ -83,21 +87,22 @@ def _doubts(row: pd.Series) -> list[str]:
 
 def _off(row: pd.Series, reference: pd.Series | None) -> tuple[str, str]:
     """The point's kind off the frontier and why; ("", "") where it may be on it."""
-    left, restored = "", row["limit_restored"]
+    left, restored = "", row["power_limit_restored"]
     restored = None if restored is None or pd.isna(restored) else bool(restored)  # a numpy bool too
     if restored is False:
         left = "power limit not restored after the job"
     elif restored is None and not row["limit_default"]:
         left = "power limit not recorded as restored after the job"
     if left:
-        left += f" (it was {number(row['limit_before_w'], 'W')} before): the node may have been left capped"
-    if row["status"] not in MEASURED:
-        return FAILED, "; ".join(filter(None, [f"{row['status']}: {row['reason']}".rstrip(": "), left]))
+        left += (f" (it was {number(row['power_limit_before_w'], 'W')} before): the node may have been left "
+                 "capped")
+    if row["state"] not in MEASURED:
+        return FAILED, "; ".join(filter(None, [f"{row['state']}: {row['reason']}".rstrip(": "), left]))
     doubts = _doubts(row)
     if left or doubts:
         return FLAGGED, "; ".join(filter(None, [left, *doubts]))
-    if row["smoke"]:
-        return SMOKE, row["smoke"]
+    if not row["measurement"]:
+        return NOT_MEASURED, cause(row)
     if pd.isna(row["sweep_work_per_wh"]):
         return FLAGGED, "no energy figure"
     if reference is None:
@@ -118,45 +123,45 @@ def _reference(points: pd.DataFrame) -> pd.Series | None:
     if usable.empty:
         return None
     default = usable[usable["limit_default"]]
-    return default.iloc[0] if not default.empty else usable.loc[usable["limit_w"].idxmax()]
+    return default.iloc[0] if not default.empty else usable.loc[usable["power_limit_w"].idxmax()]
 
 
 def _standing(kind: str, off: str) -> str:
-    """Where a point stands, in words: a smoke run's and a failure's reason say what they are."""
-    return off if kind in (SMOKE, FAILED) else f"{kind}: {off}" if off else kind
+    """Where a point stands, in words: the cause of a point that is no measurement says what it is."""
+    return off if kind in (NOT_MEASURED, FAILED) else f"{kind}: {off}" if off else kind
 
 
 def _sweep(group: pd.DataFrame, jobs: Jobs) -> Sweep:
     points = group.assign(limit=[limit_label(row) for _, row in group.iterrows()])
     used = [solution_work_per_wh(row) for _, row in points.iterrows()]
     points = points.assign(sweep_work_per_wh=[w for w, _ in used], sweep_basis=[b for _, b in used])
-    points = points.sort_values(["limit_w", "limit_asked_w"], na_position="last")
+    points = points.sort_values(["power_limit_w", "power_limit_asked_w"], na_position="last")
     reference = _reference(points)
     src = reference if reference is not None else points.iloc[0]
     offs = [_off(row, reference) for _, row in points.iterrows()]
     points["kind"], points["off"] = [k for k, _ in offs], [o for _, o in offs]
     on = points["kind"] == ""
     # the front of time and energy per unit of work: the same front as of the job's time and energy
-    per_work = pd.DataFrame({"s": 1 / points.loc[on, "throughput"],
+    per_work = pd.DataFrame({"s": 1 / points.loc[on, "per_s"],
                              "wh": 1 / points.loc[on, "sweep_work_per_wh"]})
     points.loc[on, "kind"] = pareto(per_work, time="s", energy="wh").map({True: ON_FRONT, False: DOMINATED})
     points["standing"] = [_standing(k, o) for k, o in zip(points["kind"], points["off"])]
-    # time and energy to solution of every measurement (flagged ones too); a smoke run is never extrapolated
+    # time and energy to solution of every measurement (flagged ones too); no other row is ever extrapolated
     representative = jobs.representative(src)
     work, how = jobs.work(src) if representative else (math.nan, "")
     none = {"time_h": math.nan, "energy_kwh": math.nan}
-    solved = [solution(row, work, row["throughput"], "as measured", row["nodes"], how)
-              if representative and kind not in (SMOKE, FAILED) else none
+    solved = [solution(row, work, row["per_s"], "as measured", row["nodes"], how)
+              if representative and kind not in (NOT_MEASURED, FAILED) else none
               for (_, row), kind in zip(points.iterrows(), points["kind"])]
     points["time_h"], points["energy_kwh"] = [s["time_h"] for s in solved], [s["energy_kwh"] for s in solved]
     ratio = reference is not None
     points["wh_ratio"] = (points["sweep_work_per_wh"] / reference["sweep_work_per_wh"]).where(on) if ratio \
         else math.nan
-    points["time_ratio"] = (reference["throughput"] / points["throughput"]).where(on) if ratio else math.nan
+    points["time_ratio"] = (reference["per_s"] / points["per_s"]).where(on) if ratio else math.nan
     job = how if representative else (
         f"{src['like']} does not stand for the job (caraml/benchmarks.py's representative configuration): no "
-        "time or energy to solution" + ("; --llm-tokens N makes any model the job"
-                                        if benchmarks.get(src["benchmark"]).job_epochs is None else ""))
+        "time or energy to solution" + (f"; {flag} N makes any model the job"
+                                        if (flag := jobs.any_model(src["benchmark"])) else ""))
     sweep = Sweep(system=src["system"], benchmark=src["benchmark"],
                   title=f"{src['system']} {src['benchmark']} {configuration(src)}", unit=src["unit"],
                   scope="" if reference is None else
@@ -181,10 +186,10 @@ def _headline(sweep: Sweep, reference: pd.Series | None) -> str:
         return (f"{sweep.title}: most {unit} per Wh at {best['limit']}: {figure} ({where}); the sweep has no "
                 "measured default-limit point, so no ratio to it.")
     if best["limit_default"]:
-        return (f"{sweep.title}: the default limit ({number(best['limit_w'], 'W')}) gives the most {unit} "
-                f"per Wh: {figure} ({where}); no other limit gives more.")
+        return (f"{sweep.title}: the default limit ({number(best['power_limit_w'], 'W')}) gives the most "
+                f"{unit} per Wh: {figure} ({where}); no other limit gives more.")
     return (f"{sweep.title}: most {unit} per Wh at {best['limit']}: {figure}, {number(best['wh_ratio'])}x "
-            f"the default limit's ({number(reference['limit_w'], 'W')}) "
+            f"the default limit's ({number(reference['power_limit_w'], 'W')}) "
             f"{number(reference['sweep_work_per_wh'])} {unit}/Wh, taking {number(best['time_ratio'])}x as "
             f"long ({where}).")
 

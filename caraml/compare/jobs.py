@@ -1,74 +1,65 @@
 """The job a time- or energy-to-solution is computed for: how much work
-(tokens, images or samples) one real training takes. Measured rates times this work
-are extrapolations, and every table that shows them says so."""
+(tokens, images or samples) one real training takes. Each benchmark's
+entry of the table says it (caraml/benchmarks.py, its Job): which
+configuration stands for the job, the work as a function of the row and
+the settings that size it, which become caraml-compare's options. A
+configuration that does not stand for the job (resnet18 at 64 px,
+cpu-small, a CPU-sized problem) gets no time or energy to solution.
+Measured rates times this work are extrapolations, and every table that
+shows them says so."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+import argparse
 
 import pandas as pd
 
 from caraml import benchmarks
-
-# Parameters per model size with GPT-2's vocabulary padded as Megatron pads it
-# (cpu-small: the local 8192-token BPE of the CPU runs), as
-# the LLM benchmark's flops.parameter_count gives them; a row's own Params column
-# wins. caraml may not import the benchmarks, so the counts are written
-# here and tests/compare checks them against that function.
-PARAMETERS = {
-    "cpu-small": 5_256_704,
-    "117M": 123_689_472,
-    "800M": 908_759_040,
-    "13B": 12_843_796_480,
-    "175B": 174_590_681_088,
-}
-IMAGENET_TRAIN_IMAGES = 1_281_167
-# The operator driver's epoch on synthetic fields (the SYNTHETIC_EPOCH of
-# its config.py; tests/compare checks the two agree)
-OPERATOR_SAMPLES_PER_EPOCH = 1024
-# The configuration that stands for each benchmark's job is its entry's
-# `representative` (caraml/benchmarks.py). A smoke configuration (resnet18
-# at 64 px, cpu-small, a CPU-sized problem) says nothing about the time a
-# real training takes, so it gets no time or energy to solution.
+from caraml.benchmark_entry import JobSetting
 
 
-@dataclass(frozen=True)
+def settings() -> dict[str, JobSetting]:
+    """Every setting the benchmarks' jobs declare, by name (one name, one setting)."""
+    found: dict[str, JobSetting] = {}
+    for entry in benchmarks.all_benchmarks():
+        for setting in entry.job.settings if entry.job else ():
+            if found.setdefault(setting.name, setting) != setting:
+                raise benchmarks.UnknownBenchmark(f"the job setting {setting.name} of benchmark {entry.name} "
+                                                  "is declared by another benchmark too: rename one")
+    return found
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """caraml-compare's options that size the jobs, as the entries declare them."""
+    for setting in settings().values():
+        parser.add_argument(setting.flag, dest=setting.name, type=float, default=setting.default,
+                            help=setting.help)
+
+
 class Jobs:
-    tokens_per_parameter: float = 20.0  # compute-optimal training (Hoffmann et al. 2022)
-    llm_tokens: float | None = None  # a fixed token count instead of tokens per parameter
-    epochs: float = 90.0
-    images_per_epoch: int = IMAGENET_TRAIN_IMAGES
-    # an FNO's training: hundreds of epochs over a data set of about a thousand samples
-    operator_epochs: float = 500.0
-    operator_samples_per_epoch: int = OPERATOR_SAMPLES_PER_EPOCH
+    """The benchmarks' jobs at these settings (each one not given at its default)."""
+
+    def __init__(self, **given: float | None) -> None:
+        known = settings()
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise TypeError(f"no job setting {', '.join(unknown)}")
+        self.settings = {name: given.get(name, setting.default) for name, setting in known.items()}
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Jobs:
+        return cls(**{name: getattr(args, name) for name in settings()})
 
     def representative(self, row: pd.Series) -> bool:
-        """Whether the row's model and size are the job's (its benchmark's
-        `representative`); a fixed --llm-tokens job takes any LLM model."""
+        """Whether the row's configuration stands for its benchmark's job."""
         entry = benchmarks.find(row["benchmark"])
-        if entry is None or entry.representative is None:
-            return False
-        if entry.job_epochs is None and self.llm_tokens is not None:
-            return True
-        model, size = entry.representative
-        return row["model"] == model and (size is None or row["size"] == size)
+        return bool(entry and entry.job and entry.job.stands_for(row["model"], row["size"], self.settings))
 
     def work(self, row: pd.Series) -> tuple[float, str]:
-        """Units of work (tokens, images or samples) of the job for this
-        row's configuration, and how it was chosen."""
-        entry = benchmarks.get(row["benchmark"])
-        if entry.job_epochs is not None:
-            epochs, per_epoch = (getattr(self, name) for name in entry.job_epochs)
-            return (epochs * per_epoch,
-                    f"{epochs:g} epochs of {per_epoch:,} {entry.unit}".replace(",", " "))
-        if self.llm_tokens is not None:
-            return self.llm_tokens, f"{self.llm_tokens:.3g} tokens"
-        params, origin = row["params"], "the row's Params"
-        if pd.isna(params):
-            params, origin = PARAMETERS.get(row["model"], math.nan), f"the {row['model']} size's count"
-        if pd.isna(params):
-            return math.nan, f"n/a: no parameter count for model {row['model']}"
-        return (self.tokens_per_parameter * params,
-                f"{self.tokens_per_parameter:g} tokens per parameter x {params / 1e6:.1f}M parameters "
-                f"({origin})")
+        """Units of work of the job for this row's configuration, and how it was chosen."""
+        return benchmarks.get(row["benchmark"]).job.work(row, self.settings)
+
+    def any_model(self, benchmark: str) -> str:
+        """The option that makes every model of the benchmark stand for its job; "" where none does."""
+        job = benchmarks.get(benchmark).job
+        return settings()[job.any_model].flag if job and job.any_model else ""

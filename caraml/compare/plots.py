@@ -49,10 +49,11 @@ def _literature(refs: pd.DataFrame, group: pd.DataFrame, figure: str) -> pd.Data
     per device."""
     first = group.iloc[0]
     pub = reference.in_panel(refs, first["benchmark"], first["model"], first["precision"], first["size"])
-    if figure == "throughput_per_device":
-        one_device = (pub["figure"] == "throughput") & (pd.to_numeric(pub["devices"]) == 1)
-        return pub[(pub["figure"] == figure) | one_device]
-    return pub[pub["figure"] == figure]
+    named = pub["figure"].map(reference.FIGURES)  # a reference file's names, as the row's fields
+    if figure == "per_s_per_device":
+        one_device = (named == "per_s") & (pd.to_numeric(pub["devices"]) == 1)
+        return pub[(named == figure) | one_device]
+    return pub[named == figure]
 
 
 def _barh(ax, labels: list[str], values: list[float], colours: list[str], hatched: list[bool], unit: str):
@@ -81,14 +82,14 @@ def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
     for (benchmark, *_), group in ok.groupby(LIKE, sort=False, dropna=False):
         unit, like = group["unit"].iloc[0], group["like"].iloc[0]
         scopes = list(group.groupby(["energy_scope", "energy_window"], sort=False))
-        pub = _literature(refs, group, "throughput_per_device")
+        pub = _literature(refs, group, "per_s_per_device")
         height = 1.2 + BAR_HEIGHT_IN * (len(group) + len(pub))
         fig, axes = plt.subplots(1, 1 + len(scopes), figsize=(4.2 * (1 + len(scopes)), height), squeeze=False)
         labels = [f"{r.system} batch {r.global_batch:g} x{r.devices:g} {r.device_unit}"
                   for r in group.itertuples()]
         labels += [f"{p.system}{'' if pd.isna(p.global_batch) else f' batch {p.global_batch:g}'} ({p.kind})"
                    for p in pub.itertuples()]
-        values = [*group["throughput_per_device"], *pub["value"]]
+        values = [*group["per_s_per_device"], *pub["value"]]
         colours = [MEASURED] * len(group) + [PUBLISHED if o == "published" else LITERATURE
                                              for o in pub["origin"]]
         _barh(axes[0][0], labels, values, colours, [False] * len(values), "")
@@ -113,7 +114,7 @@ def heatmaps(rows: pd.DataFrame, out: Path) -> list[Path]:
     """Total throughput over global batch size and device count, per system and like-for-like group."""
     paths = []
     for (system, like), group in measured(rows).groupby(["system", "like"], sort=False):
-        grid = group.pivot_table(index="devices", columns="global_batch", values="throughput", aggfunc="max")
+        grid = group.pivot_table(index="devices", columns="global_batch", values="per_s", aggfunc="max")
         if grid.size < 2:
             continue  # one cell says nothing a table does not
         fig, ax = plt.subplots(figsize=(1.6 + 0.9 * grid.shape[1], 1.4 + 0.6 * grid.shape[0]))

@@ -21,8 +21,11 @@ from caraml.compare.rows import ran
 from caraml.login import systems
 
 DEFAULT_FILE = Path(__file__).with_name("references.yaml")
-# Figures where more is better, so that "below" is a regression
-FIGURES = ("throughput", "throughput_per_device", "throughput_per_node", "mfu", "work_per_wh")
+# The figures a reference may name, where more is better (so that "below"
+# is a regression), and the field of the row each is: a reference file's
+# own names, which files written for earlier versions keep
+FIGURES = {"throughput": "per_s", "throughput_per_device": "per_s_per_device",
+           "throughput_per_node": "per_s_per_node", "mfu": "mfu", "work_per_wh": "work_per_wh"}
 # Where a reference figure comes from; only a figure read off a paper's
 # table or figure is called published. The origin each kind gives.
 KINDS = {"paper table/figure": "published", "paper text, derived": "paper text, derived",
@@ -127,7 +130,7 @@ def verdict(value: float, low: float, high: float) -> str:
 
 
 def _matching(ok: pd.DataFrame, ref: pd.Series) -> pd.DataFrame:
-    rows = ok[(ok["platform"] == ref["system"]) & (ok["benchmark"] == ref["benchmark"])
+    rows = ok[(ok["system_name"] == ref["system"]) & (ok["benchmark"] == ref["benchmark"])
               & (ok["model"] == ref["model"])]
     for key in NARROWING:
         if not pd.isna(ref[key]):
@@ -136,7 +139,7 @@ def _matching(ok: pd.DataFrame, ref: pd.Series) -> pd.DataFrame:
     if rows.empty or any(not pd.isna(ref[k]) for k in NUMERIC_NARROWING):
         return rows
     # no batch or layout given: the best of each system label that ran it
-    return rows.loc[rows.groupby("system")[ref["figure"]].idxmax().dropna().to_numpy()]
+    return rows.loc[rows.groupby("system")[FIGURES[ref["figure"]]].idxmax().dropna().to_numpy()]
 
 
 def _energy_label(row: pd.Series) -> str:
@@ -150,8 +153,8 @@ def verdicts(rows: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
     out = []
     for _, ref in refs.iterrows():
         for index, row in _matching(ok, ref).iterrows():
-            value = row[ref["figure"]]
-            out.append({"row": index, "system": row["system"], "platform": row["platform"],
+            value = row[FIGURES[ref["figure"]]]
+            out.append({"row": index, "system": row["system"], "system_name": row["system_name"],
                         "benchmark": row["benchmark"], "like": row["like"],
                         "global_batch": row["global_batch"], "nodes": row["nodes"], "devices": row["devices"],
                         "figure": ref["figure"], "measured": value, "reference": ref["value"],
@@ -159,7 +162,7 @@ def verdicts(rows: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
                         "verdict": verdict(value, ref["low"], ref["high"]),
                         "energy": _energy_label(row) if ref["figure"] == "work_per_wh" else "",
                         "origin": ref["origin"], "kind": ref["kind"], "source": ref["source"]})
-    return pd.DataFrame(out, columns=["row", "system", "platform", "benchmark", "like", "global_batch",
+    return pd.DataFrame(out, columns=["row", "system", "system_name", "benchmark", "like", "global_batch",
                                       "nodes", "devices", "figure", "measured", "reference", "low", "high",
                                       "verdict", "energy", "origin", "kind", "source"])
 

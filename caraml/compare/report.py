@@ -12,8 +12,9 @@ import jinja2
 import pandas as pd
 
 from caraml.compare.figures import NOT_REPRESENTATIVE
-from caraml.compare.rows import MEASURED, MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS, measured
+from caraml.compare.rows import MEASURED, cause, measured
 from caraml.compare.units import NA, duration, energy, number
+from caraml.row.verdict import MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS
 
 METHOD = [
     "Like for like: rows are compared only within one benchmark, model, precision and sequence length or "
@@ -31,9 +32,9 @@ METHOD = [
     "wherever it appears, and so is any ratio with an estimated side.",
     "MFU: model FLOP/s per device over the peak in the peak column; the basis says whether that peak is "
     "the datasheet's dense figure or a matmul rate measured on the node.",
-    "Measurements only: a row of fewer than {} timed iterations or {:g} timed seconds is a smoke run, shown "
-    "marked 'smoke, not a measurement' and never ranked, divided or extrapolated.".format(
-        MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS),
+    "Measurements only: a row of fewer than {} timed iterations or {:g} timed seconds, or whose energy is "
+    "not whole, is shown marked 'not a measurement' with why, and never ranked, divided or "
+    "extrapolated.".format(MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS),
     "Time and energy to solution are estimates extrapolated from measured rates, given only for the "
     "configurations that stand for the job (the 800M GPT at sequence 2048, ResNet-50 at 224 px, the FNO "
     "on the 3D convection problem rbc3d).",
@@ -45,10 +46,10 @@ SOLUTION_NOTE = ("Estimates: the job's work over the measured throughput and ove
 SWEEP_NOTE = ("Each system is ranked by its run at the devices' own limit; the capped points of its sweep "
               "are shown here only. Time and energy to solution are estimates: the job's work over each "
               "point's measured throughput and work per Wh (timed window where the row has it). Only "
-              "measurements whose limit was restored go on the frontier: a smoke run is left out of it and "
-              "out of the chart (never extrapolated), a failed point or one whose limit was not restored is "
-              "listed with its reason (crossed in the chart where it has figures). Ratios to the default "
-              "limit are taken within one energy scope and window.")
+              "measurements whose limit was restored go on the frontier: a row that is no measurement is "
+              "left out of it and out of the chart (never extrapolated), a failed point or one whose limit "
+              "was not restored is listed with its reason (crossed in the chart where it has figures). "
+              "Ratios to the default limit are taken within one energy scope and window.")
 
 
 def _e(value, unit: str = "") -> str:
@@ -92,20 +93,21 @@ def _per_wh(unit: str, scope: str, window: str, value: float, est: str) -> dict:
 
 
 def _row_cells(row, unit: str, headline: bool) -> dict:
-    if row["status"] not in MEASURED:
+    if row["state"] not in MEASURED:
         return {"system": row["system"], "configuration": row.get("like", NA),
-                "status": f"{row['status']}: {row['reason']}".rstrip(": ")}
+                "status": f"{row['state']}: {row['reason']}".rstrip(": ")}
     est = " (estimated)" if row["energy_estimated"] else ""
     cells = {
         "system": row["system"], "configuration": configuration(row),
-        "status": row["smoke"] or row["status"] + (f": {row['reason']}" if row["reason"] else ""),
-        f"{unit}/s per node": _e(row["throughput_per_node"]),
-        "per node x ref": _ratio(row.get("throughput_per_node_ratio")),
-        f"{unit}/s per package": _per(row["throughput_per_package"], row["package_unit"]),
-        "per package x ref": _ratio(row.get("throughput_per_package_ratio")),
-        f"{unit}/s per device": _per(row["throughput_per_device"], row["device_unit"]),
-        "per device x ref": _ratio(row.get("throughput_per_device_ratio")),
-        f"{unit}/s whole job": _e(row["throughput"]),
+        "status": cause(row) if not row["measurement"]
+        else row["state"] + (f": {row['reason']}" if row["reason"] else ""),
+        f"{unit}/s per node": _e(row["per_s_per_node"]),
+        "per node x ref": _ratio(row.get("per_s_per_node_ratio")),
+        f"{unit}/s per package": _per(row["per_s_per_package"], row["package_unit"]),
+        "per package x ref": _ratio(row.get("per_s_per_package_ratio")),
+        f"{unit}/s per device": _per(row["per_s_per_device"], row["device_unit"]),
+        "per device x ref": _ratio(row.get("per_s_per_device_ratio")),
+        f"{unit}/s whole job": _e(row["per_s"]),
         "MFU": number(row["mfu"]),
         "peak TFLOP/s per device": number(row["peak_tflops"]),
         "peak basis": row["peak_basis"],
@@ -114,10 +116,10 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
         **_per_wh(unit, row["energy_scope"], row["energy_window"], row["work_per_wh"], est),
         "per Wh x ref (same scope and window)": _ratio(row.get("work_per_wh_ratio"),
                                                        bool(row.get("ratio_estimated"))),
-        **_per_wh(unit, "gpu", "run", row["gpu_work_per_wh"], est),
-        "GPU-scope per Wh x ref": _ratio(row.get("gpu_work_per_wh_ratio"), bool(row.get("ratio_estimated"))),
-        "mean power per energy device": _e(row["mean_power_w_per_device"], "W")
-        + (est if not pd.isna(row["mean_power_w_per_device"]) else ""),
+        **_per_wh(unit, "gpu", "run", row["work_per_wh_gpu"], est),
+        "GPU-scope per Wh x ref": _ratio(row.get("work_per_wh_gpu_ratio"), bool(row.get("ratio_estimated"))),
+        "mean power per energy device": _e(row["power_w_per_device"], "W")
+        + (est if not pd.isna(row["power_w_per_device"]) else ""),
         **_energy_cells(row),
         "verdict": row.get("verdict", NA),
         "flags": row["flags"],
@@ -131,7 +133,7 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
 def rows_display(table: pd.DataFrame, headline: bool) -> pd.DataFrame:
     if table.empty:
         return pd.DataFrame()
-    units = table.loc[table["status"].isin(MEASURED), "unit"]
+    units = table.loc[table["state"].isin(MEASURED), "unit"]
     unit = units.iloc[0] if not units.empty else "work"
     lines = [_row_cells(row, unit, headline) for _, row in table.iterrows()]
     columns = _together(list(dict.fromkeys(c for line in lines for c in line)), f"{unit}/Wh, ")
@@ -162,7 +164,7 @@ def cards(rows: pd.DataFrame) -> list[dict]:
         energy = sorted({"estimated" if e else "measured" for e in ok["energy_estimated"]}) if not ok.empty \
             else []
         items = {
-            "system tag": _values(src["platform"]), "description": _values(src["description"]),
+            "system tag": _values(src["system_name"]), "description": _values(src["system_description"]),
             "devices": " / ".join(f"{d:g} {u}" for d, u in
                                   dict.fromkeys(zip(src["devices"], src["device_unit"])) if d == d)
             or "not recorded",
@@ -212,7 +214,7 @@ def solution_display(table: pd.DataFrame) -> pd.DataFrame:
 def _restored(row) -> str:
     if row["limit_default"]:
         return "nothing set"
-    return {True: "yes", False: "no"}.get(row["limit_restored"], "not recorded")
+    return {True: "yes", False: "no"}.get(row["power_limit_restored"], "not recorded")
 
 
 def sweep_display(points: pd.DataFrame) -> pd.DataFrame:
@@ -224,10 +226,10 @@ def sweep_display(points: pd.DataFrame) -> pd.DataFrame:
         est = " (estimated)" if r["energy_estimated"] else ""
         where = f"{r['energy_scope']} scope, {r['sweep_basis']}"
         lines.append({
-            "power limit per device": r["limit"], "limit before the job": _e(r["limit_before_w"], "W"),
+            "power limit per device": r["limit"], "limit before the job": _e(r["power_limit_before_w"], "W"),
             "restored": _restored(r),
             "on the frontier": r["standing"],
-            f"{r['unit']}/s": _e(r["throughput"]),
+            f"{r['unit']}/s": _e(r["per_s"]),
             "time to solution": NA if pd.isna(r["time_h"]) else duration(r["time_h"] * 3600),
             "time x default": _ratio(r["time_ratio"]),
             **({} if r["energy_scope"] == NA else {
@@ -236,8 +238,8 @@ def sweep_display(points: pd.DataFrame) -> pd.DataFrame:
                 f"energy to solution, {where}": NA if pd.isna(r["energy_kwh"])
                 else energy(r["energy_kwh"] * 1000) + est}),
             "per Wh x default": _ratio(r["wh_ratio"], bool(r["energy_estimated"])),
-            "mean power per energy device": NA if pd.isna(r["mean_power_w_per_device"])
-            else number(r["mean_power_w_per_device"], "W") + est,
+            "mean power per energy device": NA if pd.isna(r["power_w_per_device"])
+            else number(r["power_w_per_device"], "W") + est,
         })
     columns = list(dict.fromkeys(c for line in lines for c in line))
     columns = _together(_together(columns, "energy to solution"), f"{points['unit'].iloc[0]}/Wh, ")

@@ -1,9 +1,9 @@
 """caraml-compare --history DB --out DIR: the results history
-(caraml/history.py) as DIR/history.html: per benchmark and like-for-like
+(caraml/row/history.py) as DIR/history.html: per benchmark and like-for-like
 configuration, each system's figure over the dates and commits of its runs,
 a point below its reference band flagged. Every row is read back through
-the comparison's own reader (rows.flatten of the row as recorded), so a
-figure here is the figure of the report."""
+the comparison's own reader (rows.line of the row as recorded, its verdict
+included), so a figure here is the figure of the report."""
 
 from __future__ import annotations
 
@@ -16,13 +16,14 @@ import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from caraml import history  # noqa: E402
 from caraml.compare import CompareError, reference, report, rows  # noqa: E402
 from caraml.compare.figures import GROUP, LIKE  # noqa: E402
 from caraml.compare.plots import TICKS, _safe, _save  # noqa: E402
 from caraml.compare.units import number  # noqa: E402
+from caraml.row import history, row_json  # noqa: E402
+from caraml.row.verdict import NOT_A_MEASUREMENT  # noqa: E402
 
-FIGURE = "throughput_per_device"
+FIGURE = "per_s_per_device"
 SERIES = [*GROUP, "run_uuid", "host"]
 
 
@@ -40,8 +41,8 @@ def load(db: Path) -> pd.DataFrame:
     out = []
     for line in lines:
         row = line["row"]
-        flat = rows.flatten(row, rows.RunDir(Path(line["run_dir"] or "."), None),
-                            Path(row.get("work_package") or ".") / "row.json")
+        flat = rows.line(row, rows.RunDir(Path(line["run_dir"] or "."), None),
+                         Path(row.work_package or ".") / row_json.FILE_NAME)
         when = pd.to_datetime(flat["date"] if flat["date"] != "n/a" else line["recorded_at"], utc=True,
                               errors="coerce")
         out.append({**flat, "run_uuid": line["run_uuid"], "host": line["host"],
@@ -51,27 +52,27 @@ def load(db: Path) -> pd.DataFrame:
 
 def series(table: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
     """Each run's best row per system and configuration, oldest first: a
-    measurement with its verdict against the reference band, a smoke run
-    marked (drawn, never checked against a band). A power-limit sweep's
+    measurement with its verdict against the reference band, a row that is
+    no measurement marked (drawn, never checked against a band). A power-limit sweep's
     capped points are not the system's figure: its default point is."""
     ran = rows.ran(rows.at_default_limit(table)[0]).dropna(subset=[FIGURE])
     if ran.empty:
         return ran.assign(verdict=pd.Series(dtype=object), low=pd.Series(dtype=float))
-    # a run's measurement wins over its smoke rows
-    ran = ran.assign(measurement=ran["smoke"] == "").sort_values(["measurement", FIGURE])
+    # a run's measurement wins over its other rows
+    ran = ran.assign(measurement=ran["measurement"].astype(bool)).sort_values(["measurement", FIGURE])
     best = ran.groupby(SERIES, dropna=False).tail(1).sort_values("when")
     checks = reference.verdicts(rows.measured(best), refs)
-    checks = checks[checks["figure"] == FIGURE].set_index("row")
+    checks = checks[checks["figure"].map(reference.FIGURES) == FIGURE].set_index("row")
     best["verdict"] = checks["verdict"].reindex(best.index).fillna("no reference")
-    best.loc[~best["measurement"], "verdict"] = rows.SMOKE
+    best.loc[~best["measurement"], "verdict"] = NOT_A_MEASUREMENT
     best["low"] = checks["low"].reindex(best.index)
     return best
 
 
 def plot(points: pd.DataFrame, out: Path) -> list[Path]:
     """One figure per benchmark and configuration: a line per system over
-    its measurements, each point labelled with its commit, a smoke run a
-    hollow marker off the line, a point below its band ringed red, the
+    its measurements, each point labelled with its commit, a row that is no
+    measurement a hollow marker off the line, a point below its band ringed red, the
     band's lower edge dashed."""
     paths = []
     for (benchmark, *_), group in points.groupby(LIKE, sort=False, dropna=False):
@@ -82,10 +83,10 @@ def plot(points: pd.DataFrame, out: Path) -> list[Path]:
             line = points[points["measurement"]]
             drawn = ax.plot(line["when"], line[FIGURE], marker="o", lw=1.2,
                             label=f"{system} ({points['device_unit'].iloc[0]})")[0]
-            smoke = points[~points["measurement"]]
-            if not smoke.empty:
-                ax.scatter(smoke["when"], smoke[FIGURE], s=36, facecolors="none",
-                           edgecolors=drawn.get_color(), label=f"{system}: {rows.SMOKE}")
+            short = points[~points["measurement"]]
+            if not short.empty:
+                ax.scatter(short["when"], short[FIGURE], s=36, facecolors="none",
+                           edgecolors=drawn.get_color(), label=f"{system}: {NOT_A_MEASUREMENT}")
             for when, value, commit in zip(points["when"], points[FIGURE], points["commit"]):
                 ax.annotate(str(commit)[:7], (when, value), textcoords="offset points", xytext=(0, 6),
                             ha="center", fontsize=6)
@@ -104,8 +105,8 @@ def plot(points: pd.DataFrame, out: Path) -> list[Path]:
         ax.set_ylabel(f"{group['unit'].iloc[0]}/s per device", fontsize=8)
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
         like = group["like"].iloc[0]
-        ax.set_title(f"{benchmark} {like}: best row of each run (commit above each point; hollow: smoke "
-                     "run; dashed: lower edge of the reference band)", fontsize=8)
+        ax.set_title(f"{benchmark} {like}: best row of each run (commit above each point; hollow: not a "
+                     "measurement; dashed: lower edge of the reference band)", fontsize=8)
         paths.append(_save(fig, out / f"history_{_safe(f'{benchmark}_{like}')}.png"))
     return paths
 
@@ -116,8 +117,8 @@ def display(points: pd.DataFrame) -> pd.DataFrame:
         "configuration": points["benchmark"] + " " + points["like"],
         "batch": points["global_batch"].map(number), "commit": points["commit"],
         "run": points["run_uuid"].str[:8] + " on " + points["host"],
-        f"{FIGURE.replace('_', ' ')}": [f"{number(v)} {u}/s per {d}" for v, u, d in
-                                        zip(points[FIGURE], points["unit"], points["device_unit"])],
+        "throughput per device": [f"{number(v)} {u}/s per {d}" for v, u, d in
+                                  zip(points[FIGURE], points["unit"], points["device_unit"])],
         "verdict": points["verdict"]})
 
 
@@ -131,7 +132,7 @@ def write(db: Path, refs: pd.DataFrame, out: Path) -> tuple[list[str], int]:
                                                                                  index=False)
     pngs = plot(points, out)
     below = points[points["verdict"] == "below"]
-    drops = [f"{r.system} {r.benchmark} {r.like}: {number(r.throughput_per_device)} {r.unit}/s per "
+    drops = [f"{r.system} {r.benchmark} {r.like}: {number(r.per_s_per_device)} {r.unit}/s per "
              f"{r.device_unit} on {r.when:%Y-%m-%d} (commit {r.commit}, run {r.run_uuid[:8]} on {r.host}) "
              f"is below its reference band ({number(r.low)})" for r in below.itertuples()]
     latest = rows.measured(points).groupby(GROUP, dropna=False).tail(1)
@@ -139,11 +140,12 @@ def write(db: Path, refs: pd.DataFrame, out: Path) -> tuple[list[str], int]:
     runs = table.groupby(["run_uuid", "host"]).ngroups
     summary = [f"{len(table)} recorded rows of {runs} runs ({table['system'].nunique()} systems) from {db}.",
                f"{len(points)} points (each run's best row per configuration; "
-               f"{len(points) - len(rows.measured(points))} of them smoke runs), "
+               f"{len(points) - len(rows.measured(points))} of them no measurements), "
                f"{len(drops)} below their reference band, {ending_below} series ending below it."]
     (out / "history.html").write_text(report.page(
         "history.html.j2", title="caraml-compare: results history", summary=summary, drops=drops,
         plots=[report.image(p) for p in pngs], points=display(points),
         not_measured=report.plain_display(table.drop(index=rows.measured(table).index)[
-            ["system", "benchmark", "like", "status", "reason", "smoke", "date", "run_uuid", "host"]])))
+            ["system", "benchmark", "like", "state", "reason", "not_a_measurement", "date", "run_uuid",
+             "host"]])))
     return drops, ending_below

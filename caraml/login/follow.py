@@ -14,7 +14,7 @@ end, saying what happens while it waits:
   follow it then or how to cancel it, and the work package's `slurm_state`
   file (`state=PENDING reason=<reason, spaces as _>`) keeps what Slurm
   said when the wait ended (the row model asks Slurm itself for a row's
-  `pending` reason, caraml/row_status.py).
+  `pending` reason, caraml/row/status.py).
 
     python -m caraml.login.follow [--pace S] [--run-file FILE] HANDLE -- jube run SCRIPT ...
 
@@ -40,7 +40,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from caraml import row as row_model
+from caraml import jube_run
+from caraml.row.run import decide_now
 from caraml.login.host_locks import JUBE_RUN_ID, held, jube_folder_lock, jube_script
 
 SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
@@ -111,23 +112,11 @@ def varying_parameters(run_dir: Path) -> dict[str, str]:
     swept parameter is one whose definition is a list (it holds its own
     separator); what is computed from it is left out."""
     try:
-        root = ET.parse(run_dir / "workpackages.xml").getroot()
+        planned = jube_run.work_packages(run_dir)
     except (OSError, ET.ParseError):  # JUBE writes it as the run goes
         return {}
-    found: dict[str, dict[str, str]] = {}
-    swept: set[str] = set()
-    for wp in root.iter("workpackage"):
-        step = wp.find("step")
-        if step is None:
-            continue
-        values = found.setdefault(f"{int(wp.get('id', 0)):06d}_{step.text}", {})
-        for p in wp.iter("parameter"):
-            definition = p.findtext("value") or ""
-            if p.get("separator", ",") in definition:
-                swept.add(p.get("name"))
-            # a computed parameter holds its value as the selection
-            chosen = p.find("selection")
-            values[p.get("name")] = (chosen.text if chosen is not None else definition) or ""
+    found = {wp.folder: wp.params for wp in planned.values() if wp.step}
+    swept = {name for wp in planned.values() for name in wp.swept}
     # a command line that happens to hold a comma is no list: values with
     # spaces or of more than a word's length are left out
     # compared among the jobs alone: the other steps' packages lack some parameters
@@ -142,12 +131,9 @@ def varying_parameters(run_dir: Path) -> dict[str, str]:
 def ended(work: Path) -> str:
     """How a job ended, as the row model decides it (before its energy is
     combined): the state, its reason, and the throughput."""
-    row = row_model.decide_now(work)
-    state, reason = row["status"]["state"], row["status"]["reason"]
-    rate = (row.get("throughput") or {}).get("per_s")
-    unit = (row.get("throughput") or {}).get("unit") or "work"
-    return (f"{state}{f' ({reason})' if reason else ''}, "
-            + (f"{rate:.4g} {unit}/s" if rate is not None else "no throughput"))
+    row = decide_now(work)
+    return (f"{row.state}{f' ({row.reason})' if row.reason else ''}, "
+            + (f"{row.per_s:.4g} {row.unit or 'work'}/s" if row.per_s is not None else "no throughput"))
 
 
 class Follower:

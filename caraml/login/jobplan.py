@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from caraml import report, rocm_tf32  # noqa: E402
 from caraml.login import systems  # noqa: E402
-from caraml.row_status import SIGNAL_FILE  # noqa: E402
+from caraml.row.status import SIGNAL_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "aux" / "job.sh.in"
@@ -355,7 +355,7 @@ def run_tool(argv: list[str]) -> int:
 def submit_and_say(facts_path: Path) -> int:
     """submit, then the row's lines as the row model decides them now: dry
     run, queued, failed with the refusal, or (a local job) how it ended."""
-    from caraml import row_line  # the row model: only where a job is submitted
+    from caraml.row import row_out  # the row model: only where a job is submitted
 
     try:
         return submit(facts_path)
@@ -365,7 +365,7 @@ def submit_and_say(facts_path: Path) -> int:
     finally:
         sys.stdout.flush()
         # never the step's failure: a line it cannot write is said on stderr
-        row_line.main([str(facts_path.resolve().parent)])
+        row_out.main([str(facts_path.resolve().parent)])
 
 
 def main(argv: list[str] | None = None) -> int:

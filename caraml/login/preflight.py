@@ -19,7 +19,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from caraml import report  # noqa: E402
+from caraml import jube_run, report  # noqa: E402
 from caraml.login import jobplan, local_host, systems  # noqa: E402
 
 # the names in a tag expression: "A100|H100", "!container+800M"
@@ -90,12 +90,6 @@ def check_python(python: str | Path) -> None:
     if not Path(python).exists():
         raise PreflightError(f"the suite's environment is missing ({python} not found): "
                              "run bash aux/setup.sh or set CARAML_VENV to the environment it made")
-
-
-def selected_tags(run_config: Path) -> list[str]:
-    """The tags given to `jube run`, as JUBE recorded them for this run."""
-    root = ET.parse(run_config).getroot()
-    return [t.text.strip() for t in root.iter("tag") if t.text and t.text.strip()]
 
 
 def check_tags(selected: list[str], known: set[str], system_tags: list[str]) -> None:
@@ -214,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_exported()
         system_tags = systems.names(args.platform)
-        selected = selected_tags(args.run_config)
+        selected = jube_run.tags(args.run_config)
         check_tags(selected, declared_tags(args.script, args.platform), system_tags)
         check_one_of(selected, args.one_of)
         system = systems.load(args.platform)[args.system]

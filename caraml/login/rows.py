@@ -1,7 +1,8 @@
 """Whether every row of a JUBE run succeeded: the exit status of the
-README's main command. The row model (caraml/row.py) decides each row, the
-same decision the tables show; this prints one line per row that is not a
-measurement and exits 1 when there is one.
+README's main command. The row model (caraml/row/) decides each row, the
+same decision the tables show; this prints one line per row whose job
+failed or never ended (a row too short to be a measurement ran as
+planned: the tables say so) and exits 1 when there is one.
 
     python -m caraml.login.rows RUN_DIR"""
 
@@ -10,8 +11,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from caraml.row import rows_of_run
-from caraml.row_status import MEASURED
+from caraml import jube_run
+from caraml.row.run import rows_of_run
+from caraml.row.status import MEASURED
 
 # A dry run measures nothing and is what was asked for.
 SUCCEEDED = (*MEASURED, "dry-run")
@@ -19,11 +21,9 @@ SUCCEEDED = (*MEASURED, "dry-run")
 
 def unfinished(run_dir: Path) -> list[str]:
     """A line for each row that is neither a measurement nor a dry run."""
-    return [f"row {i + 1} ({row['config']['label']} on {row['system']['name']}): "
-            f"{row['status']['state']}"
-            + (f": {row['status']['reason']}" if row["status"]["reason"] else "")
-            for i, row in enumerate(rows_of_run(run_dir))
-            if row["status"]["state"] not in SUCCEEDED]
+    return [f"row {i + 1} ({row.label} on {row.system_name}): {row.state}"
+            + (f": {row.reason}" if row.reason else "")
+            for i, row in enumerate(rows_of_run(run_dir)) if row.state not in SUCCEEDED]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
         print(__doc__.splitlines()[-1].strip(), file=sys.stderr)
         return 2
     run_dir = Path(args[0])
-    if not (run_dir / "workpackages.xml").is_file():
-        print(f"CARAML: {run_dir} is no JUBE run directory (no workpackages.xml): "
+    if not jube_run.is_run(run_dir):
+        print(f"CARAML: {run_dir} is no JUBE run directory (no {jube_run.RECORD}): "
               "the run gave no rows", file=sys.stderr)
         return 1
     bad = unfinished(run_dir)

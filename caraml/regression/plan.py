@@ -7,11 +7,11 @@ job.sh that JUBE would submit (the driver, its options, the launcher, the
 container and jpwr's energy), and records the work package's parameters,
 which the row model reads. The dry run submits nothing; the check runs that
 job.sh in its stage directory and decides the row there
-(caraml/row_standalone.py).
+(caraml/row/standalone.py).
 
 A benchmark with a data step (the LLM) names, in its entry of the
-benchmark table (caraml/benchmarks.py), the JUBE parameter that holds the
-step's arguments, so the command is its JUBE script's own; it runs where
+benchmark table (caraml/benchmarks.py), the step and the JUBE parameter
+that holds its arguments, so the command is its JUBE script's own; it runs where
 ReFrame runs (the login node, which can download a corpus), before the
 job, as JUBE's data step does, with the variables JUBE exports to it."""
 
@@ -25,19 +25,17 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from caraml import jube_run
 from caraml.benchmarks import Benchmark
 from caraml.login.host_locks import lock_file, run_jube
 from caraml.login.jobplan import ROOT, suite_python
 from caraml.report import ERROR_PREFIX
-from caraml.row_evidence import workpackage_params, workpackage_parent
 
 PLAN_DIR = "jube_plan"
 # a corpus download and tokenisation may take long, but not for ever
 PREPARE_TIMEOUT_S = 4 * 3600
 PARAMS_FILE = "params.json"
 JOB_SCRIPT = "job.sh"
-# the folder the LLM's job_command reads its data arguments from (@prepare_data/data.args)
-DATA_DIR = "prepare_data"
 
 
 class PlanError(Exception):
@@ -51,6 +49,9 @@ class Plan:
     prepare: list[str]
     # what JUBE exports to the data step (its CARAML_ parameters)
     prepare_env: dict[str, str] = field(default_factory=dict)
+    # where the data step runs: the stage's folder named as the step, which
+    # the job reads as JUBE's link to the step's work package (@prepare_data/data.args)
+    data_folder: Path | None = None
 
 
 def data_step(params: dict[str, str], name: str) -> tuple[list[str], dict[str, str]]:
@@ -59,7 +60,7 @@ def data_step(params: dict[str, str], name: str) -> tuple[list[str], dict[str, s
     exports to the step."""
     if name not in params:
         raise PlanError(f"the data step's parameter {name!r} is not one of the work package's: "
-                        "fix the benchmark's ReFrame entry (caraml/benchmarks.py)")
+                        "fix the benchmark's data step in its entry (caraml/benchmarks.py)")
     return shlex.split(params[name]), {k: v for k, v in params.items() if k.startswith("CARAML_")}
 
 
@@ -103,23 +104,23 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
         # the pre-flight refused the work package: its one-line error says why
         raise PlanError(f"JUBE wrote no job script for {benchmark.name} on {' '.join(tags)}: "
                         f"{(work / 'stderr').read_text(errors='replace').strip()[-400:]}")
-    every = workpackage_params(run_dirs[-1])
-    wp_id = int(work.parent.name.split("_", 1)[0])
-    params = every[wp_id]
+    every = jube_run.work_packages(run_dirs[-1])
+    wp = every[jube_run.work_package_id(work)]
+    params = dict(wp.params)
     # the data step's values (where the corpus goes) are its own work package's
-    parent = workpackage_parent(run_dirs[-1], wp_id)
-    data_params = {**(every[parent] if parent is not None else {}), **params}
+    data_params = {**(every[wp.parents[0]].params if wp.parents else {}), **params}
     # the job is run, not only written: the row must not read the plan as a dry run
     params["dry_run"] = "no"
     shutil.copy(script, stage / JOB_SCRIPT)
     (stage / PARAMS_FILE).write_text(json.dumps(params, indent=1) + "\n")
-    if not benchmark.reframe.prepare:
+    step = benchmark.data_step
+    if step is None or step.args is None:
         return Plan(stage / JOB_SCRIPT, params, [])
-    words, exported = data_step(data_params, benchmark.reframe.prepare)
+    words, exported = data_step(data_params, step.args)
     python = str(suite_python())
-    (stage / DATA_DIR).mkdir(exist_ok=True)
+    (stage / step.step).mkdir(exist_ok=True)
     prepare = [python, str(ROOT / "caraml" / "failure.py"), "--run", "data step", "--", python, *words]
-    return Plan(stage / JOB_SCRIPT, params, prepare, exported)
+    return Plan(stage / JOB_SCRIPT, params, prepare, exported, stage / step.step)
 
 
 def seconds(limit: str) -> int:
@@ -137,13 +138,13 @@ def seconds(limit: str) -> int:
     return int(days or 0) * 86400 + h * 3600 + m * 60 + s
 
 
-def prepare_data(planned: Plan, stage: Path, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
-    """Runs the data step (where the plan has one) into STAGE/prepare_data:
-    data.args for the job, stdout and stderr; a failure raises the step's
-    one-line error."""
+def prepare_data(planned: Plan, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
+    """Runs the data step (where the plan has one) in its folder of the
+    stage: data.args for the job, stdout and stderr; a failure raises the
+    step's one-line error."""
     if not planned.prepare:
         return
-    folder = Path(stage) / DATA_DIR
+    folder = planned.data_folder
     with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
         try:
             # in its folder, as JUBE's data step runs in its work package
@@ -182,11 +183,11 @@ def local_lock() -> Path:
 
 def decide(benchmark: str, stage: Path, timeout_s: float = 900) -> Path:
     """Decides the row of the job that ran in STAGE with the row model, as
-    JUBE's combine step does (caraml/row_standalone.py): row.json and the
+    JUBE's combine step does (caraml/row/standalone.py): row.json and the
     `CARAML row` lines in row.out."""
     stage = Path(stage)
     with open(stage / "row.out", "w") as out:
-        subprocess.run([str(suite_python()), "-m", "caraml.row_standalone", "--benchmark", benchmark,
+        subprocess.run([str(suite_python()), "-m", "caraml.row.standalone", "--benchmark", benchmark,
                         "--params", PARAMS_FILE, "."], cwd=stage, stdout=out, stderr=subprocess.STDOUT,
                        timeout=timeout_s, env={**os.environ, "PYTHONPATH": str(ROOT)})
     row = stage / "row.json"

@@ -33,13 +33,14 @@ PERFLOG_FORMAT = (
     "%(check_job_completion_time)s|reframe %(version)s|%(check_name)s|"
     "%(check_system)s:%(check_partition)s|%(check_environ)s|"
     "system=%(check_caraml_system)s|config=%(check_caraml_config)s|status=%(check_caraml_status)s|"
+    "measurement=%(check_caraml_measurement)s|"
     "commit=%(check_caraml_commit)s|suite=%(check_caraml_suite_version)s|torch=%(check_caraml_torch)s|"
     "energy_methods=%(check_caraml_energy_source)s|energy_scope=%(check_caraml_energy_scope)s|"
     "energy=%(check_caraml_energy_kind)s|energy_window=%(check_caraml_energy_window)s|"
     "flags=%(check_caraml_flags)s|%(check_perfvalues)s")
 PERFVAR_FORMAT = ("%(check_perf_var)s=%(check_perf_value)s|%(check_perf_unit)s|"
                   "ref=%(check_perf_ref)s|lower=%(check_perf_lower_thres)s|"
-                  "upper=%(check_perf_upper_thres)s|")
+                  "upper=%(check_perf_upper_thres)s|result=%(check_perf_result)s|")
 
 
 class SiteError(ValueError):

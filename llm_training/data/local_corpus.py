@@ -15,7 +15,7 @@ import sysconfig
 from collections.abc import Iterator
 from pathlib import Path
 
-from caraml.files import write_whole
+from caraml.node.files import write_whole
 from caraml.report import BenchmarkInputError
 
 # Test suites are mostly code and fixtures, not prose; installed packages

@@ -3,7 +3,9 @@
 # runs the job script that the benchmark's JUBE script plans for its system
 # (the same driver, options, launcher, container and jpwr energy), decides
 # the row with the suite's row model, and reads sanity, performance and
-# provenance from it (caraml/regression/). Usage: docs/reframe.md.
+# provenance from it (caraml/regression/). A row that is no measurement
+# (caraml/row/verdict.py) never passes: its figures are expected failures
+# that name the verdict. Usage: docs/reframe.md.
 import os
 import shlex
 import sys
@@ -32,7 +34,7 @@ from caraml.regression.plan import (  # noqa: E402
     plan,
     prepare_data,
 )
-from caraml.row import read  # noqa: E402
+from caraml.row.row_json import read  # noqa: E402
 
 # One check per benchmark of the table (caraml/benchmarks.py) and each of its
 # configurations (JUBE tags besides the system's)
@@ -70,6 +72,8 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     caraml_config = variable(str, value="n/a")
     caraml_flags = variable(str, value="n/a")
     caraml_status = variable(str, value="n/a")
+    # yes, or the verdict on a row that is no measurement (its figures are expected failures)
+    caraml_measurement = variable(str, value="n/a")
     # job.sh is the batch shell itself, as under JUBE: Slurm's warning before
     # the time limit (--signal=B:USR1) reaches its trap
     executable = "exec"
@@ -105,7 +109,7 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
         try:
             planned = plan(self.benchmark, tags, Path(self.stagedir))
             if not self.is_dry_run():  # a dry run downloads no corpus
-                prepare_data(planned, Path(self.stagedir))
+                prepare_data(planned)
         except PlanError as error:
             # ReFrame's own error: the one-line cause, without a traceback
             raise ReframeError(str(error)) from None
@@ -134,8 +138,8 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
             raise ReframeError(str(error)) from None
 
     @sanity_function
-    def row_is_a_measurement(self):
-        return measured(Path(self.stagedir) / "row.json")
+    def the_job_ran_to_its_figures(self):
+        return ran(Path(self.stagedir) / "row.json")
 
     @run_before("performance")
     def figures_of_the_row(self):
@@ -152,8 +156,10 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
 
 
 @sn.deferrable
-def measured(row_json: Path) -> bool:
-    """ReFrame's sanity, evaluated once the row is there (never in a dry run)."""
+def ran(row_json: Path) -> bool:
+    """ReFrame's sanity, evaluated once the row is there (never in a dry run):
+    whether the job ran to its figures; whether they are a measurement is
+    the performance stage's (figures.reframe_reference)."""
     ok, why = figures.sanity(read(row_json))
     if not ok:
         raise SanityError(why)

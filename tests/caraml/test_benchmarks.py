@@ -1,5 +1,7 @@
 """The benchmark table: every benchmark once, each entry's script and driver
-in the checkout, and a site's own benchmark joining through CARAML_BENCHMARKS."""
+in the checkout, its data step and job where it has them, and a site's own
+benchmark joining through CARAML_BENCHMARKS. The tests read the table: a
+site's registered benchmark is checked as the suite's own are."""
 
 from __future__ import annotations
 
@@ -26,8 +28,8 @@ def test_a_registered_file_adds_a_benchmark_and_a_wrong_one_is_named(tmp_path):
                      "'samples', Figures('samples_per_s_mean', 'samples_per_s_median', "
                      "'samples_per_s_per_device'))\n")
     environ = {benchmarks.REGISTRY_ENV: str(extra)}
-    assert benchmarks.names(environ) == ("image", "llm", "operator", "mine")
-    assert benchmarks.get("mine", environ).per_wh_name == "samples/Wh"
+    assert benchmarks.names(environ) == (*(entry.name for entry in benchmarks.BUILT_IN), "mine")
+    assert benchmarks.get("mine", environ).unit == "samples"
     with pytest.raises(benchmarks.UnknownBenchmark, match="unknown benchmark 'mine'"):
         benchmarks.get("mine", {})
     twice = {benchmarks.REGISTRY_ENV: os.pathsep.join([str(extra), str(extra)])}
@@ -42,6 +44,25 @@ def test_a_registered_file_adds_a_benchmark_and_a_wrong_one_is_named(tmp_path):
 
 
 def test_every_driver_is_a_contention_marker():
-    from caraml import provenance
+    from caraml.node import provenance
     for entry in benchmarks.BUILT_IN:
         assert entry.driver in provenance.BENCHMARK_MARKERS
+
+
+def test_every_entrys_data_step_and_job_are_whole():
+    """A data step names a step and a parameter of its JUBE script; a job's
+    settings are caraml-compare options no other job declares, and its work
+    is a number for its representative configuration."""
+    from caraml.compare import jobs
+
+    settings = jobs.settings()  # one name, one setting
+    for entry in benchmarks.all_benchmarks():
+        script = benchmarks.script_path(entry).read_text()
+        if entry.data_step is not None:
+            assert f"{entry.data_step.step}" in script and f"{entry.data_step.args}" in script, entry.name
+        if entry.job is not None:
+            assert all(settings[s.name] == s and s.flag.startswith("--") for s in entry.job.settings)
+            model, size = entry.job.representative
+            work, how = entry.job.work({"model": model, "size": size, "params": None},
+                                       jobs.Jobs().settings)
+            assert work > 0 and how, entry.name

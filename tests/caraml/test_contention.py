@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from caraml import provenance
+from caraml.node import provenance
 
 TICK = os.sysconf("SC_CLK_TCK")
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.distributed as tdist
 
-from caraml import dist
+from caraml.node import dist
 from tests.dist_fixtures import LAUNCHER_VARIABLES
 
 

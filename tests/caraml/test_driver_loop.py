@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from caraml import driver
-from caraml.options import EnergyOptions, RunOptions
-from caraml.stopping import StopCondition
+from caraml.node import driver
+from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.stopping import StopCondition
 from tests.dist_fixtures import single_cpu  # noqa: F401
 
 
@@ -72,12 +72,23 @@ def test_everything_between_two_steps_is_timed(single_cpu):  # noqa: F811
     step = steps_taking(clock, [1.0] * 3)
 
     class SlowStop(StopCondition):
-        def reason(self, done):
+        def reason(self, done, timed=()):
             clock.now += 0.25  # e.g. a slow clock read or signal check
-            return super().reason(done)
+            return super().reason(done, timed)
 
     result = run(step, clock, single_cpu, SlowStop(max_iterations=3, clock=clock), warmup=0)
     assert result.durations == [1.25, 1.25, 1.25]
+
+
+def test_a_measurement_window_runs_past_the_iteration_count_until_it_is_long_enough(single_cpu):  # noqa: F811
+    """The window counts the running iteration too: it closes at the
+    iteration that reaches it, never before."""
+    clock = FakeClock()
+    step = steps_taking(clock, [1.0] * 100)
+    stop = StopCondition(max_iterations=3, min_timed_iterations=2, min_timed_seconds=5.0, clock=clock)
+    result = run(step, clock, single_cpu, stop, warmup=1)
+    assert result.durations == [1.0] * 5 and result.iterations == 6
+    assert result.stop_reason == "measurement window reached: at least 2 timed iterations lasting 5 s"
 
 
 def test_a_signal_stops_the_loop_after_the_running_iteration(single_cpu):  # noqa: F811
@@ -167,18 +178,18 @@ def test_ranks_agree_on_a_stop_about_once_a_second_from_the_slowest_ranks_pace()
     vote = driver._StopVote(dist, stop)
     vote.pace(0.1)  # the other rank's 0.2 s: a check point every 5 iterations
     assert vote.every == 5
-    decisions = [vote(done)[1] for done in range(1, 21)]
+    decisions = [vote(done, ())[1] for done in range(1, 21)]
     assert not any(decisions) and dist.votes == 4  # after iterations 5, 10, 15 and 20
     stop.signal_received = "SIGUSR1"
-    assert [vote(done)[1] for done in (21, 22, 23, 24, 25)] == [False] * 4 + [True]
-    assert vote(25)[0] == "signal SIGUSR1"
+    assert [vote(done, ())[1] for done in (21, 22, 23, 24, 25)] == [False] * 4 + [True]
+    assert vote(25, ())[0] == "signal SIGUSR1"
 
 
 def test_the_iteration_count_stops_every_rank_without_a_collective():
     dist = OneOfTwoRanks()
     vote = driver._StopVote(dist, StopCondition(max_iterations=12))
     vote.pace(0.1)
-    assert [vote(done)[1] for done in (11, 12)] == [False, True]
+    assert [vote(done, ())[1] for done in (11, 12)] == [False, True]
     assert dist.votes == 0
 
 
@@ -186,6 +197,28 @@ def test_one_process_decides_every_iteration_without_a_collective():
     stop = StopCondition(max_iterations=1000)
     vote = driver._StopVote(OneRank(), stop)
     vote.pace(0.001)
-    assert vote(1) == (None, False)
+    assert vote(1, ()) == (None, False)
     stop.signal_received = "SIGTERM"
-    assert vote(2) == ("signal SIGTERM", True)
+    assert vote(2, ()) == ("signal SIGTERM", True)
+
+
+def test_a_window_of_timed_iterations_closes_on_every_rank_without_a_collective():
+    dist = OneOfTwoRanks()
+    vote = driver._StopVote(dist, StopCondition(max_iterations=4, min_timed_iterations=6))
+    vote.pace(0.1)  # check points every 5 iterations: none falls on 4, 6 or 7
+    assert vote(4, [0.1] * 3) == (None, False)
+    assert vote(6, [0.1] * 5) == (None, False)
+    assert vote(7, [0.1] * 6)[1] is True
+    assert dist.votes == 0
+
+
+def test_a_windows_seconds_are_agreed_on_at_the_next_check_point():
+    """Each rank times its own iterations, so one may reach the window's
+    seconds first: it stops only with the others, at a check point."""
+    dist = OneOfTwoRanks()
+    vote = driver._StopVote(dist, StopCondition(max_iterations=4, min_timed_seconds=2.0))
+    vote.pace(0.1)  # a check point every 5 iterations
+    reason, stopping = vote(6, [0.5] * 5)
+    assert reason.startswith("measurement window reached") and not stopping
+    assert dist.votes == 0
+    assert vote(10, [0.5] * 9) == (reason, True) and dist.votes == 1

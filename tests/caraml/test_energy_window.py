@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from caraml import driver
-from caraml.energy import TIMED
-from caraml.options import EnergyOptions, RunOptions
-from caraml.stopping import StopCondition
+from caraml.node import driver
+from caraml.node.energy import TIMED
+from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.stopping import StopCondition
 from llm_training.pretrain_gpt import main as pretrain_main
 from tests.dist_fixtures import single_cpu  # noqa: F401
 

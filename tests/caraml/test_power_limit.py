@@ -1,5 +1,5 @@
 """A power-limit sweep's point (caraml/power_limit.py) and the driver core
-that sets it (caraml/driver.py), against the fake NVML binding: the points
+that sets it (caraml/node/driver.py), against the fake NVML binding: the points
 a sweep takes, the limit set before the set-up and put back however the run
 ends (a TERM in the timed window, an exception in a step), the refusal
 without privilege and out of range before training, and the row's record."""
@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import pytest
 
-from caraml import driver, power_limit
-from caraml.options import EnergyOptions, RunOptions
-from caraml.report import BenchmarkInputError
-from caraml.row_facts import kv_lines
+from caraml import power_limit
+from caraml.node import driver
+from caraml.node.options import EnergyOptions, RunOptions
+from caraml.report import BenchmarkInputError, kv_lines
+from caraml.row import power_limit as row_limit
 from tests.dist_fixtures import LAUNCHER_VARIABLES
 from tests.jpwr.jpwr_fakes import FakeNvml, FakeScopedNvml
 
@@ -128,7 +129,7 @@ def test_a_term_in_the_timed_window_stops_the_run_and_restores_the_limit(nvml, c
     out = capsys.readouterr().out
     assert "CARAML stop: signal SIGTERM" in out
     assert nvml.limit_calls == [(0, 250_000), (0, 400_000)]
-    assert power_limit.row_part("250", None, out)["restored"] is True
+    assert row_limit.fields("250", None, out)["power_limit_restored"] is True
 
 
 def test_an_exception_in_a_step_restores_the_limit(nvml, capsys):
@@ -164,9 +165,9 @@ def test_a_limit_out_of_the_systems_range_fails_before_training(nvml, capsys):
 def test_the_default_point_sets_nothing_and_reports_the_limit(nvml, capsys):
     status, seen = _run(nvml, lambda i: 0.0, limit="default")
     assert status == driver.EXIT_OK and seen == [400_000] * 6 and nvml.limit_calls == []
-    part = power_limit.row_part("default", None, capsys.readouterr().out)
-    assert part == {"asked": "default", "asked_w": None, "scope": None, "before_w": 400.0,
-                    "reported_w": 400.0, "restored": True}
+    part = row_limit.fields("default", None, capsys.readouterr().out)
+    assert part == {"power_limit": "default", "power_limit_asked_w": None, "power_limit_scope": None,
+                    "power_limit_before_w": 400.0, "power_limit_w": 400.0, "power_limit_restored": True}
 
 
 _SUPERCHIP = {"uuid": "GPU-gh", "power_mw": 0, "energy_mj": 0, "limit_mw": 900_000,
@@ -183,9 +184,9 @@ def test_a_gh200_point_sets_the_module_limit_and_its_row_says_so(nvml, monkeypat
     assert scoped.limit_calls == [(0, 544_000, "module"), (0, 680_000, "module")]
     out = capsys.readouterr().out
     assert _lines(out, power_limit.SET_SCOPE)[0]["scope"] == "module"
-    part = power_limit.row_part("0.8", 680.0, out, "module")
-    assert (part["scope"], part["asked_w"], part["before_w"], part["reported_w"], part["restored"]) == \
-        ("module", 544.0, 680.0, 544.0, True)
+    part = row_limit.fields("0.8", 680.0, out, "module")
+    assert (part["power_limit_scope"], part["power_limit_asked_w"], part["power_limit_before_w"],
+            part["power_limit_w"], part["power_limit_restored"]) == ("module", 544.0, 680.0, 544.0, True)
 
 
 def test_a_module_point_with_a_binding_without_scopes_fails_before_training(nvml, capsys):
@@ -209,15 +210,15 @@ CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=400
 
 
 def test_the_row_says_a_limit_a_rank_did_not_put_back_and_devices_that_differ():
-    part = power_limit.row_part("0.75", 400.0, _TWO_RANKS)
-    assert part == {"asked": "0.75", "asked_w": 300.0, "scope": None, "before_w": 400.0, "reported_w": 300.0,
-                    "restored": False}
-    assert power_limit.row_flags(part, _TWO_RANKS) == [
+    part = row_limit.fields("0.75", 400.0, _TWO_RANKS)
+    assert part == {"power_limit": "0.75", "power_limit_asked_w": 300.0, "power_limit_scope": None,
+                    "power_limit_before_w": 400.0, "power_limit_w": 300.0, "power_limit_restored": False}
+    assert row_limit.flags(part, _TWO_RANKS) == [
         "power-limit-not-restored", "power-limit-differs-on-ranks(1)"]
 
 
 def test_a_job_that_asked_for_no_point_has_no_limit_and_one_that_set_none_is_flagged():
-    assert power_limit.row_part("", 400.0, _TWO_RANKS) is None
-    part = power_limit.row_part("300", None, "")
-    assert part["asked_w"] == 300.0 and part["reported_w"] is None
-    assert power_limit.row_flags(part, "") == ["power-limit-not-set"]
+    assert set(row_limit.fields("", 400.0, _TWO_RANKS).values()) == {None}
+    part = row_limit.fields("300", None, "")
+    assert part["power_limit_asked_w"] == 300.0 and part["power_limit_w"] is None
+    assert row_limit.flags(part, "") == ["power-limit-not-set"]

@@ -11,7 +11,7 @@ import torch._inductor.config
 from torch._dynamo.utils import counters
 from torch._inductor.cpu_vec_isa import valid_vec_isa_list
 
-from caraml import compile_toolchain, precision
+from caraml.node import compile_toolchain, precision
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda", 0)

@@ -1,14 +1,16 @@
-"""The full table a run's rows make (caraml/row_csv.py): every column of
-aux/caraml_columns.xml, from the row model's rows, the driver's summary
-line, JUBE's parameters and the data step, one line per row."""
+"""The full table a run's rows make (caraml/row/full_table.py): the shared
+head and tail and the benchmark's own columns (its entry of the table),
+from the row model's rows (the driver's summary line, JUBE's parameters and
+the data step as the row model kept them), one line per row."""
 
 from __future__ import annotations
 
 import csv
 import io
 
-from caraml import row as row_model
-from caraml import row_csv
+from caraml.row import full_table, row_json
+from caraml.row.decide import decide_row
+from caraml.row.evidence import gather
 from tests.caraml.row_packages import JPWR, execute, finished_job, run_dir, write
 
 
@@ -27,10 +29,9 @@ def test_a_decided_row_and_one_not_started_each_give_a_line_with_every_column(tm
     (tmp_path / "jpwr.err").write_text("")
     combine = run / "000002_combine_energy" / "work"
     combine.mkdir(parents=True)
-    row_model.write(row_model.decide_row("llm", row_model.gather(
-        work, tmp_path / "jpwr.out", tmp_path / "jpwr.err", 0)), combine)
-    [line] = _rows(row_csv.table(run))
-    assert list(line) == [title for title, _, _ in row_csv.columns("llm")]
+    row_json.write(decide_row("llm", gather(work, tmp_path / "jpwr.out", tmp_path / "jpwr.err", 0)), combine)
+    [line] = _rows(full_table.table(run))
+    assert list(line) == [column.title for column in full_table.columns("llm")]
     assert (line["System"], line["Nodes"], line["ModelSize"], line["Status"], line["Error"]) == (
         "A100", "1", "800M", "ok", "")
     # the driver's line, formatted as the column says, and the data step's corpus
@@ -44,7 +45,7 @@ def test_a_decided_row_and_one_not_started_each_give_a_line_with_every_column(tm
 def test_the_file_is_written_into_the_runs_result_folder_and_printed(tmp_path, capsys):
     run = run_dir(tmp_path)
     write(execute(run), stderr="CARAML ERROR: unknown tag A200, systems: CPU\n")
-    assert row_csv.main([str(tmp_path)]) == 0  # the outpath: its last run
+    assert full_table.main([str(tmp_path)]) == 0  # the outpath: its last run
     shown = capsys.readouterr().out
     assert shown == (run / "result" / "result_csv.dat").read_text()
     [line] = _rows(shown)
@@ -54,5 +55,5 @@ def test_the_file_is_written_into_the_runs_result_folder_and_printed(tmp_path, c
 
 
 def test_a_folder_without_a_run_is_one_line(tmp_path, capsys):
-    assert row_csv.main([str(tmp_path)]) == 1
+    assert full_table.main([str(tmp_path)]) == 1
     assert capsys.readouterr().err.startswith("CARAML ERROR: the full table could not be written: ")

@@ -1,8 +1,8 @@
 """The JUBE files only read what the row model decided: no parameter or
 pattern is a program (a python-mode value is one line), the tables JUBE
 prints are the short ones, and every column of the full table, which the
-row model writes (aux/caraml_columns.xml, caraml/row_csv.py), names a value
-the row model has."""
+row model writes (caraml/row/full_table.py, with each benchmark's columns
+of the table), names a value the row model has."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ XML_FILES = ["platform.xml", "image_classification/image_classification_torch_be
              "operator_benchmark/fno_benchmark.xml"]
 YAML_FILES = ["llm_training/llm_benchmark_nvidia_amd.yaml", "llm_training/llm_benchmark_ipu.yaml"]
 # every JUBE file of the suite: the benchmarks' scripts and what they include
-JUBE_XML = [*XML_FILES, "aux/caraml_columns.xml"]
+JUBE_XML = XML_FILES
 JUBE_YAML = [*YAML_FILES, "llm_training/llm_steps.yaml", "llm_training/llm_tables.yaml"]
 
 
@@ -74,11 +74,6 @@ def test_the_one_line_check_sees_a_folded_yaml_block():
     assert _python_mode_lines_yaml(folded) == [("x", 2), ("y", 1)]
 
 
-def _sources(set_name: str) -> list[str]:
-    root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
-    return [c.text for c in root.findall(f"column[@set='{set_name}']")]
-
-
 CONTAINER = [("System", "system_name"), ("Container", "container"), ("Status", "status"),
              ("Cause", "reason")]
 
@@ -91,7 +86,7 @@ def test_the_llm_tables_are_the_short_ones_and_the_container_build():
     # short ones (JUBE prints every table: the full one is the row model's CSV)
     assert {t["name"]: t["tag"] for t in result["table"]} == {
         "result": "!container", "issues": "!container", "container": "container"}
-    # the row model keeps the history (caraml/history.py); JUBE's <database> would overwrite it
+    # the row model keeps the history (caraml/row/history.py); JUBE's <database> would overwrite it
     assert "database" not in result
 
 
@@ -105,32 +100,37 @@ def test_the_xml_tables_are_the_short_ones_and_the_container_build(script):
     assert result.findall("database") == []
 
 
-def test_every_column_of_the_full_table_names_a_value_the_row_model_has(tmp_path):
-    """row.<field>: a field of the row's line; param.<name>: a parameter of a
-    JUBE file; global.<key>: a key of the driver's summary line (the row
-    model's test lines hold each); data.name: the data step's corpus."""
-    from caraml import row_csv
+def test_every_column_of_the_full_table_names_a_value_the_row_model_has(monkeypatch):
+    """A column shows a field of the row or a label of its line; one with a
+    source names a parameter of a JUBE file (param.<name>), a key of the
+    driver's summary line (global.<key>: the row model's test lines hold
+    each) or what the benchmark's data step says (data.<key>)."""
+    from caraml import benchmarks
+    from caraml.row import full_table
+    from caraml.row.record import FIELDS, Row
+    from caraml.row.render import labels
     from tests.caraml.row_packages import IMAGE_GLOBAL, LLM_GLOBAL, OPERATOR_GLOBAL
 
-    root = ET.parse(ROOT / "aux" / "caraml_columns.xml").getroot()
-    assert {c.get("set") for c in root.iter("column")} == {"head", "llm", "image", "operator", "other",
-                                                        "tail"}
-    parameters = {e.get("name") for path in XML_FILES for e in ET.parse(ROOT / path).getroot().iter("parameter")}
+    monkeypatch.setenv(benchmarks.REGISTRY_ENV, str(ROOT / "tests" / "tiny_benchmark" / "entry.py"))
+    parameters = {e.get("name") for path in [*XML_FILES, "tests/tiny_benchmark.xml"]
+                  for e in ET.parse(ROOT / path).getroot().iter("parameter")}
     parameters |= {p["name"] for path in YAML_FILES for s in _yaml(path)["parameterset"]
                    for p in s.get("parameter", [])}
     keys = {w.split("=")[0] for line in (LLM_GLOBAL, IMAGE_GLOBAL, OPERATOR_GLOBAL) for w in line.split()}
     # the LLM driver's line has two more, the operator driver's four (their train_and_report)
     keys |= {"recompute", "attention",
              "data", "flops_counted_per_sample", "tflops_counted_per_device", "flops_note"}
-    row = {"status": {"state": "ok", "reason": ""}, "flags": [], "work_package": "/r/000001_execute/work",
-           **{k: None for k in ("throughput", "mfu", "energy", "memory")}, "provenance": {},
-           "system": {"nodes": 1, "devices_per_node": 1},
-           "config": {"model": None, "precision": None, "global_batch": None}}
-    named = set(row_csv.sources(row, tmp_path, {}, {}))
-    unknown = [c.text for c in root.iter("column")
-               if not (c.text in named
-                       or c.text.startswith("param.") and c.text[6:] in parameters
-                       or c.text.startswith("global.") and c.text[7:] in keys)]
+    shown = {*FIELDS, *labels(Row())}
+    unknown = []
+    for entry in benchmarks.all_benchmarks():
+        for column in full_table.columns(entry.name):
+            kind, _, key = (column.source or "").partition(".")
+            known = (column.field in shown if not column.source
+                     else key in parameters if kind == "param"
+                     else key in keys if kind == "global"
+                     else kind == "data" and entry.data_step is not None)
+            if not known:
+                unknown.append(f"{entry.name}: {column.title} ({column.source or column.field})")
     assert unknown == []
 
 

@@ -3,8 +3,8 @@ rank of each iteration."""
 
 import pytest
 
-from caraml import throughput
-from caraml.timing import slowest_per_iteration, summarize
+from caraml.node import throughput
+from caraml.node.timing import slowest_per_iteration, summarize
 
 
 def overall(global_batch, by_rank):

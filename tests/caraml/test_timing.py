@@ -1,6 +1,6 @@
 import pytest
 
-from caraml.timing import IterationTimer, rate, slowest_per_iteration, summarize
+from caraml.node.timing import IterationTimer, rate, slowest_per_iteration, summarize
 
 
 class FakeClock:
@@ -54,3 +54,18 @@ def test_the_job_takes_as_long_as_its_slowest_rank_in_each_iteration():
     assert summarize(slowest_per_iteration(by_rank)).mean_s == pytest.approx(9.5 / 3)
     with pytest.raises(ValueError):
         slowest_per_iteration([[1.0, 2.0], [1.0]])
+
+
+def test_so_far_counts_the_running_iteration_once_it_is_timed():
+    now = [0.0]
+    timer = IterationTimer(warmup=1, clock=lambda: now[0])
+    timer.start()
+    now[0] = 1.0
+    assert timer.so_far() == []  # the warm-up's iteration is never timed
+    timer.stop()
+    timer.start()
+    now[0] = 1.5
+    assert timer.so_far() == [0.5]  # the running iteration, as long as it has run
+    now[0] = 3.0
+    timer.stop()
+    assert timer.so_far() == [2.0]

@@ -1,5 +1,6 @@
 """The twelve systems a committee compares (tests/compare/rowfixtures.py
-committee()): a smoke run is shown, marked and never ranked, divided or
+committee()): a row that is no measurement (a smoke run) is shown, marked
+and never ranked, divided or
 extrapolated; a system with a benchmark without a measured row makes the
 command exit 1 naming both; no time or energy in milli-units and no
 duplicate time-to-solution line; references only in the panel of their
@@ -12,8 +13,9 @@ import re
 import pandas as pd
 import pytest
 
-from caraml.compare import cli, decision, figures, reference, rows
+from caraml.compare import cli, comparison, decision, figures, reference, rows
 from caraml.compare.jobs import Jobs
+from caraml.row import verdict
 from tests.compare import rowfixtures as fx
 
 
@@ -29,29 +31,30 @@ def committee(tmp_path_factory):
 def test_a_failed_benchmark_beside_a_good_one_exits_1_naming_system_and_benchmark(committee, capsys,
                                                                                  tmp_path):
     status, out, args = committee
-    assert status == cli.SYSTEM_FAILED
+    assert status == comparison.SYSTEM_FAILED
     gb200 = [a for a in args if a.startswith(("GB200=", "A100="))]
-    assert cli.main([*gb200, "--out", str(tmp_path / "o"), "--no-references"]) == cli.SYSTEM_FAILED
+    assert cli.main([*gb200, "--out", str(tmp_path / "o"), "--no-references"]) == comparison.SYSTEM_FAILED
     printed = capsys.readouterr().out
     assert "failed benchmark: GB200 image: no measured row (1 rows: failed: CUDA error: no kernel image " \
         "for sm_100)" in printed
     assert "GB200 llm" not in printed
 
 
-def test_a_smoke_run_is_marked_and_never_ranked_divided_or_extrapolated(committee):
+def test_a_row_that_is_no_measurement_is_marked_and_never_ranked_divided_or_extrapolated(committee):
     _, out, _ = committee
     table = pd.read_csv(out / "comparison.csv", keep_default_na=False, na_values=[""])
     mi300x = table[table["system"] == "MI300X"].iloc[0]
-    assert mi300x["smoke"] == ("smoke, not a measurement: 4 timed iterations in 12 s, a measurement needs "
-                               f"{rows.MIN_TIMED_ITERATIONS} and {rows.MIN_TIMED_SECONDS:g} s")
-    assert not mi300x["best"] and pd.isna(mi300x["throughput_per_device_ratio"])
+    assert not mi300x["measurement"]
+    assert mi300x["not_a_measurement"] == ("4 timed iterations in 12 s; a measurement needs "
+                                           f"{verdict.MIN_TIMED_ITERATIONS} and {verdict.MIN_TIMED_SECONDS:g} s")
+    assert not mi300x["best"] and pd.isna(mi300x["per_s_per_device_ratio"])
     head = pd.read_csv(out / "headline.csv", keep_default_na=False, na_values=[""]).set_index("system")
-    assert pd.isna(head.loc["MI300X", "throughput_per_device_ratio"])
+    assert pd.isna(head.loc["MI300X", "per_s_per_device_ratio"])
     assert "MI300X" not in set(pd.read_csv(out / "time_to_solution.csv")["system"])
     page = (out / "report.html").read_text()
     line = page.split('id="headline-table-llm"')[1].split("<tr><td>MI300X")[1].split("</tr>")[0]
-    assert "smoke, not a measurement" in line and "x</td>" not in line
-    assert "MI300X llm: no measured row (1 rows: smoke, not a measurement" in page
+    assert "not a measurement (4 timed iterations" in line and "x</td>" not in line
+    assert "MI300X llm: no measured row (1 rows: not a measurement (4 timed iterations" in page
 
 
 def test_the_measurement_minimum_is_a_count_and_a_time(tmp_path):
@@ -59,7 +62,7 @@ def test_the_measurement_minimum_is_a_count_and_a_time(tmp_path):
     few = fx.a100(global_batch=256, throughput={"iterations": 19, "time_per_iteration_s": 10.0})
     short = fx.a100(global_batch=128, throughput={"iterations": 90, "time_per_iteration_s": 0.5})
     table = rows.load([str(fx.write_run(tmp_path, "a", [long_enough, few, short]))])
-    assert table["smoke"].str.startswith("smoke").tolist() == [False, True, True]
+    assert (~table["measurement"]).tolist() == [False, True, True]
     assert rows.measured(table)["global_batch"].tolist() == [512]
 
 
@@ -107,15 +110,15 @@ def test_per_package_and_per_node_mean_the_same_on_every_system_and_per_device_k
     head = head[head["benchmark"] == "llm"].set_index("system")
     # an MI250 card is 2 GCDs, a GB200 superchip 2 B200 GPUs: declared once, in platform.xml
     assert head.loc["MI250", "package_unit"] == "MI250 card (2 GCDs)"
-    assert head.loc["MI250", "throughput_per_package"] == pytest.approx(2 * 11077.6)
-    assert head.loc["MI250", "throughput_per_package_ratio"] == pytest.approx(2 * 11077.6 / 19390)
-    assert head.loc["GB200", "throughput_per_package"] == pytest.approx(2 * 44000)
-    assert head.loc["GH200", "throughput_per_package_ratio"] == pytest.approx(47505 / 19390)
-    assert head.loc["MI250", "throughput_per_node_ratio"] == pytest.approx(8 * 11077.6 / (4 * 19390))
+    assert head.loc["MI250", "per_s_per_package"] == pytest.approx(2 * 11077.6)
+    assert head.loc["MI250", "per_s_per_package_ratio"] == pytest.approx(2 * 11077.6 / 19390)
+    assert head.loc["GB200", "per_s_per_package"] == pytest.approx(2 * 44000)
+    assert head.loc["GH200", "per_s_per_package_ratio"] == pytest.approx(47505 / 19390)
+    assert head.loc["MI250", "per_s_per_node_ratio"] == pytest.approx(8 * 11077.6 / (4 * 19390))
     # per device: kept, labelled with its unit, never divided across units
-    assert pd.isna(head.loc["MI250", "throughput_per_device_ratio"])
-    assert pd.isna(head.loc["GH200", "throughput_per_device_ratio"])
-    assert head.loc["H100", "throughput_per_device_ratio"] == pytest.approx(33100 / 19390)
+    assert pd.isna(head.loc["MI250", "per_s_per_device_ratio"])
+    assert pd.isna(head.loc["GH200", "per_s_per_device_ratio"])
+    assert head.loc["H100", "per_s_per_device_ratio"] == pytest.approx(33100 / 19390)
     markdown = (out / "comparison_llm.md").read_text()
     assert "per-device figures not divided: MI250 counts per GCD, A100 per GPU" in markdown
     mi250 = next(line for line in markdown.splitlines() if line.startswith("| MI250 |"))
@@ -135,12 +138,12 @@ def test_gh200_gets_a_gpu_scope_energy_ratio_and_no_column_mixes_scopes(committe
     best = table[table["best"] & (table["benchmark"] == "llm")].set_index("system")
     gh200, a100 = best.loc["GH200"], best.loc["A100"]
     # the GPU-only channel over the whole run, on both sides
-    assert gh200["gpu_work_per_wh"] == pytest.approx(47505 * 4 * 600 / (380 * 1.2))
-    assert a100["gpu_work_per_wh"] == pytest.approx(19390 * 4 * 600 / (240 * 1.2))
+    assert gh200["work_per_wh_gpu"] == pytest.approx(47505 * 4 * 600 / (380 * 1.2))
+    assert a100["work_per_wh_gpu"] == pytest.approx(19390 * 4 * 600 / (240 * 1.2))
     head = pd.read_csv(out / "headline.csv", keep_default_na=False, na_values=[""])
     head = head[head["benchmark"] == "llm"].set_index("system")
-    assert head.loc["GH200", "gpu_work_per_wh_ratio"] == \
-        pytest.approx(gh200["gpu_work_per_wh"] / a100["gpu_work_per_wh"])
+    assert head.loc["GH200", "work_per_wh_gpu_ratio"] == \
+        pytest.approx(gh200["work_per_wh_gpu"] / a100["work_per_wh_gpu"])
     assert pd.isna(head.loc["GH200", "work_per_wh_ratio"])  # module against GPU: refused
     markdown = (out / "comparison_llm.md").read_text()
     assert _column(markdown, "GH200", "tokens/Wh, gpu scope, timed window") == "n/a"
@@ -162,7 +165,7 @@ def test_the_first_screen_ranks_per_node_and_per_package_and_leaves_the_smoke_ru
     # a GB200 superchip holds 2 B200 GPUs: per package it leads
     assert "Best tokens/s per accelerator package: GB200, 88,000, 4.54x A100." in first
     assert "Best tokens/Wh, accelerators alone (gpu scope), whole run: GH200, 250,000, 1.55x A100." in first
-    assert "MI300X: not ranked (smoke, not a measurement" in first
+    assert "MI300X: not ranked (not a measurement (4 timed iterations in 12 s" in first
     assert "MI300A: not ranked (failed: HIP out of memory)" in first
     assert 'alt="decision_llm_800M_bf16_seq_2048"' in first and 'alt="solution_llm_800M_bf16_seq_2048"' in first
     image = page.split('id="decision-image"')[1].split("</section>")[0]
@@ -176,15 +179,15 @@ def test_the_rankings_are_best_first_with_their_ratios(committee, tmp_path):
     head, _ = figures.headline(table, "A100")
     jobs = Jobs()
     [llm, image] = decision.decide(table, head, figures.time_and_energy_to_solution(table, jobs), jobs, "A100")
-    per_node = llm.ranked["throughput_per_node"]
+    per_node = llm.ranked["per_s_per_node"]
     assert per_node["system"].tolist() == ["GH200", "JUPITER", "GB200", "WAIH100", "JEDI", "H100", "MI250X",
                                            "MI250", "A100"]
-    assert llm.ranked["throughput_per_package"]["system"].iloc[0] == "GB200"
-    assert per_node["throughput_per_node"].is_monotonic_decreasing
-    per_wh = llm.ranked["gpu_work_per_wh"].set_index("system")
-    assert per_wh.loc["GH200", "gpu_work_per_wh_ratio"] == pytest.approx((47505 * 4 * 600 / 456) /
+    assert llm.ranked["per_s_per_package"]["system"].iloc[0] == "GB200"
+    assert per_node["per_s_per_node"].is_monotonic_decreasing
+    per_wh = llm.ranked["work_per_wh_gpu"].set_index("system")
+    assert per_wh.loc["GH200", "work_per_wh_gpu_ratio"] == pytest.approx((47505 * 4 * 600 / 456) /
                                                                          (19390 * 4 * 600 / 288))
-    assert image.ranked["throughput_per_node"]["system"].tolist() == ["H100", "A100"]
+    assert image.ranked["per_s_per_node"]["system"].tolist() == ["H100", "A100"]
     # the Pareto front: no system on it is both slower and hungrier than another
     points = llm.solution.astype({"time_h": float, "gpu_energy_kwh": float})
     front = decision.pareto(points)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from caraml.compare import figures, rows
-from caraml.compare.jobs import PARAMETERS, Jobs
+from caraml.benchmarks import LLM_PARAMETERS
+from caraml.compare.jobs import Jobs
 from tests.compare import rowfixtures as fx
 
 
@@ -21,8 +22,8 @@ def test_figures_come_from_the_row_as_written(tmp_path):
     table = _load(tmp_path, MI250=[fx.mi250()])
     row = table.iloc[0]
     assert (row["benchmark"], row["like"], row["variant"]) == ("llm", "800M bf16 seq 2048", "megatron")
-    assert row["throughput_per_device"] == 11077.6 and row["devices"] == 8 and row["device_unit"] == "GCD"
-    assert row["throughput_per_node"] == pytest.approx(88620.8)
+    assert row["per_s_per_device"] == 11077.6 and row["devices"] == 8 and row["device_unit"] == "GCD"
+    assert row["per_s_per_node"] == pytest.approx(88620.8)
     assert row["energy_devices"] == 4 and row["energy_scope"] == "gpu" and row["energy_window"] == "timed"
     assert row["work_per_wh"] == pytest.approx(88620.8 * 600 / 330)
     assert (row["peak_tflops"], row["peak_basis"]) == (181.0, "datasheet")
@@ -42,8 +43,8 @@ def test_ratios_within_one_scope_and_refusals_across_scopes_bases_and_energy_dev
                   B=[fx.a100(per_s_per_device=25000.0, timed_wh=300.0, basis="measured-matmul")])
     table = figures.add_ratios(table, "A100").set_index("system")
     # a superchip and a GPU card: the same package unit, not the same device unit
-    assert table.loc["GH200", "throughput_per_package_ratio"] == pytest.approx(47505 / 19390)
-    assert table.loc["GH200", "throughput_per_device_ratio"] != table.loc["GH200", "throughput_per_device_ratio"]
+    assert table.loc["GH200", "per_s_per_package_ratio"] == pytest.approx(47505 / 19390)
+    assert table.loc["GH200", "per_s_per_device_ratio"] != table.loc["GH200", "per_s_per_device_ratio"]
     # module scope against GPU scope: never divided, one line says why
     assert table.loc["GH200", "work_per_wh_ratio"] != table.loc["GH200", "work_per_wh_ratio"]
     assert "energy not divided: GH200 counts scope module, A100 scope gpu" in table.loc["GH200", "ratio_note"]
@@ -70,7 +71,7 @@ def test_the_headline_has_one_line_per_system_and_group_and_keeps_a_failed_syste
     table = _load(tmp_path, A100=[fx.a100(global_batch=256), fx.a100()], GH200=[fx.gh200()],
                   CPU=[fx.cpu_matmul()], H100=[fx.failed(reason="CUDA out of memory")])
     head, notes = figures.headline(figures.add_ratios(table, "A100"), "A100")
-    assert head[["system", "like", "status"]].values.tolist() == [
+    assert head[["system", "like", "state"]].values.tolist() == [
         ["A100", "800M bf16 seq 2048", "ok"], ["GH200", "800M bf16 seq 2048", "ok"],
         ["CPU", "cpu-small fp32 seq 256", "ok"], ["H100", "800M bf16 seq 2048", "failed"]]
     assert head.set_index("system").loc["H100", "reason"] == "CUDA out of memory"
@@ -127,7 +128,7 @@ def test_the_parameter_counts_are_those_the_llm_benchmark_computes():
     from llm_training.flops import parameter_count
     from llm_training.model_sizes import GPT2_VOCAB_SIZE, SIZES, GPTConfig, padded_vocab_size
 
-    for name, count in PARAMETERS.items():
+    for name, count in LLM_PARAMETERS.items():
         size = SIZES[name]
         vocab = 8192 if name == "cpu-small" else GPT2_VOCAB_SIZE
         cfg = GPTConfig(num_layers=size.num_layers, hidden_size=size.hidden_size,
@@ -140,7 +141,7 @@ def test_the_parameter_counts_are_those_the_llm_benchmark_computes():
 def test_a_row_without_energy_gets_no_energy_ratio_and_says_so(tmp_path):
     table = figures.add_ratios(_load(tmp_path, A100=[fx.a100()], N=[fx.a100(energy=None)]), "A100")
     row = table.set_index("system").loc["N"]
-    assert row["throughput_per_device_ratio"] == pytest.approx(1.0)
+    assert row["per_s_per_device_ratio"] == pytest.approx(1.0)
     assert row["work_per_wh_ratio"] != row["work_per_wh_ratio"]
     assert row["ratio_note"] == "energy not divided: N has no energy figure"
 
@@ -163,7 +164,7 @@ def test_power_per_device_is_not_divided_where_a_row_does_not_say_its_energy_dev
     table = figures.add_ratios(_load(tmp_path, A100=[fx.a100()], N=[fx.a100(energy={"devices": None})]),
                                "A100").set_index("system")
     assert table.loc["N", "work_per_wh_ratio"] == pytest.approx(1.0)
-    assert table.loc["N", "mean_power_w_per_device_ratio"] != table.loc["N", "mean_power_w_per_device_ratio"]
+    assert table.loc["N", "power_w_per_device_ratio"] != table.loc["N", "power_w_per_device_ratio"]
     assert table.loc["N", "ratio_note"] == \
         "power per device not divided: N does not say how many energy devices it measured"
 
@@ -172,7 +173,7 @@ def test_a_system_whose_jobs_are_still_queued_says_so_in_the_headline(tmp_path):
     table = _load(tmp_path, A100=[fx.a100()], Q=[fx.row("Q", state="queued", reason="Slurm job 12 pending")])
     head, _ = figures.headline(figures.add_ratios(table, "A100"), "A100")
     line = head.set_index("system").loc["Q"]
-    assert (line["status"], line["reason"]) == ("queued", "Slurm job 12 pending")
+    assert (line["state"], line["reason"]) == ("queued", "Slurm job 12 pending")
 
 
 def test_operator_rows_compare_one_problem_and_one_compile_mode_at_a_time(tmp_path):
@@ -185,12 +186,12 @@ def test_operator_rows_compare_one_problem_and_one_compile_mode_at_a_time(tmp_pa
     assert sorted(lines.index) == [("A100", "FNO rbc3d fp32 compile max-autotune"),
                                    ("A100", "FNO rbc3d fp32 eager"), ("GH200", "FNO rbc2d fp32 eager"),
                                    ("GH200", "FNO rbc3d fp32 eager")]
-    assert lines.loc[("GH200", "FNO rbc3d fp32 eager"), "throughput_per_device_ratio"] == \
+    assert lines.loc[("GH200", "FNO rbc3d fp32 eager"), "per_s_per_device_ratio"] == \
         pytest.approx(150.0 / 80.0)
     assert lines.loc[("GH200", "FNO rbc3d fp32 eager"), "unit"] == "samples"
     # another problem, or the compiled model, is never divided by the eager rbc3d row
-    assert lines.loc[("GH200", "FNO rbc2d fp32 eager"), "throughput_per_device_ratio"] != \
-        lines.loc[("GH200", "FNO rbc2d fp32 eager"), "throughput_per_device_ratio"]
+    assert lines.loc[("GH200", "FNO rbc2d fp32 eager"), "per_s_per_device_ratio"] != \
+        lines.loc[("GH200", "FNO rbc2d fp32 eager"), "per_s_per_device_ratio"]
     assert "operator FNO rbc2d fp32 eager: no ratios: A100 has no row of this configuration" in notes
 
 
@@ -209,7 +210,7 @@ def test_the_operator_job_is_500_epochs_of_the_drivers_epoch_on_rbc3d_only(tmp_p
 
 
 def test_the_operator_epoch_is_the_drivers():
-    from caraml.compare.jobs import OPERATOR_SAMPLES_PER_EPOCH
+    from caraml.benchmarks import OPERATOR_SAMPLES_PER_EPOCH
     from operator_benchmark.config import SYNTHETIC_EPOCH
 
     assert OPERATOR_SAMPLES_PER_EPOCH == SYNTHETIC_EPOCH

@@ -13,7 +13,7 @@ import re
 import pandas as pd
 import pytest
 
-from caraml.compare import cli, frontier, plots, rows
+from caraml.compare import cli, comparison, frontier, plots, report, rows
 from caraml.compare.jobs import Jobs
 from tests.compare import rowfixtures as fx
 
@@ -38,25 +38,25 @@ def a100_sweep(tmp_path):
 def test_the_row_carries_its_limit_and_a_row_without_one_is_at_the_default(tmp_path):
     table = rows.load([f"A100={fx.write_run(tmp_path, 'a100', [fx.a100(), *fx.a100_sweep()])}"])
     plain, default, fraction, unrestored = (table.iloc[i] for i in (0, 1, 2, 7))
-    assert (plain["limit_swept"], plain["limit_default"], plain["limit_restored"]) == (False, True, None)
-    assert (default["limit_swept"], default["limit_default"], default["limit_w"]) == (True, True, 400.0)
-    assert (fraction["limit_asked"], fraction["limit_asked_w"], fraction["limit_w"]) == ("0.9", 360.0, 360.0)
-    assert (fraction["limit_default"], fraction["limit_before_w"], fraction["limit_restored"]) == \
+    assert (plain["limit_swept"], plain["limit_default"], plain["power_limit_restored"]) == (False, True, None)
+    assert (default["limit_swept"], default["limit_default"], default["power_limit_w"]) == (True, True, 400.0)
+    assert (fraction["power_limit"], fraction["power_limit_asked_w"], fraction["power_limit_w"]) == ("0.9", 360.0, 360.0)
+    assert (fraction["limit_default"], fraction["power_limit_before_w"], fraction["power_limit_restored"]) == \
         (False, 400.0, True)
-    assert unrestored["limit_restored"] is False
-    assert (plain["limit_scope"], fraction["limit_scope"]) == ("", "")  # rows that name no scope
+    assert unrestored["power_limit_restored"] is False
+    assert (plain["power_limit_scope"], fraction["power_limit_scope"]) == ("n/a", "n/a")  # rows that name no scope
     ranked, capped = rows.at_default_limit(table)
     assert list(ranked.index) == [0, 1] and len(capped) == 7
 
 
 def test_each_limit_is_a_point_marked_pareto_optimal_dominated_or_off_the_frontier(a100_sweep):
-    points = a100_sweep.points.set_index("limit_asked")
+    points = a100_sweep.points.set_index("power_limit")
     assert list(points.index) == ["150", "200", "250", "280", "300", "0.9", "100", "default"]  # lowest first
     assert points["kind"].to_dict() == {
         # 360 W is faster and more frugal than the default; 250 W than 200 W
         "0.9": "Pareto-optimal", "300": "Pareto-optimal", "250": "Pareto-optimal",
         "default": "dominated", "200": "dominated",
-        "150": "smoke", "280": "flagged", "100": "failed"}
+        "150": "not a measurement", "280": "flagged", "100": "failed"}
     assert points.loc["250", "limit"] == "250 W (asked 250)"
     assert points.loc["0.9", "limit"] == "360 W (asked 0.9)"
     assert points.loc["default", "limit"] == "default (400 W)"
@@ -75,12 +75,12 @@ def test_the_headline_names_the_limit_with_the_most_work_per_wh_beside_the_defau
         "(400 W) 194,000 tokens/Wh, taking 1.14x as long (gpu scope, timed iterations).")
 
 
-def test_a_smoke_point_is_left_out_and_a_failed_or_unrestored_point_says_why(a100_sweep):
-    points = a100_sweep.points.set_index("limit_asked")
-    smoke = points.loc["150"]
-    assert smoke["standing"].startswith("smoke, not a measurement: 4 timed iterations in 12 s")
+def test_a_point_that_is_no_measurement_is_left_out_and_a_failed_or_unrestored_point_says_why(a100_sweep):
+    points = a100_sweep.points.set_index("power_limit")
+    short = points.loc["150"]
+    assert short["standing"].startswith("not a measurement (4 timed iterations in 12 s")
     # never extrapolated, never divided
-    assert smoke[["time_h", "energy_kwh", "wh_ratio", "time_ratio"]].isna().all()
+    assert short[["time_h", "energy_kwh", "wh_ratio", "time_ratio"]].isna().all()
     assert points.loc["100", "standing"] == ("failed: power limit 100 W is below the device's minimum of "
                                              "150 W; give 150 to 400")
     assert points.loc["280", "standing"] == ("flagged: power limit not restored after the job (it was 400 W "
@@ -124,14 +124,14 @@ def test_estimated_energy_is_labelled_and_another_scope_is_never_on_the_frontier
                              power_limit=fx.power_limit(asked, before=200.0), **changes)
     data = [cpu("default", 1842.1, 5.0), cpu("150", 1700.0, 4.0), cpu("120", 1500.0, 2.0, scope="module")]
     sweep = _sweep_of(tmp_path, data, Jobs(llm_tokens=1e9))
-    points = sweep.points.set_index("limit_asked")
+    points = sweep.points.set_index("power_limit")
     assert points["kind"].to_dict() == {"120": "flagged", "150": "Pareto-optimal",
                                         "default": "Pareto-optimal"}
     assert points.loc["120", "off"] == ("energy at scope module, timed iterations, the sweep's at scope "
                                         "host, timed iterations: not like for like")
     assert sweep.headline.endswith("(host scope, timed iterations, energy estimated).")
     assert "most tokens per Wh at 150 W (asked 150)" in sweep.headline
-    shown = pd.DataFrame(cli.report.sweep_display(sweep.points)).set_index("power limit per device")
+    shown = pd.DataFrame(report.sweep_display(sweep.points)).set_index("power limit per device")
     assert shown.loc["150 W (asked 150)", "tokens/Wh, host scope, timed iterations"] == "255,000 (estimated)"
     assert shown.loc["150 W (asked 150)", "per Wh x default"].endswith("x (estimated)")
     # without a job of its model the sweep still names its best limit, and says why no chart
@@ -147,7 +147,7 @@ def test_the_report_ranks_default_rows_and_gives_the_sweep_its_section(tmp_path,
     assert cli.main([*fx.sweep_demo(tmp_path), "--out", str(out), "--no-references"]) == 0
     head = pd.read_csv(out / "headline.csv").set_index("system")
     # the capped points are never ranked: A100 is its default row (the 360 W point ran faster still)
-    assert list(head.index) == ["GH200", "A100"] and head.loc["A100", "throughput_per_device"] == 19390.0
+    assert list(head.index) == ["GH200", "A100"] and head.loc["A100", "per_s_per_device"] == 19390.0
     assert set(pd.read_csv(out / "time_to_solution.csv")["system"]) == {"GH200", "A100"}
     assert len(pd.read_csv(out / "comparison.csv")) == 9  # every row is kept
     assert len(pd.read_csv(out / "frontier.csv")) == 8
@@ -166,13 +166,13 @@ def test_the_report_ranks_default_rows_and_gives_the_sweep_its_section(tmp_path,
     printed = capsys.readouterr().out
     assert f"power-limit sweep point flagged: {TITLE} at 280 W (asked 280): power limit not restored" \
         in printed
-    assert "not a measurement: A100 llm 800M bf16 seq 2048 at power limit 100: failed power limit 100 W" \
+    assert "not a measurement: A100 llm 800M bf16 seq 2048 at power limit 100: failed: power limit 100 W" \
         in printed
 
 
 def test_only_capped_rows_are_one_line_and_exit_2(tmp_path, capsys):
     capped = fx.write_run(tmp_path, "a100", fx.a100_sweep()[1:])
-    assert cli.main([f"A100={capped}", "--out", str(tmp_path / "out")]) == cli.BAD_INPUT
+    assert cli.main([f"A100={capped}", "--out", str(tmp_path / "out")]) == comparison.BAD_INPUT
     assert "only power-capped rows ran" in capsys.readouterr().err
 
 
@@ -193,7 +193,7 @@ def test_a_limit_the_job_never_set_or_that_differs_across_devices_is_flagged(tmp
                 flags=["power-limit-not-set"]),
         fx.a100(per_s_per_device=17000.0, timed_wh=165.0, power_limit=fx.power_limit("250"),
                 flags=["power-limit-differs-on-ranks(2-3)"])])
-    points = sweep.points.set_index("limit_asked")
+    points = sweep.points.set_index("power_limit")
     # the default point sets nothing: not setting it is no doubt
     assert points["kind"].to_dict() == {"250": "flagged", "300": "flagged", "default": "Pareto-optimal"}
     assert points.loc["300", "off"] == "the job never set the power limit (its driver takes none)"
@@ -206,7 +206,7 @@ def test_a_point_whose_watts_could_not_be_worked_out_is_no_default_point(tmp_pat
                        "no TDP", power_limit={**fx.power_limit("0.75"), "asked_w": None, "reported_w": None})
     table = rows.load([f"A100={fx.write_run(tmp_path, 'a100', [fx.a100(), no_tdp])}"])
     ranked, capped = rows.at_default_limit(table)
-    assert list(ranked["status"]) == ["ok"] and list(capped["limit_asked"]) == ["0.75"]
+    assert list(ranked["state"]) == ["ok"] and list(capped["power_limit"]) == ["0.75"]
 
 
 def test_a_gh200_module_limit_is_labelled_as_the_modules(tmp_path):
@@ -214,6 +214,6 @@ def test_a_gh200_module_limit_is_labelled_as_the_modules(tmp_path):
     gpu = {**fx.power_limit("300"), "scope": "gpu"}
     run = fx.write_run(tmp_path, "a100", [fx.a100(power_limit=module), fx.a100(power_limit=gpu)])
     table = rows.load([f"A100={run}"])
-    assert list(table["limit_scope"]) == ["module", "gpu"]
+    assert list(table["power_limit_scope"]) == ["module", "gpu"]
     assert [frontier.limit_label(row) for _, row in table.iterrows()] == \
         ["544 W module (asked 0.8)", "300 W (asked 300)"]

@@ -8,12 +8,12 @@ import json
 
 import pandas as pd
 
-from caraml.compare import cli
+from caraml.compare import cli, comparison
 from tests.compare import rowfixtures as fx
 
 
 def _error(capsys, argv) -> str:
-    assert cli.main(argv) == cli.BAD_INPUT
+    assert cli.main(argv) == comparison.BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("caraml-compare: error: ")
     return err
@@ -38,7 +38,7 @@ def test_a_failed_system_stays_in_the_report_and_the_exit_status_is_1(tmp_path, 
     bad = fx.write_run(tmp_path, "h100", [fx.failed(reason="CUDA out of memory"),
                                           fx.failed(reason="NCCL timeout", global_batch=1024)])
     out = tmp_path / "out"
-    assert cli.main([str(good), str(bad), "--out", str(out), "--no-references"]) == cli.SYSTEM_FAILED
+    assert cli.main([str(good), str(bad), "--out", str(out), "--no-references"]) == comparison.SYSTEM_FAILED
     printed = capsys.readouterr().out
     assert "failed benchmark: H100 llm: no measured row (2 rows: failed: CUDA out of memory; failed: NCCL timeout)" \
         in printed
@@ -59,13 +59,13 @@ def test_a_run_without_row_json_and_an_unreadable_row_become_failed_lines(tmp_pa
     row_file.write_text(json.dumps({"schema": "caraml-row/0"}))
     out = tmp_path / "out"
     assert cli.main([str(good), f"X={empty.parent}", f"OLD={old}", "--out", str(out),
-                     "--no-references"]) == cli.SYSTEM_FAILED
+                     "--no-references"]) == comparison.SYSTEM_FAILED
     table = pd.read_csv(out / "comparison.csv", keep_default_na=False).set_index("system")
-    assert table.loc["X", "status"] == "failed"
+    assert table.loc["X", "state"] == "failed"
     assert table.loc["X", "reason"] == (f"{empty} holds no work package: the run stopped before its "
                                         f"first job (jube status {empty.parent})")
-    assert table.loc["OLD", "reason"] == (f"{row_file}: schema 'caraml-row/0', not 'caraml-row/1'; "
-                                          "run `jube result -a` with this suite's version")
+    assert table.loc["OLD", "reason"] == (f"{row_file}: schema 'caraml-row/0', not 'caraml-row/2' or "
+                                          "'caraml-row/1'; run `jube result -a` with this suite's version")
 
 
 def test_all_runs_keeps_an_old_failed_run_beside_the_good_one(tmp_path):
@@ -75,7 +75,7 @@ def test_all_runs_keeps_an_old_failed_run_beside_the_good_one(tmp_path):
     out = tmp_path / "out"
     assert cli.main([str(root / "llm"), "--all-runs", "--out", str(out), "--no-references"]) == 0
     table = pd.read_csv(out / "comparison.csv")
-    assert table["status"].tolist() == ["failed", "ok"]
+    assert table["state"].tolist() == ["failed", "ok"]
 
 
 def test_systems_without_a_common_benchmark(tmp_path, capsys):

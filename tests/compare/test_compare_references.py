@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from caraml.compare import CompareError, cli, figures, reference, rows
+from caraml.compare import CompareError, cli, comparison, figures, reference, rows
 from tests.compare import rowfixtures as fx
 
 
@@ -52,7 +52,7 @@ def test_a_reference_with_batch_applies_to_that_batch(tmp_path):
 def test_the_command_exits_3_when_a_figure_falls_below_its_band_and_0_otherwise(tmp_path, capsys):
     path = fx.write_run(tmp_path, "a", [fx.a100(per_s_per_device=17000.0)])
     low = _write(tmp_path, _ref(), name="low.yaml")
-    assert cli.main([str(path), "--out", str(tmp_path / "o1"), "--references", str(low)]) == cli.BELOW_BAND
+    assert cli.main([str(path), "--out", str(tmp_path / "o1"), "--references", str(low)]) == comparison.BELOW_BAND
     assert "BELOW BAND: A100 800M bf16 seq 2048 batch 512 throughput_per_device 1.7e+04 < 1.8e+04" \
         in capsys.readouterr().out
     fine = _write(tmp_path, _ref(value=17000.0), name="fine.yaml")
@@ -66,7 +66,7 @@ def test_below_band_wins_over_a_failed_system(tmp_path):
     b = fx.write_run(tmp_path, "b", [fx.failed()])
     low = _write(tmp_path, _ref())
     argv = [str(a), str(b), "--out", str(tmp_path / "o"), "--references", str(low)]
-    assert cli.main(argv) == cli.BELOW_BAND
+    assert cli.main(argv) == comparison.BELOW_BAND
 
 
 def test_a_csv_reference_file_works_like_yaml(tmp_path):

@@ -10,7 +10,7 @@ import re
 import matplotlib.image
 import pytest
 
-from caraml.compare import cli, plots
+from caraml.compare import cli, comparison, plots
 from tests.compare import browser
 from tests.compare import rowfixtures as fx
 
@@ -19,7 +19,7 @@ from tests.compare import rowfixtures as fx
 def mixed_report(tmp_path):
     out = tmp_path / "out"
     argv = [*fx.demo(tmp_path), "--out", str(out), "--reference-system", "A100"]
-    assert cli.main(argv) == cli.SYSTEM_FAILED
+    assert cli.main(argv) == comparison.SYSTEM_FAILED
     return out
 
 

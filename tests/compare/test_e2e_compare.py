@@ -28,7 +28,7 @@ def cpu_run(llm_cpu_smoke) -> Path:
     table = run.table()
     assert len(table) == 1 and table["Status"].tolist() == ["ok"]
     (last,) = run.work_dirs("combine_energy")
-    assert json.loads((last / "row.json").read_text())["status"]["state"] == "ok"
+    assert json.loads((last / "row.json").read_text())["state"] == "ok"
     return run.outpath
 
 
@@ -45,18 +45,18 @@ def test_the_command_compares_a_real_cpu_run_with_gpu_shaped_systems(cpu_run, tm
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "failed benchmark: H100 llm: no measured row (1 rows: failed: CUDA out of memory)" in proc.stdout
     # the CPU smoke run (a few timed iterations) is shown, marked, and counts as no measurement
-    assert "failed benchmark: CPU llm: no measured row (1 rows: smoke, not a measurement: " in proc.stdout
+    assert "failed benchmark: CPU llm: no measured row (1 rows: not a measurement (" in proc.stdout
 
     head = pd.read_csv(out / "headline.csv", keep_default_na=False, na_values=[""]).set_index("system")
     cpu = head.loc["CPU"]
     assert (cpu["model"], cpu["energy_scope"]) == ("cpu-small", "host-estimate")
     # the measured matmul rate divides, or (a host too busy to measure it) the row says why not
     assert cpu["peak_basis"] == "measured-matmul" or "mfu-not-available(" in cpu["flags"]
-    assert bool(cpu["energy_estimated"]) and cpu["throughput_per_device"] > 0
-    assert head.loc["H100", "status"] == "failed"
+    assert bool(cpu["energy_estimated"]) and cpu["per_s_per_device"] > 0
+    assert head.loc["H100", "state"] == "failed"
     # the CPU's cpu-small row has no like-for-like row of A100: no ratio
-    assert pd.isna(cpu["throughput_per_device_ratio"])
-    assert cpu["smoke"].startswith("smoke, not a measurement: ")
+    assert pd.isna(cpu["per_s_per_device_ratio"])
+    assert not cpu["measurement"] and cpu["not_a_measurement"].endswith("a measurement needs 20 and 60 s")
     # a smoke run is never extrapolated to a time to solution
     solution = pd.read_csv(out / "time_to_solution.csv")
     assert "CPU" not in set(solution["system"]) and "A100" in set(solution["system"])

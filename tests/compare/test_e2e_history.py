@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from caraml import history
+from caraml.row import history
 from tests.jube_runs import ROOT, JubeRun
 
 pytestmark = pytest.mark.jube
@@ -43,7 +43,7 @@ def test_two_runs_of_one_id_both_stay_in_the_history_and_are_drawn(tmp_path, mon
     assert run.run_dir.name == "000000" and len(first) == len(second) == 1
 
     with sqlite3.connect(db) as con:
-        lines = con.execute("select run_uuid, run_dir, status, typeof(per_s), per_s, typeof(global_batch), "
+        lines = con.execute("select run_uuid, run_dir, state, typeof(per_s), per_s, typeof(global_batch), "
                             "typeof(timed_iterations) from history order by row_id").fetchall()
     assert len(lines) == 2 and lines[0][0] != lines[1][0]
     assert lines[0][1] == lines[1][1] == str(run.run_dir)
@@ -61,4 +61,4 @@ def test_two_runs_of_one_id_both_stay_in_the_history_and_are_drawn(tmp_path, mon
     assert all(uuid in section for uuid, *_ in lines)
     points = pd.read_csv(out / "history.csv")
     assert sorted(points["run_uuid"]) == sorted(uuid for uuid, *_ in lines)
-    assert set(points["verdict"]) == {"smoke, not a measurement"} and page.count("data:image/png") == 1
+    assert set(points["verdict"]) == {"not a measurement"} and page.count("data:image/png") == 1

@@ -1,4 +1,4 @@
-"""The results history (caraml/history.py) and its page (caraml-compare
+"""The results history (caraml/row/history.py) and its page (caraml-compare
 --history): typed columns with NULL for a missing value, one key per run
 (UUID and host) that survives moving or deleting the run folder, nothing
 overwritten or dropped, a history that cannot be written costs one line and
@@ -7,6 +7,7 @@ its reference band."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sqlite3
@@ -14,8 +15,9 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from caraml import history
-from caraml.compare import cli
+from caraml import jube_run
+from caraml.compare import cli, comparison
+from caraml.row import history, row_json
 from tests.compare import rowfixtures as fx
 
 
@@ -31,9 +33,9 @@ def _record(root, name, row, run_id=0):
     """row written as the row model writes it into outpath root/name, then recorded; its run folder."""
     outpath = fx.write_run(root, name, [row], run_id=run_id)
     run = outpath / f"{run_id:06d}"
-    (run / history.RUN_MARKER).write_text("<jube/>\n")
+    (run / jube_run.RECORD).write_text("<jube/>\n")
     work = run / "000000_execute" / "work"
-    history.record(json.loads((work / "row.json").read_text()), work)
+    history.record(row_json.read(work / "row.json"), work)
     return run
 
 
@@ -77,24 +79,40 @@ def test_a_run_folder_moved_aside_keeps_its_rows_and_the_next_run_of_its_id_gets
 def test_the_same_row_recorded_twice_is_kept_twice(tmp_path, db):
     run = _record(tmp_path, "a", fx.a100())
     work = run / "000000_execute" / "work"
-    history.record(json.loads((work / "row.json").read_text()), work)
+    history.record(row_json.read(work / "row.json"), work)
     assert len(_lines(db)) == 2
 
 
-def test_an_older_history_gains_new_columns_and_keeps_its_rows(tmp_path, monkeypatch):
+def test_an_older_history_gains_new_columns_filled_from_its_rows_and_keeps_its_own(tmp_path, monkeypatch):
     db = tmp_path / "old.sqlite"
     con = sqlite3.connect(db)
     con.execute("CREATE TABLE history (row_id INTEGER PRIMARY KEY AUTOINCREMENT, run_uuid TEXT NOT NULL, "
                 "host TEXT NOT NULL, run_dir TEXT, recorded_at TEXT NOT NULL, row_json TEXT NOT NULL, "
-                "retired_column REAL)")
-    con.execute("INSERT INTO history (run_uuid, host, recorded_at, row_json, retired_column) "
-                "VALUES ('u', 'h', '2026-01-01', '{}', 1.5)")
+                "status TEXT, timed_work_per_wh REAL)")
+    # a row recorded before (schema caraml-row/1), and a line whose row cannot be read
+    old = fx.a100(per_s_per_device=19000.0)
+    con.execute("INSERT INTO history (run_uuid, host, recorded_at, row_json, status, timed_work_per_wh) "
+                "VALUES ('u', 'h', '2026-01-01', ?, 'ok', 1.5)", [json.dumps(old)])
+    con.execute("INSERT INTO history (run_uuid, host, recorded_at, row_json) VALUES ('v', 'h', '2026-01-02', '{}')")
     con.commit()
     con.close()
     monkeypatch.setenv(history.ENV, str(db))
     _record(tmp_path, "a", fx.a100())
-    lines = _lines(db, "select retired_column, per_s from history order by row_id")
-    assert [(line["retired_column"], line["per_s"]) for line in lines] == [(1.5, None), (None, 77560.0)]
+    lines = _lines(db, "select status, timed_work_per_wh, state, per_s, measurement from history order by row_id")
+    # the old columns stay as they were; the record's columns hold the old line's row too
+    assert [tuple(line.values()) for line in lines] == [("ok", 1.5, "ok", 76000.0, 1), (None,) * 5,
+                                                        (None, None, "ok", 77560.0, 1)]
+
+
+def test_only_rows_of_real_runs_are_kept_a_dry_run_and_a_job_not_ended_are_not(tmp_path, db):
+    work = _record(tmp_path, "a", fx.a100()) / "000000_execute" / "work"
+    row = row_json.read(work / "row.json")
+    history.record(dataclasses.replace(row, state="failed", reason="CUDA out of memory"), work)
+    for state in ("dry-run", "queued", "pending", "running"):
+        history.record(dataclasses.replace(row, state=state, reason=""), work)
+    # a ReFrame check's planning is a dry run of the JUBE script: a refusal there is no failed run
+    history.record(dataclasses.replace(row, state="failed", reason="unknown tag A200", dry_run=True), work)
+    assert [line["state"] for line in _lines(db, "select state from history order by row_id")] == ["ok", "failed"]
 
 
 def test_a_history_that_cannot_be_written_costs_one_line_not_the_row(tmp_path, monkeypatch, capsys):
@@ -121,30 +139,30 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
     _record(tmp_path / "s", "mi300x", _dated(fx.smoke, 41500.0, 24, "ccc3333"))
     out = tmp_path / "out"
     # the A100's latest point (15 000 < 0.85 x 19 390) ends its series below the published band
-    assert cli.main(["--history", str(db), "--out", str(out)]) == cli.BELOW_BAND
+    assert cli.main(["--history", str(db), "--out", str(out)]) == comparison.BELOW_BAND
     printed = capsys.readouterr().out
     assert "BELOW BAND: A100 llm 800M bf16 seq 2048: 15,000 tokens/s per GPU on 2026-11-24 (commit " \
            "ccc3333" in printed
     points = pd.read_csv(out / "history.csv")
-    assert points.groupby("system")["throughput_per_device"].apply(list).to_dict() == {
+    assert points.groupby("system")["per_s_per_device"].apply(list).to_dict() == {
         "A100": [19000.0, 15000.0], "GH200": [47000.0, 47001.0], "MI300X": [41500.0]}
     assert points["run_uuid"].nunique() == 5
     page = (out / "history.html").read_text()
     assert page.count('src="data:image/png;base64,') == 1 and "history_llm_800M_bf16_seq_2048" in page
     # the smoke run is drawn and listed, marked, and never checked against a band
-    assert points.set_index("system").loc["MI300X", "verdict"] == "smoke, not a measurement"
+    assert points.set_index("system").loc["MI300X", "verdict"] == "not a measurement"
     assert "MI300X" in page.split('id="not-measured"')[1]
     assert cli.main(["--history", str(db), "--out", str(tmp_path / "o2"), "--no-references"]) == 0
 
 
 def test_the_history_draws_a_sweeps_default_limit_row_and_not_its_capped_points(tmp_path, db):
     run = fx.write_run(tmp_path, "a100", fx.a100_sweep()[:2]) / "000000"  # 360 W ran faster than default
-    (run / history.RUN_MARKER).write_text("<jube/>\n")
+    (run / jube_run.RECORD).write_text("<jube/>\n")
     for work in sorted(run.glob("*_execute/work")):
-        history.record(json.loads((work / "row.json").read_text()), work)
+        history.record(row_json.read(work / "row.json"), work)
     out = tmp_path / "out"
     assert cli.main(["--history", str(db), "--out", str(out), "--no-references"]) == 0
-    assert list(pd.read_csv(out / "history.csv")["throughput_per_device"]) == [19390.0]
+    assert list(pd.read_csv(out / "history.csv")["per_s_per_device"]) == [19390.0]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -156,6 +174,6 @@ def test_the_history_draws_a_sweeps_default_limit_row_and_not_its_capped_points(
 def test_a_bad_history_argument_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     (tmp_path / "bad.sqlite").write_text("not sqlite")
     argv = [a.format(tmp=tmp_path) for a in argv]
-    assert cli.main([*argv, "--out", str(tmp_path / "out")]) == cli.BAD_INPUT
+    assert cli.main([*argv, "--out", str(tmp_path / "out")]) == comparison.BAD_INPUT
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1

@@ -98,7 +98,7 @@ JUBE_RUNS = [
 
 @pytest.mark.parametrize("script, outpath, tags", JUBE_RUNS)
 def test_jube_run_refuses_a_path_it_would_run_commands_from(tmp_path, script, outpath, tags):
-    from caraml.row import rows_of_run
+    from caraml.row.run import rows_of_run
 
     checkout = copy_tree(tmp_path / "x$(touch PWNED)`touch PWNED2`" / "repo")
     env = {**os.environ, "CARAML_VENV": str(ROOT / ".venv")}
@@ -108,10 +108,8 @@ def test_jube_run_refuses_a_path_it_would_run_commands_from(tmp_path, script, ou
     assert not commands_ran(tmp_path), "a command hidden in the path ran"
     [run_dir] = [p for p in (checkout / outpath).iterdir() if p.is_dir()]
     rows = rows_of_run(run_dir)
-    assert rows and all(row["status"]["state"] == "failed" for row in rows), \
-        [row["status"] for row in rows]
-    assert all(row["status"]["reason"].startswith(f"the checkout path {checkout} holds '$'")
-               for row in rows), rows[0]["status"]
+    assert rows and all(row.state == "failed" for row in rows), [(row.state, row.reason) for row in rows]
+    assert all(row.reason.startswith(f"the checkout path {checkout} holds '$'") for row in rows), rows[0].reason
 
 
 @pytest.mark.parametrize("char", list(REFUSED))

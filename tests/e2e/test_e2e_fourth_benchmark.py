@@ -1,7 +1,9 @@
 """A fourth benchmark without a change to a core file (docs/adding_a_benchmark.md):
 the tiny MLP of tests/tiny_benchmark/, registered by its entry's path in
-CARAML_BENCHMARKS, gets a row through the real JUBE and the row model, a
-line in caraml-compare's comparison and a ReFrame check whose job JUBE plans."""
+CARAML_BENCHMARKS, with a data step and columns of its own, gets a row
+through the real JUBE and the row model (its data step's values in its own
+columns of the full table), a line in caraml-compare's comparison and a
+ReFrame check whose job and data step JUBE plans."""
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import pandas as pd
 import pytest
 
 from caraml import benchmarks
-from caraml.regression.plan import plan
+from caraml.regression.plan import plan, prepare_data
 from tests.jube_runs import ROOT, JubeRun
 
 ENTRY = ROOT / "tests" / "tiny_benchmark" / "entry.py"
@@ -41,11 +43,17 @@ def test_the_tiny_benchmark_gets_a_measured_jube_row(tiny):
     table = tiny.table()
     assert list(table["Status"]) == ["ok"], table.to_string()
     assert table["Samples/s"].iloc[0] > 0 and table["Iterations"].iloc[0] == 3
+    # its data step's values in its own columns; the driver trained on what the step handed it
+    assert (table["Data"].iloc[0], table["Features"].iloc[0]) == ("random-vectors", 12)
     [path] = tiny.run_dir.glob("*_combine_energy/work/row.json")
     row = json.loads(path.read_text())
-    assert (row["benchmark"], row["config"]["model"], row["throughput"]["unit"]) == ("tiny", "mlp", "samples")
-    assert row["energy"]["windows"]["timed"]["work_per_wh"] > 0  # samples/Wh of the timed iterations
-    assert row["config"]["global_batch"] == 8 and row["status"]["state"] == "ok"
+    assert (row["benchmark"], row["model"], row["unit"]) == ("tiny", "mlp", "samples")
+    assert row["details"] == {"data": "random-vectors", "features": "12"}
+    assert "features=12" in next(tiny.run_dir.glob("*_execute/work/job.out")).read_text()
+    assert row["work_per_wh_timed"] > 0  # samples/Wh of the timed iterations
+    assert row["global_batch"] == 8 and row["state"] == "ok"
+    # three timed iterations: a row whose job ran as planned, and no measurement
+    assert not row["measurement"] and row["not_a_measurement"].startswith("3 timed iterations in ")
 
 
 @pytest.mark.jube
@@ -55,10 +63,11 @@ def test_the_tiny_benchmark_is_a_line_of_the_comparison(tiny, env, tmp_path):
                           env=env, capture_output=True, text=True, timeout=600)
     # its three timed iterations are a smoke run: shown, marked, and no measurement (exit 1)
     assert done.returncode == 1, done.stderr[-2000:]
-    assert "failed benchmark: CPU tiny: no measured row (1 rows: smoke, not a measurement: " in done.stdout
+    assert "failed benchmark: CPU tiny: no measured row (1 rows: not a measurement (3 timed iterations in " \
+        in done.stdout
     table = pd.read_csv(tmp_path / "cmp" / "comparison.csv")
     [line] = table.to_dict("records")
-    assert (line["benchmark"], line["unit"], line["status"]) == ("tiny", "samples", "ok")
+    assert (line["benchmark"], line["unit"], line["state"]) == ("tiny", "samples", "ok")
     # a smoke run is never extrapolated to a time to solution
     assert "tiny" not in (tmp_path / "cmp" / "time_to_solution.csv").read_text()
 
@@ -74,8 +83,13 @@ def test_the_tiny_benchmark_is_a_reframe_check_whose_job_jube_plans(env, tmp_pat
     checks = [ln.split()[1:4] for ln in listed.stdout.splitlines() if "Caraml_" in ln]
     assert ["Caraml_tiny", "%configuration=smoke", "%benchmark=tiny"] in checks, listed.stdout
     planned = plan(benchmarks.get("tiny", env), ["CPU", "smoke"], tmp_path, environ=env)
-    assert "-m tests.tiny_benchmark.driver" in planned.job_script.read_text()
+    assert "-m tests.tiny_benchmark.driver @prepare_data/data.args" in planned.job_script.read_text()
     assert planned.params["row_benchmark"] == "tiny"
+    # its data step, the JUBE script's own command, run where ReFrame's check runs it
+    assert planned.prepare[-6:] == ["-m", "tests.tiny_benchmark.data", "--features", "12",
+                                    "--driver-args-file", "data.args"]
+    prepare_data(planned)
+    assert (planned.data_folder / "data.args").read_text() == "--features\n12\n"
 
 
 def test_no_core_file_names_the_tiny_benchmark():

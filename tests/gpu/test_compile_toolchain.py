@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from caraml import compile_toolchain, data_parallel
+from caraml.node import compile_toolchain, data_parallel
 from caraml.report import BenchmarkInputError
 from image_classification import config as image_config
 from image_classification import image_classification_torch

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from caraml import driver, memory
-from caraml.options import EnergyOptions, RunOptions
-from caraml.stopping import StopCondition
+from caraml.node import driver, memory
+from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.stopping import StopCondition
 from tests.dist_fixtures import single_cpu  # noqa: F401
 
 WARMUP_BYTES = 768 * 2**20

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from caraml import precision
+from caraml.node import precision
 from caraml.report import BenchmarkInputError
 
 CUDA = torch.device("cuda", 0)

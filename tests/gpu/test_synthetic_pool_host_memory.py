@@ -10,7 +10,7 @@ import itertools
 import pytest
 import torch
 
-from caraml.memory import GIB
+from caraml.node.memory import GIB
 from caraml.report import BenchmarkInputError
 from image_classification import data
 

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from caraml import data_parallel
+from caraml.node import data_parallel
 from caraml.report import BenchmarkInputError
 from image_classification import config
 from image_classification import image_classification_torch as driver

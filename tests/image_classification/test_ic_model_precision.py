@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from caraml import precision
+from caraml.node import precision
 from caraml.report import BenchmarkInputError
 from image_classification import model
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from caraml import energy as caraml_energy
+from caraml.node import energy as caraml_energy
 from image_classification import image_classification_torch as driver
 from tests.driver_runs import Child, count_lines
 

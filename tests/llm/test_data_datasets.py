@@ -211,3 +211,16 @@ def test_ranks_share_one_index_built_by_rank_zero(data, tmp_path):
     assert torch.equal(rank0, rank1)
     single, _ = build(data, num_valid_samples=0)
     assert torch.equal(rank0, torch.stack([single[i]["tokens"] for i in range(len(single))]))
+
+
+def test_micro_batches_go_on_past_the_samples_the_dataset_was_sized_for():
+    """A measurement window runs past the planned iterations: the same
+    samples again, never an end of the data."""
+    from llm_training.batches import micro_batches
+
+    train, _ = build_datasets(data_prefix=None, synthetic=True, vocab_size=64, seq_length=8,
+                              split="100,0,0", num_train_samples=4, num_valid_samples=0, seed=1)
+    batches = micro_batches(train, micro_batch_size=2, data_parallel=1, data_parallel_rank=0,
+                            num_workers=0, device=torch.device("cpu"))
+    tokens = [next(batches)["tokens"] for _ in range(5)]  # two batches make the dataset
+    assert torch.equal(tokens[0], tokens[2]) and torch.equal(tokens[1], tokens[3])

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from llm_helpers import PYTHON, REPO, TINY
 
-from caraml import driver
+from caraml.node import driver
 from llm_training import pretrain_gpt
 from llm_training.matmul_rate import MatmulRate
 from llm_training.pretrain_gpt import main
@@ -144,6 +144,17 @@ def test_wall_clock_budget_stops_the_run(capsys, ticking_budget):
     assert code == 0
     assert lines["stop"] == "wall-clock budget 6 s reached"
     assert 1 <= int(lines["global"]["iterations"]) < int(lines["global"]["iterations_total"]) < 10
+
+
+def test_a_measurement_window_runs_past_the_iterations_the_data_was_sized_for(capsys):
+    """The data is sized to --train-iters; the window (the measure tag)
+    goes on past it, the same samples again, and the run ends as planned."""
+    code, lines, out = run(capsys, "--train-iters", "3", "--warmup-iters", "1", "--energy-methods", "none",
+                           "--min-timed-iterations", "6", "--min-timed-seconds", "0.001")
+    assert code == 0, out[-2000:]
+    assert lines["stop"] == "measurement window reached: at least 6 timed iterations lasting 0.001 s"
+    assert (lines["global"]["iterations"], lines["global"]["iterations_total"]) == ("6", "7")
+    assert " iteration        7/      3+ |" in out
 
 
 def test_energy_files_are_written(capsys, tmp_path):

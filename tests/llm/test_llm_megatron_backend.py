@@ -1,5 +1,5 @@
 """The megatron backend built the way the driver builds it: the process
-group from caraml.dist.init (none made by the test), megatron-core's
+group from caraml.node.dist.init (none made by the test), megatron-core's
 parallel state carved out of it, the model on the run's device. A CPU
 builds the model but cannot train it (megatron-core's DDP keeps its buffers
 on the GPU); tests/gpu trains it."""

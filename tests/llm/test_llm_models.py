@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from caraml import dist
+from caraml.node import dist
 from llm_training.flops import parameter_count
 from llm_training.gpt_torch import GPT
 from llm_training.model_sizes import GPTConfig

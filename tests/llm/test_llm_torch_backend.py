@@ -8,7 +8,7 @@ import itertools
 import torch
 from llm_helpers import TINY
 
-from caraml.dist import Dist
+from caraml.node.dist import Dist
 from llm_training import arguments
 from llm_training.torch_backend import TorchBackend
 from tests.dist_fixtures import single_cpu  # noqa: F401

@@ -4,7 +4,7 @@ input into one line before training."""
 import pytest
 import torch
 
-from caraml import data_parallel
+from caraml.node import data_parallel
 from caraml.report import BenchmarkInputError
 from operator_benchmark import config, problems
 

@@ -4,41 +4,39 @@ verdict in both) and the perflog's provenance."""
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import math
 
 import pandas as pd
 import pytest
 
 from caraml.compare import reference
-from caraml.compare.rows import RunDir, flatten
+from caraml.compare.rows import RunDir, line
 from caraml.regression import figures
+from caraml.row import render
+from caraml.row.record import judged, make
 
-ROW = {
-    "schema": "caraml-row/1", "benchmark": "llm", "work_package": "/stage",
-    "system": {"name": "CPU", "device_kind": "cpu", "device_unit": "host", "nodes": 1,
-               "devices_per_node": 1, "devices": 1},
-    "config": {"model": "cpu-small", "precision": "fp32", "global_batch": 4, "sequence_length": 256,
-               "backend": "torch", "label": "cpu-small fp32 batch 4"},
-    "throughput": {"unit": "tokens", "per_s": 1000.0, "per_s_per_device": 1000.0, "per_s_per_node": 1000.0},
-    "mfu": {"value": 0.06, "peak_tflops": 0.1, "peak_basis": "measured-matmul"},
-    "energy": {"scope": "host-estimate", "estimated": True, "methods": "estimate",
-               "headline_window": "timed",
-               "windows": {"timed": {"work_per_wh": 250000.0, "mean_power_w_per_device": 6.0, "wh": 0.01},
-                           "run": {"work_per_wh": 240000.0, "mean_power_w_per_device": 6.1, "wh": 0.02}}},
-    "status": {"state": "ok", "reason": ""},
-    "flags": [],
-    "provenance": {"commit": "abc123def456", "suite_version": "abc123def456", "torch": "2.13.0"},
-}
+ROW = judged(make({
+    "benchmark": "llm", "work_package": "/stage", "system_name": "CPU", "device_kind": "cpu",
+    "device_unit": "host", "nodes": 1, "devices_per_node": 1, "devices": 1,
+    "model": "cpu-small", "precision": "fp32", "global_batch": 4, "sequence_length": 256, "backend": "torch",
+    "label": "cpu-small fp32 batch 4", "unit": "tokens", "per_s": 1000.0, "per_s_per_device": 1000.0,
+    "per_s_per_node": 1000.0, "timed_iterations": 90, "time_per_iteration_s": 1.0, "timed_s": 90.0,
+    "mfu": 0.06, "peak_tflops": 0.1, "peak_basis": "measured-matmul",
+    "energy_scope": "host-estimate", "energy_estimated": True, "energy_methods": "estimate",
+    "energy_window": "timed", "work_per_wh": 250000.0, "power_w_per_device": 6.0, "wh": 0.01,
+    "work_per_wh_timed": 250000.0, "power_w_per_device_timed": 6.0, "wh_timed": 0.01,
+    "energy_complete_timed": True, "work_per_wh_run": 240000.0, "power_w_per_device_run": 6.1,
+    "wh_run": 0.02, "energy_complete_run": True, "state": "ok",
+    "commit": "abc123def456", "suite_version": "abc123def456", "torch": "2.13.0"}))
 
 
-def _row(**changes) -> dict:
-    row = copy.deepcopy(ROW)
-    row.update(changes)
-    return row
+def _row(**changes):
+    return judged(dataclasses.replace(ROW, **changes))
 
 
 def test_performance_variables_name_the_work_and_their_units_the_energy_scope():
+    assert ROW.measurement
     assert figures.perf_values(ROW) == {
         "tokens_per_s": (1000.0, "tokens/s"),
         "tokens_per_s_per_device": (1000.0, "tokens/s per host"),
@@ -51,10 +49,10 @@ def test_performance_variables_name_the_work_and_their_units_the_energy_scope():
 
 def test_a_benchmark_has_the_same_variables_in_every_run():
     """A perflog's columns never change: a figure the row lacks is NaN, not left out."""
-    values = figures.perf_values(_row(mfu=None, energy=None))
+    values = figures.perf_values(_row(mfu=None, energy_scope=None, work_per_wh=None, power_w_per_device=None))
     assert list(values) == list(figures.perf_values(ROW))
     assert all(math.isnan(values[name][0]) for name in ("mfu", "tokens_per_wh", "power_w_per_device"))
-    image = figures.perf_values(_row(benchmark="image", throughput={**ROW["throughput"], "unit": "images"}))
+    image = figures.perf_values(_row(benchmark="image", unit="images"))
     assert list(image) == ["images_per_s", "images_per_s_per_device", "images_per_s_per_node",
                            "images_per_wh", "power_w_per_device"]
 
@@ -62,11 +60,23 @@ def test_a_benchmark_has_the_same_variables_in_every_run():
 def test_a_figure_the_row_lacks_is_named_with_the_rows_own_reason():
     """ReFrame makes each an expected failure that says why (regression/checks)."""
     refused = "mfu-not-available(matmul-rate-measured-on-a-host-whose-CPU-other-processes-used-61%)"
-    row = _row(mfu={"value": None}, flags=["cpu-contention(61%-of-host-CPU-used-by-other-processes)", refused])
-    assert figures.missing(row) == {"mfu": refused}
-    assert figures.missing(_row(energy=None)) == {"tokens_per_wh": "the row has no tokens_per_wh figure",
-                                                  "power_w_per_device": "the row has no power_w_per_device figure"}
-    assert figures.missing(ROW) == {}
+    row = _row(mfu=None, flags=("cpu-contention(61%-of-host-CPU-used-by-other-processes)", refused))
+    assert render.missing(row) == {"mfu": refused}
+    assert render.missing(_row(work_per_wh=None, power_w_per_device=None)) == {
+        "tokens_per_wh": "the row has no tokens_per_wh figure",
+        "power_w_per_device": "the row has no power_w_per_device figure"}
+    assert render.missing(ROW) == {}
+
+
+def test_the_55_iterations_in_8_s_row_is_no_measurement_and_every_figure_an_expected_failure():
+    """The row JUBE's issues table and caraml-compare call no measurement:
+    its figures never pass, each an expected failure naming the verdict."""
+    row = _row(timed_iterations=55, time_per_iteration_s=8 / 55, timed_s=8.0)
+    why = "not a measurement (55 timed iterations in 8 s; a measurement needs 20 and 60 s)"
+    assert figures.sanity(row) == (True, "")
+    assert all(math.isnan(value) for value, _ in figures.perf_values(row).values())
+    assert set(render.missing(row).values()) == {why}
+    assert figures.provenance(row)["measurement"] == why
 
 
 def test_reframe_reads_a_figure_the_row_lacks_as_an_expected_failure_with_that_reason():
@@ -76,7 +86,7 @@ def test_reframe_reads_a_figure_the_row_lacks_as_an_expected_failure_with_that_r
     from reframe.utility import ScopedDict
 
     refused = "mfu-not-available(only-3-of-10-matmul-windows-reached-half-the-best)"
-    row = _row(mfu={"value": None}, flags=[refused])
+    row = _row(mfu=None, flags=(refused,))
     key = "slurm-cpu:default"
     scoped = ScopedDict(figures.reframe_reference(row, figures.load_references(), key, xfail))
     lacking = scoped[f"{key}:mfu"]
@@ -84,21 +94,24 @@ def test_reframe_reads_a_figure_the_row_lacks_as_an_expected_failure_with_that_r
     assert lacking.data == (0, None, None, figures.perf_values(row)["mfu"][1])
 
 
-@pytest.mark.parametrize("state, flags, passes", [
-    ("ok", [], True),
-    ("ok-stopped-early", ["stopped-early(4-of-6-iterations)"], True),
-    ("ok", ["cpu-contention(51%-of-host-CPU-used-by-other-processes)"], True),
-    ("ok", ["energy-incomplete(covers-80%-of-the-run-window)"], False),
-    ("ok", ["energy-scopes-differ-between-hosts"], False),
-    ("failed", [], False),
+@pytest.mark.parametrize("state, flags, measurement", [
+    ("ok", (), True),
+    ("ok-stopped-early", ("stopped-early(4-of-6-iterations)",), True),
+    ("ok", ("cpu-contention(51%-of-host-CPU-used-by-other-processes)",), True),
+    ("failed", (), False),
 ])
-def test_sanity_passes_a_measurement_unless_a_flag_invalidates_its_figures(state, flags, passes):
-    ok, why = figures.sanity(_row(status={"state": state, "reason": "out of memory"}, flags=flags))
-    assert ok is passes
+def test_sanity_passes_a_row_whose_job_ran_and_the_verdict_decides_the_rest(state, flags, measurement):
+    row = _row(state=state, reason="out of memory" if state == "failed" else "", flags=flags)
+    ok, why = figures.sanity(row)
+    assert ok is (state != "failed") and row.measurement is measurement
     if state == "failed":
         assert why == "row failed: out of memory"
-    elif not passes:
-        assert flags[0] in why
+    # energy whose headline window is not whole: the verdict's, never a pass
+    partial = _row(energy_complete_timed=False, energy_complete_run=False, energy_window="run",
+                   energy_covered_pct=80.0)
+    assert figures.sanity(partial)[0] and not partial.measurement
+    assert set(render.missing(partial).values()) == {
+        "not a measurement (its energy is not whole (its samples cover 80 % of the run))"}
 
 
 def _reference_file(tmp_path, value: float, figure: str = "throughput", **narrow) -> str:
@@ -131,19 +144,18 @@ def test_a_reference_for_another_batch_does_not_apply(tmp_path):
 def test_reframes_verdict_is_caraml_compares(tmp_path, value):
     refs = figures.load_references([_reference_file(tmp_path, value)], suite=False)
     ref, lower, upper, _ = figures.references(ROW, refs, "k")["k"]["tokens_per_s"]
-    measured = ROW["throughput"]["per_s"]
+    measured = ROW.per_s
     # ReFrame's check: ref * (1 + lower) <= value <= ref * (1 + upper)
     reframe_fails = not ref * (1 + lower) <= measured <= ref * (1 + upper)
-    line = flatten(ROW, RunDir(tmp_path, None), tmp_path / "row.json")
-    [verdict] = reference.verdicts(pd.DataFrame([line]), refs)["verdict"]
+    [verdict] = reference.verdicts(pd.DataFrame([line(ROW, RunDir(tmp_path, None), tmp_path / "row.json")]),
+                                   refs)["verdict"]
     assert reframe_fails == (verdict != "within")
 
 
 def test_the_suites_own_published_reference_applies_to_its_system_and_none_to_a_cpu_row():
     refs = figures.load_references()
-    gh200 = _row(system={**ROW["system"], "name": "GH200", "device_kind": "cuda", "device_unit": "GPU"},
-                 config={**ROW["config"], "model": "800M", "precision": "bf16", "backend": "megatron",
-                         "sequence_length": 2048})
+    gh200 = _row(system_name="GH200", device_kind="cuda", device_unit="GPU", model="800M", precision="bf16",
+                 backend="megatron", sequence_length=2048)
     band = figures.references(gh200, refs, "GH200:gpu")["GH200:gpu"]["tokens_per_s_per_device"]
     assert band[:3] == pytest.approx((47505, -0.15, 0.25))
     # CPU is whichever host runs it: no host's figure is another's reference
@@ -151,9 +163,10 @@ def test_the_suites_own_published_reference_applies_to_its_system_and_none_to_a_
 
 
 def test_provenance_for_the_perflog():
-    prov = figures.provenance(_row(flags=["cpu-contention(51%)"]))
+    prov = figures.provenance(_row(flags=("cpu-contention(51%)",)))
     assert prov == {"commit": "abc123def456", "suite_version": "abc123def456", "torch": "2.13.0",
                     "energy_source": "estimate", "energy_scope": "host-estimate",
                     "energy_kind": "estimated", "energy_window": "timed", "system": "CPU",
-                    "config": "cpu-small fp32 batch 4", "flags": "cpu-contention(51%)", "status": "ok"}
-    assert figures.provenance(_row(energy=None))["energy_scope"] == "n/a"
+                    "config": "cpu-small fp32 batch 4", "flags": "cpu-contention(51%)", "status": "ok",
+                    "measurement": "yes"}
+    assert figures.provenance(_row(energy_scope=None))["energy_scope"] == "n/a"

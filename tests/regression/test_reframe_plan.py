@@ -20,7 +20,7 @@ from caraml.regression.plan import (
     prepare_data,
     seconds,
 )
-from caraml.row_standalone import main as row_main
+from caraml.row.standalone import main as row_main
 
 IMAGE = benchmarks.get("image")
 LLM = benchmarks.get("llm")
@@ -104,7 +104,7 @@ def test_a_job_that_failed_is_a_failed_row_with_its_cause(tmp_path, capsys):
     (tmp_path / "error").write_text("job exited with status 1: RuntimeError: broken\n")
     assert row_main(["--benchmark", "image", "--params", str(tmp_path / "params.json"), str(tmp_path)]) == 0
     row = json.loads((tmp_path / "row.json").read_text())
-    assert row["status"] == {"state": "failed", "reason": "job exited with status 1: RuntimeError: broken"}
+    assert (row["state"], row["reason"]) == ("failed", "job exited with status 1: RuntimeError: broken")
     assert "CARAML row: state=failed" in capsys.readouterr().out
     assert (tmp_path / "jpwr.out").read_text().startswith("CARAML energy: none")
 
@@ -113,8 +113,8 @@ def test_unreadable_parameters_are_a_failed_row_that_names_the_file(tmp_path, ca
     (tmp_path / "params.json").write_text("[1, 2]")
     row_main(["--benchmark", "image", "--params", str(tmp_path / "params.json"), str(tmp_path)])
     row = json.loads((tmp_path / "row.json").read_text())
-    assert row["status"]["state"] == "failed"
-    assert "not a JSON object" in row["status"]["reason"]
+    assert row["state"] == "failed"
+    assert "not a JSON object" in row["reason"]
     assert "params.json" in capsys.readouterr().err
 
 
@@ -123,16 +123,17 @@ def test_a_failed_data_step_raises_its_own_error_line(tmp_path):
     failing = [sys.executable, "-c", "import sys; print('CARAML ERROR: no corpus here: set "
                "CARAML_LLM_CORPUS', file=sys.stderr); sys.exit(2)"]
     with pytest.raises(PlanError, match="the data step failed: no corpus here: set CARAML_LLM_CORPUS"):
-        prepare_data(Plan(tmp_path / "job.sh", {}, failing), tmp_path)
+        prepare_data(Plan(tmp_path / "job.sh", {}, failing, data_folder=tmp_path / "prepare_data"))
 
 
 def test_a_data_step_that_does_not_end_is_stopped_and_named(tmp_path):
     (tmp_path / "prepare_data").mkdir()
     sleeping = [sys.executable, "-c", "import time; time.sleep(60)"]
     with pytest.raises(PlanError, match="took more than 1 s"):
-        prepare_data(Plan(tmp_path / "job.sh", {}, sleeping), tmp_path, timeout_s=1)
+        prepare_data(Plan(tmp_path / "job.sh", {}, sleeping, data_folder=tmp_path / "prepare_data"),
+                     timeout_s=1)
 
 
 def test_no_data_step_runs_nothing(tmp_path):
-    prepare_data(Plan(Path(tmp_path / "job.sh"), {}, []), tmp_path)
+    prepare_data(Plan(Path(tmp_path / "job.sh"), {}, []))
     assert not (tmp_path / "prepare_data").exists()

@@ -1,13 +1,17 @@
 """ReFrame run for real on the suite's checks: under a centre's own
-minimal site configuration (the three CPU smoke checks), on this host's two
-local partitions (one job at a time), through the one-node Slurm test
-cluster, as a dry run for a JSC system, and with a reference the CPU cannot
-meet, which ReFrame must report as a performance failure."""
+minimal site configuration (the three CPU smoke checks, no measurements:
+each figure an expected failure naming the verdict, never a pass), on this
+host's two local partitions (one job at a time), through the one-node Slurm
+test cluster with the image check measuring (the measure tag) against a
+reference the CPU cannot meet, which ReFrame must report as a performance
+failure, and as a dry run for a JSC system. The rows of the runs, and no
+row of the dry runs that plan them, join the history ReFrame is pointed at."""
 
 from __future__ import annotations
 
 import os
 import re
+import sqlite3
 import subprocess
 import sys
 from datetime import datetime
@@ -63,7 +67,7 @@ def _perflog(prefix: Path, system: str, partition: str, benchmark: str) -> list[
             name, sep, value = part.partition("=")
             if not sep:
                 continue
-            if name in ("ref", "lower", "upper") and current:
+            if name in ("ref", "lower", "upper", "result") and current:
                 fields[f"{current}.{name}"] = value
                 continue
             fields[name] = value
@@ -84,30 +88,40 @@ def _reframe_columns(log: Path) -> list[dict[str, str]]:
     return [dict(zip(header.split("|"), line.split("|"))) for line in lines]
 
 
-def test_the_checks_pass_under_a_centres_own_configuration_each_in_its_own_perflog(tmp_path):
+def _history(path: Path) -> list[tuple]:
+    """Each row the history holds: benchmark, state, whether from a dry run, whether a measurement."""
+    with sqlite3.connect(path) as con:
+        return sorted(con.execute("select benchmark, state, dry_run, measurement from history").fetchall())
+
+
+def test_the_smoke_checks_are_expected_failures_under_a_centres_own_configuration(tmp_path):
     config = tmp_path / "centre.py"
     config.write_text(CENTRE_CONFIG)
+    history = tmp_path / "history.sqlite"
     # the suite's CPU references are for a quiet host's default configuration;
     # this shared test host's smoke runs are checked against no reference here
-    done = _reframe(tmp_path / "rfm", "-r", "-S", "suite_references=false", config=config)
-    _passed(done)
+    done = _reframe(tmp_path / "rfm", "-r", "-S", "suite_references=false", config=config,
+                    env={**os.environ, "CARAML_HISTORY": str(history)})
+    _passed(done)  # an expected failure fails no run
     assert "Ran 3/3 test case(s)" in done.stdout
     logs = tmp_path / "rfm" / "perflogs" / "centre" / "CPU"
     assert sorted(p.name for p in logs.iterdir()) == ["Caraml_image.log", "Caraml_llm.log",
                                                       "Caraml_operator.log"]
     [image], [llm], [fno] = (_reframe_columns(logs / f"Caraml_{b}.log") for b in ("image", "llm", "operator"))
-    assert float(image["images_per_s_value"]) > 0 and float(llm["tokens_per_s_per_device_value"]) > 0
-    # the measured matmul rate divides, or (a host too busy to measure it) the flags say why not
-    assert (0 < float(llm["mfu_value"]) < 1 or "mfu-not-available(" in llm["caraml_flags"]) \
-        and "mfu_value" not in image
+    assert "mfu_value" in llm and "mfu_value" not in image
     for record, work in ((image, "images"), (llm, "tokens"), (fno, "samples")):
+        # a smoke run's figures are no measurement: in the perflog as nan, never a figure to trust
+        assert record["caraml_measurement"].startswith("not a measurement (") \
+            and "a measurement needs 20 and 60 s" in record["caraml_measurement"]
+        assert record[f"{work}_per_s_value"] == record[f"{work}_per_wh_value"] == "nan"
         assert record[f"{work}_per_wh_unit"] == f"{work}/Wh (host-estimate, timed window, estimated)"
-        assert float(record[f"{work}_per_wh_value"]) > 0 and float(record["power_w_per_device_value"]) > 0
         assert (record["caraml_system"], record["caraml_status"], record["caraml_energy_scope"]) == \
             ("CPU", "ok", "host-estimate")
         assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", record["caraml_commit"])
         assert record["caraml_torch"].startswith(torch.__version__.split("+")[0])
     assert llm["caraml_config"] == "cpu-small fp32 batch 4"
+    # each check's row of its run joined the history; the JUBE dry runs that planned them left none
+    assert _history(history) == [("image", "ok", 0, 0), ("llm", "ok", 0, 0), ("operator", "ok", 0, 0)]
     # one benchmark alone, its tag now from the check variable: its perflog
     # gains a line under the same columns, and no other perflog is rotated
     header = (logs / "Caraml_operator.log").read_text().splitlines()[0]
@@ -131,18 +145,20 @@ def test_two_partitions_of_this_host_run_one_job_at_a_time_and_log_the_rows_prov
     done = _reframe(tmp_path, "-r", "-n", "benchmark=operator", "-S", "suite_references=false")
     _passed(done)
     assert "Ran 2/2 test case(s)" in done.stdout
-    cpu, host = (_job_window(next((tmp_path / "output" / "local" / p / "caraml").glob("*")))
+    # an expected failure (a smoke run is no measurement) keeps its files in its stage folder
+    cpu, host = (_job_window(next((tmp_path / "stage" / "local" / p / "caraml").glob("*")))
                  for p in ("cpu", "host"))
     assert cpu[1] <= host[0] or host[1] <= cpu[0], (cpu, host)
     [record] = _perflog(tmp_path, "local", "cpu", "operator")
-    assert float(record["samples_per_s"]) > 0
+    assert record["samples_per_s"] == "nan" and record["samples_per_s.result"] == "xfail"
+    assert record["measurement"].startswith("not a measurement (")
     assert record["samples_per_wh.unit"] == "samples/Wh (host-estimate, timed window, estimated)"
     assert (record["system"], record["status"], record["energy_scope"], record["energy"]) == \
         ("CPU", "ok", "host-estimate", "estimated")
     assert record["energy_methods"] == "estimate"
     assert record["config"].startswith("FNO rbc2d-small fp32")
     # the row and the energy files of every rank are kept beside ReFrame's output
-    [row] = (tmp_path / "output" / "local" / "cpu" / "caraml").glob("*/row.json")
+    [row] = (tmp_path / "stage" / "local" / "cpu" / "caraml").glob("*/row.json")
     assert list(row.parent.glob("energy/*_rank0*"))
 
 
@@ -165,13 +181,18 @@ def test_a_dry_run_for_a_jsc_system_shows_each_job_script_and_runs_nothing(tmp_p
 
 
 @pytest.mark.slurm
-def test_every_check_runs_through_the_slurm_test_cluster_and_one_misses_a_centres_reference(tmp_path, slurm):
+def test_every_check_runs_through_the_slurm_test_cluster_and_a_measurement_misses_a_centres_reference(
+        tmp_path, slurm):
     # a centre's reference for the image check that this CPU cannot meet
     refs = tmp_path / "centre_references.yaml"
     refs.write_text("references:\n"
                     "  - {system: CPU, benchmark: image, model: resnet18, figure: throughput_per_device,"
                     " value: 1000000, lower: 0.1, upper: 0.1, kind: measured by this suite, source: a test}\n")
-    done = _reframe(tmp_path, "-r", "--system", "slurm-cpu", "-S", f"references_file={refs}", env=slurm.env)
+    history = tmp_path / "history.sqlite"
+    # the image check measures (the measure tag: its iterations timed for 61 s); the others are smoke runs
+    done = _reframe(tmp_path, "-r", "--system", "slurm-cpu", "-S", f"references_file={refs}",
+                    "-S", "Caraml_image.extra_tags=measure",
+                    env={**slurm.env, "CARAML_HISTORY": str(history)})
     assert done.returncode != 0
     # the image check alone fails, in its performance, naming figure and reference
     assert done.stdout.count("FAILURE INFO for ") == 1, done.stdout[-4000:]
@@ -181,15 +202,19 @@ def test_every_check_runs_through_the_slurm_test_cluster_and_one_misses_a_centre
                      r"expected 1000000", done.stdout), done.stdout[-3000:]
     for benchmark, work in (("image", "images"), ("llm", "tokens"), ("operator", "samples")):
         [record] = _perflog(tmp_path, "slurm-cpu", "default", benchmark)
-        assert record["status"] == "ok" and float(record[f"{work}_per_s"]) > 0
+        assert record["status"] == "ok"
     [image] = _perflog(tmp_path, "slurm-cpu", "default", "image")
+    assert image["measurement"] == "yes" and float(image["images_per_s"]) > 0
+    assert image["images_per_s_per_device.result"] == "fail"
+    # the measured row joined the history, as the smoke rows did; the plans' dry runs left none
+    assert _history(history) == [("image", "ok", 0, 1), ("llm", "ok", 0, 0), ("operator", "ok", 0, 0)]
     assert [image[f"images_per_s_per_device.{k}"] for k in ("ref", "lower", "upper")] == \
         ["1000000.0", "-0.1", "0.1"]
     # a figure without a reference is logged without one
     assert image["images_per_s.ref"] == "0"
     # ReFrame moves a passed check's files into its output folder; a
-    # failed one and an expected failure (an MFU a busy host could not
-    # give) keep them in their stage folder
+    # failed one and an expected failure (a row that is no measurement)
+    # keep them in their stage folder
     where = ("slurm-cpu", "default", "caraml")
     works = {work.name: work for folder in ("output", "stage")
              for work in (tmp_path / folder).joinpath(*where).glob("*")}

@@ -1,6 +1,6 @@
 """A row from ReFrame and a row from JUBE are one row model's decision on
 the same evidence: the files a JUBE job left, decided outside JUBE by
-caraml.row_standalone (as a ReFrame check does) with the work package's
+caraml.row.standalone (as a ReFrame check does) with the work package's
 parameters, give the row JUBE's combine step wrote."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from caraml.row_evidence import workpackage_params
-from caraml.row_standalone import main as row_main
+from caraml import jube_run
+from caraml.row.standalone import main as row_main
 
 pytestmark = pytest.mark.jube
 
@@ -27,11 +27,11 @@ def test_the_standalone_row_of_a_jube_job_is_the_row_jube_decided(image_cpu_smok
     for name in ("job.out", "job.err"):
         shutil.copy(execute / name, stage / name)
     shutil.copytree(execute / "energy", stage / "energy")
-    params = workpackage_params(run.run_dir)[int(execute.parent.name.split("_")[0])]
+    params = jube_run.work_packages(run.run_dir)[jube_run.work_package_id(execute)].params
     (stage / "params.json").write_text(json.dumps(params))
     assert row_main(["--benchmark", "image", "--params", str(stage / "params.json"), str(stage)]) == 0
     row = json.loads((stage / "row.json").read_text())
-    assert jube_row["status"]["state"] == "ok"
+    assert jube_row["state"] == "ok"
     for decided in (row, jube_row):
         decided.pop("work_package")
     assert row == jube_row

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from caraml import jobwatch
-from caraml import row as row_model
 from caraml.login.host_locks import held, jube_folder_lock
+from caraml.row.decide import decide_row
+from caraml.row.evidence import gather
+from caraml.row.run import rows_of_run
 from tests.jube_runs import ROOT, JubeRun
 
 pytestmark = pytest.mark.jube
@@ -128,10 +130,10 @@ def test_a_stopped_job_names_the_signal_and_its_energy_is_combined(dry_run):
 def _decided(work: Path) -> tuple[str, str]:
     """The row the model decides for a job that was submitted: the dry run's
     `CARAML dryrun:` line (this job was started by hand) left out."""
-    evidence = row_model.gather(work)
+    evidence = gather(work)
     evidence.texts["stderr"] = ""
-    status = row_model.decide_row("image", evidence, slurm_state=None)["status"]
-    return status["state"], status["reason"]
+    row = decide_row("image", evidence, slurm_state=None)
+    return row.state, row.reason
 
 
 @pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["terminal", "background"])
@@ -187,13 +189,13 @@ def test_ctrl_c_on_a_local_jube_run_gives_rows_that_name_sigint_and_the_ones_nev
         os.killpg(jube.pid, signal.SIGINT)
         jube.wait(timeout=60)
     _wait_for(lambda: (job_out.parent / "ready").exists(), "the stopped job's done marker")
-    rows = row_model.rows_of_run(out / "000000")
+    rows = rows_of_run(out / "000000")
     # the ranks may finish their 12 CPU iterations before the stop reaches
     # them (ok); what was cut short names SIGINT, and nothing names SIGKILL
-    assert (rows[0]["status"]["state"], rows[0]["status"]["reason"]) in (
-        ("ok-stopped-early", "signal SIGINT"), ("ok", "")), rows[0]["status"]
+    assert (rows[0].state, rows[0].reason) in (
+        ("ok-stopped-early", "signal SIGINT"), ("ok", "")), (rows[0].state, rows[0].reason)
     assert (job_out.parent / "signal").read_text() == "SIGINT\n"
-    assert [(r["status"]["state"], r["status"]["reason"].split(":")[0]) for r in rows[1:]] == [
+    assert [(r.state, r.reason.split(":")[0]) for r in rows[1:]] == [
         ("queued", "not started"), ("queued", "not started")]
     done = subprocess.run([sys.executable, "-m", "caraml.login.rows", str(out / "000000")],
                           capture_output=True, text=True, timeout=120)

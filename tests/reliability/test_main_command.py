@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from caraml import benchmarks
 from tests.checkouts import (
     RUNNABLE,
     SMOKE_JOBS,
@@ -64,6 +65,32 @@ def test_a_failed_row_ends_the_command_with_status_1_and_the_next_benchmark_stil
     # the jobs that ran here said how they ended, with their throughput
     # (and through Slurm: tests/reliability/test_following_a_run.py)
     assert re.search(r"_execute \[.*\] ok, \S+ tokens/s$", out, re.MULTILINE), out[-4000:]
+    assert not _injected(checkout)
+
+
+def test_the_readme_flow_measures_one_row_of_each_benchmark_and_caraml_compare_reads_the_verdict(checkout):
+    """The README's main command as written (no tag: LOCAL and measure),
+    its window shortened to 3 s (CARAML_MEASURE_S, the documented setting),
+    then the README's caraml-compare over its three runs: each benchmark
+    has one row that ran the window past its planned iterations, and as 3 s
+    is short of the verdict's 60 s, caraml-compare says why no row is a
+    measurement (exit 1); the README's figures of a full run: docs/results.md."""
+    proc = main_command(checkout, env={"CARAML_MEASURE_S": "3"})
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    ran = MainCommand(checkout, proc)
+    for entry in benchmarks.BUILT_IN:
+        table = ran.run_of(entry.name).csv()
+        # the window's row: 20 timed iterations or more, for 3 s or more; the others stay short
+        windowed = table[table["Iterations"] >= 20]
+        assert len(windowed) == 1 and (table["Status"] == "ok").all(), table.to_string()
+        assert (windowed["Iterations"] * windowed["Time/iteration(s)"] >= 3).all()
+    done = subprocess.run([str(checkout / ".venv" / "bin" / "caraml-compare"),
+                           *(entry.outpath for entry in benchmarks.BUILT_IN), "--out", "comparison"],
+                          cwd=checkout, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr
+    for entry in benchmarks.BUILT_IN:
+        assert f"failed benchmark: LOCAL {entry.name}: no measured row" in done.stdout
+    assert "timed iterations in " in done.stdout and "a measurement needs 20 and 60 s" in done.stdout
     assert not _injected(checkout)
 
 

@@ -13,8 +13,9 @@ import time
 
 import pytest
 
-from caraml import row as row_model
 from caraml.login import follow, jobplan
+from caraml.row.decide import decide_row
+from caraml.row.evidence import gather
 from tests.caraml.row_packages import execute, run_dir
 from tests.checkouts import SMOKE_JOBS, checkout_with_venv, main_command
 from tests.systems.test_jobplan import write_facts
@@ -53,8 +54,8 @@ def test_sbatchs_refusal_fails_the_row_with_its_words_and_the_fix(
     assert err.startswith(f"CARAML ERROR: sbatch refused the job: {said}; {fix}"), err
     # the row names it (JUBE keeps the step's stderr in the work package)
     (work / "stderr").write_text(err)
-    row = row_model.decide_row("image", row_model.gather(work), slurm_state=None)
-    assert row["status"]["state"] == "failed" and said in row["status"]["reason"], row["status"]
+    row = decide_row("image", gather(work), slurm_state=None)
+    assert row.state == "failed" and said in row.reason, row.reason
 
 
 def test_a_job_sbatch_takes_is_submitted_as_before(tmp_path, strict_slurm, monkeypatch, capsys):

@@ -156,7 +156,7 @@ def test_the_result_of_a_container_build_is_its_table(tmp_path, script, tags, sy
     for status, expected in (("0", "built"), ("1", "failed")):
         (work / "job.out").write_text("CARAML job: start=2026-11-26T10:00:00+00:00 host=n1 job_id=7\n"
                                       f"CARAML job: end=2026-11-26T10:30:00+00:00 status={status}\n")
-        subprocess.run([sys.executable, "-m", "caraml.row_line"], cwd=work, check=True, timeout=60,
+        subprocess.run([sys.executable, "-m", "caraml.row.row_out"], cwd=work, check=True, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
         shown = run.jube("result", str(run.outpath), "-i", "last")
         first = [c.strip() for c in shown.strip().splitlines()[3].strip("|").split("|")]

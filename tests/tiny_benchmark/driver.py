@@ -1,6 +1,7 @@
-"""A tiny data-parallel benchmark (a two-layer MLP on random vectors), the
-suite's proof that a benchmark is one folder and one table entry: the
-driver core and the data-parallel shell do the rest."""
+"""A tiny data-parallel benchmark (a two-layer MLP on random vectors as
+wide as its data step says: tests/tiny_benchmark/data.py), the suite's
+proof that a benchmark is one folder and one table entry: the driver core
+and the data-parallel shell do the rest."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from dataclasses import dataclass
 
 import torch
 
-from caraml import data_parallel, driver
-from caraml.options import PRECISIONS, EnergyOptions, RunOptions, option
-from caraml.options import parse as parse_options
+from caraml.node import data_parallel, driver
+from caraml.node.options import PRECISIONS, EnergyOptions, RunOptions, option
+from caraml.node.options import parse as parse_options
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -19,16 +20,17 @@ class Options(RunOptions, EnergyOptions):
     global_batch_size: int = option(8, doc="samples per iteration over all devices")
     precision: str = option("fp32", choices=PRECISIONS, doc="number format")
     width: int = option(64, doc="the hidden layer's width")
+    features: int = option(16, doc="the width of each input vector (the data step's)")
 
 
 def train_and_report(args: Options, dist, stop, energy) -> int:
     batch = data_parallel.batch_per_device(args, dist)
     torch.manual_seed(args.seed)
-    net = torch.nn.Sequential(torch.nn.Linear(16, args.width), torch.nn.ReLU(),
+    net = torch.nn.Sequential(torch.nn.Linear(args.features, args.width), torch.nn.ReLU(),
                               torch.nn.Linear(args.width, 1)).to(dist.device)
     ddp = torch.nn.parallel.DistributedDataParallel(net)
     optimizer = torch.optim.SGD(net.parameters(), lr=1e-2)
-    x, y = torch.randn(batch, 16, device=dist.device), torch.randn(batch, 1, device=dist.device)
+    x, y = torch.randn(batch, args.features, device=dist.device), torch.randn(batch, 1, device=dist.device)
 
     def step() -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
@@ -39,9 +41,10 @@ def train_and_report(args: Options, dist, stop, energy) -> int:
 
     result = driver.train_loop(step, args, dist, stop, energy,
                                data_parallel.progress(args, "samples", ".4g"))
-    del ddp  # gone before the process group is (caraml/driver.py)
+    del ddp  # gone before the process group is (caraml/node/driver.py)
     return data_parallel.report_result(args, dist, result, batch, "samples",
-                                       head={"model": "mlp", "precision": args.precision})
+                                       head={"model": "mlp", "precision": args.precision,
+                                             "features": args.features})
 
 
 def parse(argv):

@@ -6,10 +6,10 @@ wherever a row's state changes: when the job is written and submitted
 (caraml/login/jobplan.py), when a check refuses it (platform.xml,
 preflight_cmd), when the job starts and ends (aux/job.sh.in) and when its
 script was killed (caraml/jobwatch.py); each time the run's full table
-(caraml/row_csv.py) is written anew too. A container build job's lines say
-how its build stands (caraml/row_status.py, decide_build).
+(caraml/row/full_table.py) is written anew too. A container build job's lines say
+how its build stands (caraml/row/status.py, decide_build).
 
-    python3 -m caraml.row_line [--exit-status N] [WORK]
+    python3 -m caraml.row.row_out [--exit-status N] [WORK]
 
 WORK is the work folder (default: here); the command exits with N, so a
 step's shell passes its own status on. Standard library only (login and
@@ -25,12 +25,13 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from caraml import row_csv
-from caraml.row import undecided
-from caraml.row_decide import decide_row
-from caraml.row_evidence import Evidence, gather
-from caraml.row_print import print_build, print_lines
-from caraml.row_status import decide_build
+from caraml import jube_run
+from caraml.row import full_table
+from caraml.row.decide import decide_row
+from caraml.row.evidence import Evidence, gather
+from caraml.row.jube_lines import print_build, print_lines
+from caraml.row.run import undecided
+from caraml.row.status import decide_build
 
 LINES_FILE = "row.out"
 # JUBE keeps the first analysis of a run (in the run folder): a new line makes it stale
@@ -66,24 +67,24 @@ def lines(work: Path) -> str:
 
 
 def write(work: Path) -> Path:
-    """row.out, and the run's full table anew (caraml/row_csv.py)."""
+    """row.out, and the run's full table anew (caraml/row/full_table.py)."""
     path = work / LINES_FILE
     part = work / (LINES_FILE + ".part")
     part.write_text(lines(work))
     os.replace(part, path)
     run_dir = work.resolve().parents[1]
     (run_dir / ANALYSIS_CACHE).unlink(missing_ok=True)
-    if not (run_dir / "workpackages.xml").is_file():
+    if not jube_run.is_run(run_dir):
         return path  # a job script made outside a JUBE run: no run, no table
     try:
-        row_csv.write(run_dir)
+        full_table.write(run_dir)
     except ET.ParseError as error:  # JUBE's record being rewritten: the next change writes it
         print(f"CARAML: the full table of {run_dir} was not written ({error})", file=sys.stderr)
     return path
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m caraml.row_line",
+    parser = argparse.ArgumentParser(prog="python3 -m caraml.row.row_out",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--exit-status", type=int, default=0,
                         help="the status to exit with (the step's own)")

@@ -160,7 +160,7 @@ def parse(cls: type, argv: Sequence[str] | None, *, prog: str, description: str 
 
 
 DEVICES = ("auto", "cpu", "cuda")
-# What each means on a device (autocast, scaler, TF32) is in caraml/precision.py.
+# What each means on a device (autocast, scaler, TF32) is in caraml/node/precision.py.
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 NO_ENERGY = "none"
 
@@ -175,10 +175,23 @@ class RunOptions:
                                doc="first iterations left out of the timing")
     exit_duration_in_mins: float | None = option(
         None, rule=POSITIVE, doc="wall-clock budget, counted from the driver's start")
+    min_timed_iterations: int | None = option(
+        None, rule=POSITIVE, doc="a measurement window: go on past --train-iters until this many iterations "
+                                 "are timed")
+    min_timed_seconds: float | None = option(
+        None, rule=POSITIVE, doc="a measurement window: go on past --train-iters until the timed iterations "
+                                 "have lasted this long")
     log_interval: int = option(10, rule=POSITIVE, doc="iterations between progress lines")
     seed: int = option(42, doc="random seed (each rank adds its rank where data differ)")
     device: str = option("auto", choices=DEVICES,
                          doc="cuda: fail unless a GPU is there; auto: a GPU where there is one")
+
+    @property
+    def planned(self) -> str:
+        """The planned iterations as a progress line says them: `24+` where a
+        measurement window may run past them."""
+        windowed = self.min_timed_iterations is not None or self.min_timed_seconds is not None
+        return f"{self.train_iters}{'+' if windowed else ''}"
 
     @property
     def budget_s(self) -> float | None:
@@ -242,7 +255,7 @@ class TrainingOptions:
     num_workers: int | str = option(
         "auto", rule=NON_NEGATIVE, words=("auto",),
         doc="data loader processes per rank, or 'auto': none on a CPU device, else the rank's "
-            "cores less one, at most 2 (caraml/loader_workers.py)")
+            "cores less one, at most 2 (caraml/node/loader_workers.py)")
     lr: float = option(1e-4, rule=POSITIVE, doc="learning rate")
 
     def check_compile(self: typing.Any) -> None:

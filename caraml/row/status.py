@@ -1,5 +1,5 @@
 """A row's status: the one vocabulary of the suite and the one rule that
-picks from it (caraml/row_decide.py calls it; the tables, the README's main command
+picks from it (caraml/row/decide.py calls it; the tables, the README's main command
 and caraml-compare read what it decided).
 
     ok                 a measurement that ran its planned iterations
@@ -21,7 +21,8 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from caraml.row_evidence import DONE, SIGNAL_FILE, Evidence
+from caraml.report import WINDOW_REACHED
+from caraml.row.evidence import DONE, SIGNAL_FILE, Evidence
 
 STATES = ("ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending", "running")
 BUILD_STATES = ("built", "failed", "dry-run", "queued", "building")
@@ -153,8 +154,8 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
                                 f"{ev.texts['jpwr.status']}): {cause}")
     stops = _STOP.findall(job_out)
     stop = stops[-1].strip() if stops else ""
-    if not stop or stop.startswith("iteration count"):
-        # a signal that came after the last iteration cut nothing short
+    if not stop or stop.startswith(("iteration count", WINDOW_REACHED)):
+        # a signal that came after the last iteration cut nothing short; a measurement window is planned
         return Status("ok", "")
     # the ranks name the TERM the job script passed on; the signal that came is the script's
     return Status("ok-stopped-early", f"signal {signal}" if signal else stop)

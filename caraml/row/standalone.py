@@ -1,10 +1,11 @@
 """The row of a job that ran outside JUBE (a ReFrame stage directory),
 decided by the same row model as JUBE's combine step: jpwr combine folds the
-energy files of all ranks, then caraml/row.py decides the row from the same
-texts (job.out, job.err, error, signal, the data step's stderr, jpwr's
-output) and the parameters JUBE planned the work package with.
+energy files of all ranks, then caraml/row/decide.py decides the row from
+the same texts (job.out, job.err, error, signal, the data step's output,
+jpwr's output) and the parameters JUBE planned the work package with, and
+the row joins the same results history (caraml/row/history.py).
 
-    python -m caraml.row_standalone --benchmark image --params params.json STAGEDIR
+    python -m caraml.row.standalone --benchmark image --params params.json STAGEDIR
 
 writes energy_summary.csv, jpwr.out, jpwr.err and row.json into STAGEDIR
 and prints the `CARAML row` lines."""
@@ -18,15 +19,16 @@ import sys
 from pathlib import Path
 
 from caraml import benchmarks, report
-from caraml.row import undecided, write
-from caraml.row_decide import decide_row
-from caraml.row_evidence import SIGNAL_FILE, Evidence
-from caraml.row_print import print_lines
+from caraml.row import history, row_json
+from caraml.row.decide import decide_row
+from caraml.row.evidence import SIGNAL_FILE, Evidence, data_errors
+from caraml.row.jube_lines import print_lines
+from caraml.row.record import Row
+from caraml.row.run import undecided
 
 # the job's texts by the names the row model reads them under: the job
-# script's logs and markers, and the LLM's data step (prepare_data/stderr)
-TEXTS = {"job.out": "job.out", "job.err": "job.err", "error": "error", SIGNAL_FILE: SIGNAL_FILE,
-         "data.stderr": "prepare_data/stderr"}
+# script's logs and markers
+TEXTS = {"job.out": "job.out", "job.err": "job.err", "error": "error", SIGNAL_FILE: SIGNAL_FILE}
 
 
 def _read(path: Path) -> str:
@@ -51,14 +53,18 @@ def combine_energy(stage: Path, energy_dir: str) -> dict[str, str]:
     return {"jpwr": _read(out), "jpwr.err": _read(err), "jpwr.status": str(status)}
 
 
-def decide(benchmark: str, params: dict[str, str], stage: Path) -> dict:
+def decide(benchmark: str, params: dict[str, str], stage: Path) -> Row:
     texts = {name: _read(stage / file) for name, file in TEXTS.items()}
+    # the data step ran in its own folder of the stage, named as its step (caraml/regression/plan.py)
+    step = benchmarks.get(benchmark).data_step
+    if step is not None:
+        texts.update(data_errors(stage / step.step))
     texts.update(combine_energy(stage, params.get("energy_dir") or "energy"))
     return decide_row(benchmark, Evidence(texts, params, str(stage)), slurm_state=None)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m caraml.row_standalone",
+    parser = argparse.ArgumentParser(prog="python -m caraml.row.standalone",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--benchmark", required=True, choices=benchmarks.names())
     parser.add_argument("--params", required=True, type=Path,
@@ -73,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         row = decide(args.benchmark, {str(k): str(v) for k, v in params.items()}, stage)
     except (OSError, ValueError, KeyError, subprocess.SubprocessError) as error:
         row = undecided(args.benchmark, stage, error)
-        report.error(f"{args.params}: {row['status']['reason']}")
-    write(row, stage)
+        report.error(f"{args.params}: {row.reason}")
+    row_json.write(row, stage)
+    history.record(row, stage)
     print_lines(row)
     return 0
 

@@ -3,7 +3,7 @@ share of a global batch of whole samples (images, operator samples): the
 batch per device once the devices are known, the progress line, and the
 summary lines of every rank and of the job. A driver keeps only what is its
 own (options, data, model, step, and the fields its lines add) and hands the
-rest to the driver core (caraml/driver.py) through this."""
+rest to the driver core (caraml/node/driver.py) through this."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from collections.abc import Callable
 
 import torch
 
-from caraml import compile_toolchain, driver, precision, throughput
-from caraml.dist import Dist
-from caraml.driver import LoopResult
+from caraml.node import compile_toolchain, driver, precision, throughput
+from caraml.node.dist import Dist
+from caraml.node.driver import LoopResult
 from caraml.report import BenchmarkInputError
-from caraml.timing import TimingStats, rate
+from caraml.node.timing import TimingStats, rate
 
 
 def check_placement(args, world_size: int, device: torch.device) -> None:
@@ -47,7 +47,7 @@ def progress(args, unit: str, loss_format: str) -> driver.Progress:
     """The progress line: iteration, loss, time per iteration and rate."""
     def line(done: int, seconds: float, loss: float) -> str:
         phase = " (warm-up)" if done <= args.warmup_iters else ""
-        return (f"iteration {done}/{args.train_iters}{phase}: loss {loss:{loss_format}}, "
+        return (f"iteration {done}/{args.planned}{phase}: loss {loss:{loss_format}}, "
                 f"{seconds:.3f} s per iteration, "
                 f"{rate(args.global_batch_size, seconds):.1f} {unit}/s")
     return line

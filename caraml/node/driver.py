@@ -2,22 +2,24 @@
 status. A benchmark brings its options, its set-up and one training step;
 everything a row's figures depend on is defined here once:
 
-- a timed iteration: from the start of one step to the start of the next,
-  with the step's batch fetched, its work done on the device (synchronised)
-  and the all-ranks decision whether to stop; the first `--warmup-iters`
-  are run and not timed. What lies between two timed iterations is not
-  timed: the progress line every `--log-interval` iterations (a gather over
-  the ranks and a print), so the timed iterations add up to less than the
-  wall time of the timed phase, and the whole run (set-up, warm-up, the
+- a timed iteration: from the start of one step to the end of the
+  decision whether to stop after it, with the step's batch fetched and its
+  work done on the device (synchronised); the first `--warmup-iters` are
+  run and not timed. What lies between two timed iterations is not timed:
+  the progress line every `--log-interval` iterations (a gather over the
+  ranks and a print), so the timed iterations add up to less than the wall
+  time of the timed phase, and the whole run (set-up, warm-up, the
   summary) takes longer still; time per iteration is the timed
   iterations' own.
-- the stop: the iteration count, the wall-clock budget or a signal, taken
-  by all ranks after the same iteration, and named once (with the rank
-  that saw a signal first). The count needs no agreement; a signal or the
-  budget, which one rank may see before the others, are agreed on by a
-  collective about once a second of training (every iteration on one
-  process is free of it), so a timed iteration carries no collective of
-  the driver's own;
+- the stop: the iteration count (a floor where a measurement window is
+  given: the run goes on until it has timed --min-timed-iterations lasting
+  --min-timed-seconds), the wall-clock budget or a signal, taken by all
+  ranks after the same iteration, and named once (with the rank that saw a
+  signal first). The counts need no agreement; a signal, the budget and a
+  window's seconds, which one rank may see before the others, are agreed
+  on by a collective about once a second of training (never on one
+  process), so all but about one timed iteration a second carry no
+  collective of the driver's own;
 - the summary: rank 0 prints the stop line, one line per rank and the
   global line; a run without a timed iteration prints what it has, an
   error that says why, and exits EXIT_NO_FIGURE;
@@ -41,14 +43,15 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from caraml import dist as caraml_dist
-from caraml import energy, memory, power_limit, provenance, report
-from caraml.dist import Dist
-from caraml.energy import TimedWindow
-from caraml.options import EnergyOptions, RunOptions
+from caraml import power_limit, report
+from caraml.node import dist as caraml_dist
+from caraml.node import energy, memory, provenance
+from caraml.node.dist import Dist
+from caraml.node.energy import TimedWindow
+from caraml.node.options import EnergyOptions, RunOptions
 from caraml.report import BenchmarkInputError
-from caraml.stopping import StopCondition
-from caraml.timing import IterationTimer, TimingStats, slowest_per_iteration, summarize
+from caraml.node.stopping import StopCondition
+from caraml.node.timing import IterationTimer, TimingStats, slowest_per_iteration, summarize
 
 EXIT_OK = 0
 EXIT_NO_FIGURE = 1  # the run ended before any iteration was timed
@@ -109,19 +112,20 @@ STOP_CHECK_S = 1.0
 @dataclass
 class _StopVote:
     """Whether the ranks stop after this iteration, the same answer on all:
-    the iteration count needs no word between them; a signal or the budget
-    is agreed on at check points, every `every` iterations (every iteration
-    until the warm-up has shown how long one takes)."""
+    the counts need no word between them; a signal, the budget or a
+    window's seconds are agreed on at check points, every `every`
+    iterations (every iteration until the warm-up has shown how long one
+    takes)."""
 
     dist: Dist
     stop: StopCondition
     every: int = 1
 
-    def __call__(self, done: int) -> tuple[str | None, bool]:
-        reason = self.stop.reason(done)
+    def __call__(self, done: int, timed: Sequence[float]) -> tuple[str | None, bool]:
+        reason = self.stop.reason(done, timed)
         if self.dist.world_size == 1:
             return reason, reason is not None
-        if self.stop.count_reached(done):
+        if self.stop.count_reached(done, timed):
             return reason, True
         if done % self.every:
             return reason, False
@@ -201,7 +205,8 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
             timer.start()
             step_loss = step()
             done += 1
-            reason, stopping = vote(done)
+            # a measurement window counts this iteration too, its timer still running
+            reason, stopping = vote(done, timer.so_far())
             seconds = timer.stop()
             warmup_s += seconds if done <= opts.warmup_iters else 0.0
             interval.add(step_loss, seconds)
@@ -307,7 +312,9 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
         before_init(opts)
     # From here on a signal ends the run with its summary, and the
     # wall-clock budget counts from here (set-up included), as Megatron-LM's does.
-    with StopCondition(max_iterations=opts.train_iters, max_seconds=opts.budget_s) as stop:
+    with StopCondition(max_iterations=opts.train_iters, max_seconds=opts.budget_s,
+                       min_timed_iterations=opts.min_timed_iterations,
+                       min_timed_seconds=opts.min_timed_seconds) as stop:
         try:
             dist = caraml_dist.init(opts.device)
         except (RuntimeError, ValueError) as e:  # e.g. --device cuda without a GPU

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from caraml.timing import TimingStats, rate, summarize
+from caraml.node.timing import TimingStats, rate, summarize
 
 
 def per_rank(unit: str, batch_per_device: int, durations: Sequence[float]) -> dict[str, float]:

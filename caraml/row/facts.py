@@ -8,29 +8,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# The driver core's peak-memory figures (memory_<name> in its summary line)
-MEMORY = ("max_allocated_gib", "max_reserved_gib", "device_gib")
-# The provenance line's keys (caraml/provenance.py writes them, in this order)
-PROVENANCE_KEYS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
-                   "cpus", "other_benchmarks", "driver", "container", "hipblaslt_allow_tf32")
-
-
-def kv(text: str) -> dict[str, str]:
-    """key=value words of one line."""
-    return dict(word.split("=", 1) for word in text.split() if "=" in word)
-
-
-def kv_lines(text: str, prefix: str) -> list[dict[str, str]]:
-    """Every line `<prefix> key=value ...` of a text, parsed."""
-    start = re.compile(rf"^{re.escape(prefix)} (.*)$", re.MULTILINE)
-    return [kv(found) for found in start.findall(text)]
-
-
-def last_kv(text: str, scope: str) -> dict[str, str]:
-    """The last `CARAML <scope>:` line of a text ({} where there is none):
-    a job that was re-run appends its lines to the ones before."""
-    found = kv_lines(text, f"CARAML {scope}:")
-    return found[-1] if found else {}
+from caraml.report import kv, kv_lines, last_kv
+from caraml.row.record import gpu_work_per_wh
 
 
 def _value(text: str | None) -> str | None:
@@ -50,23 +29,22 @@ def provenance(job_out: str) -> dict:
             else commit[:12] + ("" if clean is not False else "+changes"),
             "torch": _value(line.get("torch")), "cuda": _value(line.get("cuda")),
             "rocm": _value(line.get("rocm")), "date": _value(job.get("start")),
-            "host": _value(job.get("host")),
+            "node_host": _value(job.get("host")),
             "driver": _value(line.get("driver")), "container": _value(line.get("container")),
             # ROCm's TF32 switch as the run had it (caraml/rocm_tf32.py)
             "hipblaslt_allow_tf32": _value(line.get("hipblaslt_allow_tf32"))}
 
 
-def measured_peak(g: dict[str, str]) -> dict | None:
+def measured_peak(g: dict[str, str]) -> dict:
     """The windows behind a measured matmul-rate peak (the LLM driver's
     matmul_rate.py: the best window is kept): how many, the slowest, the
-    median and the spread; None where the peak was not measured."""
+    median and the spread; none where the peak was not measured."""
     windows = _num(g.get("peak_windows"))
     if g.get("peak_basis") != "measured-matmul" or not windows:
-        return None
-    return {"rule": "best-window", "windows": int(windows),
-            "min_tflops": _num(g.get("peak_min_tflops")),
-            "median_tflops": _num(g.get("peak_median_tflops")),
-            "spread_pct": _num(g.get("peak_spread_pct"))}
+        return {}
+    return {"peak_windows": int(windows), "peak_min_tflops": _num(g.get("peak_min_tflops")),
+            "peak_median_tflops": _num(g.get("peak_median_tflops")),
+            "peak_spread_pct": _num(g.get("peak_spread_pct"))}
 
 
 def mfu_refusal(g: dict[str, str], at_end: dict[str, str], contention_pct: float) -> str | None:
@@ -104,26 +82,34 @@ def _num(value: str | None) -> float | None:
     return number if number == number else None
 
 
-def _window(wh: float | None, devices: int | None, seconds: float | None, work: float | None,
-            missing: float | None, complete: bool, covered: float | None) -> dict:
-    """One energy window. A window that is not whole keeps its partial Wh
-    (labelled: the row's energy source says incomplete) and has no work per
-    Wh, so it is never a headline ratio."""
+def _window(name: str, wh: float | None, devices: int | None, seconds: float | None,
+            work: float | None, complete: bool) -> dict:
+    """One energy window's figures under the record's names (wh_<name>, ...).
+    A window that is not whole keeps its partial Wh (labelled: the row's
+    energy source says incomplete) and has no work per Wh, so it is never a
+    headline ratio."""
     per_device = wh / devices if wh is not None and devices else None
     complete = complete and wh is not None
-    return {"wh": wh, "wh_per_device": per_device,
-            "work_per_wh": work / wh if work is not None and wh and complete else None,
-            "mean_power_w_per_device": per_device * 3600 / seconds
+    return {f"wh_{name}": wh, f"wh_per_device_{name}": per_device,
+            f"work_per_wh_{name}": work / wh if work is not None and wh and complete else None,
+            f"power_w_per_device_{name}": per_device * 3600 / seconds
             if per_device is not None and seconds else None,
-            "seconds": seconds, "complete": complete, "missing_pct": missing,
-            "covered_pct": 100.0 if complete else covered}
+            f"window_s_{name}": seconds, f"energy_complete_{name}": complete}
 
 
-def energy(jpwr_text: str, facts: Facts) -> dict | None:
-    """The energy part of a row; None where jpwr printed no summary."""
+HEADLINE = ("wh", "wh_per_device", "work_per_wh", "power_w_per_device", "window_s")
+
+
+def headline(fields: dict, window: str) -> dict:
+    """The energy fields with the headline window's figures under the plain names."""
+    return {**fields, "energy_window": window, **{name: fields.get(f"{name}_{window}") for name in HEADLINE}}
+
+
+def energy(jpwr_text: str, facts: Facts) -> dict:
+    """The energy fields of a row; none where jpwr printed no summary."""
     summaries = kv_lines(jpwr_text, "jpwr-summary:")
     if not summaries:
-        return None
+        return {}
     s = summaries[-1]
     scopes = {line.get("scope"): line for line in kv_lines(jpwr_text, "jpwr-scope:")}
     windows = kv_lines(jpwr_text, "jpwr-window:")
@@ -142,28 +128,30 @@ def energy(jpwr_text: str, facts: Facts) -> dict | None:
     # jpwr calls a figure incomplete where its samples cover under 95 % of
     # the run (aggregate.MISSING_LIMIT) or files were lost; the share
     # covered is unknown (None) where jpwr could not count what is missing
-    run = _window(wh, int(devices) if devices else None, _num(s.get("duration_s")),
-                  facts.work_total, missing, not incomplete,
-                  None if missing is None else 100.0 - missing)
-    windows_out = {"run": run}
-    headline = "run"
+    out = _window("run", wh, int(devices) if devices else None, _num(s.get("duration_s")),
+                  facts.work_total, not incomplete)
+    window = "run"
     if timed is not None:
         # jpwr gives a window with a gap no total; a counter or whole samples
         # make a timed window whole even where the run as a whole is not
-        windows_out["timed"] = _window(_num(timed.get("total_wh")), int(_num(timed.get("devices"))
-                                       or 0) or None, _num(timed.get("duration_s")),
-                                       facts.work_timed, missing,
-                                       "incomplete" not in (timed.get("basis") or ""), None)
-        headline = "timed" if windows_out["timed"]["complete"] else "run"
+        out.update(_window("timed", _num(timed.get("total_wh")), int(_num(timed.get("devices")) or 0)
+                           or None, _num(timed.get("duration_s")), facts.work_timed,
+                           "incomplete" not in (timed.get("basis") or "")))
+        window = "timed" if out["energy_complete_timed"] else "run"
     by_scope = {k: _num(v) for k, v in kv(_last(jpwr_text, "jpwr-scopes:")).items()}
-    by_node = {k: _num(v) for k, v in kv(_last(jpwr_text, "jpwr-hosts:")).items()}
-    return {"scope": scope, "estimated": s.get("source") == "estimated"
-            or "estimate" in re.split(r"[+/_]", methods),
-            "incomplete": incomplete, "methods": methods or None,
-            "basis": s.get("basis") or None, "devices": int(devices) if devices else None,
-            "headline_window": headline,
-            "windows": windows_out, "by_scope": by_scope, "by_node": by_node,
-            "counter_vs_integrated_pct": _num(s.get("counter_vs_integrated_pct"))}
+    out.update(energy_scope=scope, energy_estimated=s.get("source") == "estimated"
+               or "estimate" in re.split(r"[+/_]", methods),
+               energy_incomplete=incomplete, energy_methods=methods or None,
+               energy_basis=s.get("basis") or None, energy_devices=int(devices) if devices else None,
+               energy_missing_pct=missing,
+               energy_covered_pct=100.0 if out["energy_complete_run"]
+               else None if missing is None else 100.0 - missing,
+               work_per_wh_gpu=gpu_work_per_wh(scope, out["work_per_wh_run"], out["wh_run"],
+                                               by_scope.get("gpu")),
+               energy_by_scope=by_scope,
+               energy_by_node={k: _num(v) for k, v in kv(_last(jpwr_text, "jpwr-hosts:")).items()},
+               counter_vs_integrated_pct=_num(s.get("counter_vs_integrated_pct")))
+    return headline(out, window)
 
 
 def _last(text: str, prefix: str) -> str:
@@ -171,16 +159,15 @@ def _last(text: str, prefix: str) -> str:
     return found[-1] if found else ""
 
 
-def energy_flags(energy_row: dict) -> list[str]:
+def energy_flags(fields: dict) -> list[str]:
     """The flags of a measured row's energy, one word each: a run whose
     figure is not whole (with the share its samples cover) and scopes that
     differ between hosts."""
     out = []
-    run = energy_row["windows"]["run"]
-    if not run["complete"]:
-        covered = run["covered_pct"]
+    if not fields["energy_complete_run"]:
+        covered = fields["energy_covered_pct"]
         share = "an-unknown-share" if covered is None else f"{covered:.0f}%"
         out.append(f"energy-incomplete(covers-{share}-of-the-run-window)")
-    if "+" in (energy_row.get("scope") or ""):
+    if "+" in (fields.get("energy_scope") or ""):
         out.append("energy-scopes-differ-between-hosts")
     return out

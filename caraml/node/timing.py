@@ -47,6 +47,15 @@ class IterationTimer:
         return elapsed
 
 
+    def so_far(self) -> list[float]:
+        """The timed iterations' durations with the running one's time so far
+        where it is timed: a lower bound of what it will take (the clock is
+        read without the device's sync), so a window it closes stays closed."""
+        if self._t0 is None or self.seen < self.warmup:
+            return list(self.durations)
+        return [*self.durations, self.clock() - self._t0]
+
+
 def summarize(durations: Sequence[float]) -> TimingStats:
     d = list(durations)
     return TimingStats(

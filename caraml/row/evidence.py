@@ -1,13 +1,14 @@
 """What the row model reads of a work package: its job's texts (job.out,
 job.err, the driver's stderr, the error and signal markers, the data step's
 errors, jpwr combine's output) and its parameters, from JUBE's own record of
-the run (workpackages.xml). Standard library only (login node)."""
+the run (caraml/jube_run.py). Standard library only (login node)."""
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from caraml import jube_run
 
 # The job script writes each signal that reached it here, one name a line
 # (aux/job.sh.in); jobwatch.py reads it too
@@ -35,47 +36,20 @@ def _read(path: Path) -> str:
         return ""
 
 
-def workpackage_params(run_dir: Path) -> dict[int, dict[str, str]]:
-    """Each work package's parameters from JUBE's record of the run: the
-    evaluated value where JUBE evaluated one (python and shell modes)."""
-    root = ET.parse(run_dir / "workpackages.xml").getroot()
-    out = {}
-    for wp in root.iter("workpackage"):
-        out[int(wp.get("id"))] = {
-            p.get("name"): (p.findtext("selection") if p.find("selection") is not None
-                            else p.findtext("value") or "")
-            for p in wp.iter("parameter")}
-    return out
-
-
-def workpackage_parent(run_dir: Path, wp_id: int) -> int | None:
-    root = ET.parse(run_dir / "workpackages.xml").getroot()
-    for wp in root.iter("workpackage"):
-        if int(wp.get("id")) == wp_id:
-            parents = (wp.findtext("parents") or "").split(",")
-            return int(parents[0]) if parents[0].strip() else None
-    return None
-
-
-def data_step(run_dir: Path, wp_id: int) -> dict[str, str]:
-    """The LLM's data step's errors (its failure is the row's), by name."""
-    parent = workpackage_parent(run_dir, wp_id)
-    if parent is None:
+def data_step(run_dir: Path, wp: jube_run.WorkPackage) -> dict[str, str]:
+    """What the data step before a work package left, by name (data_errors)."""
+    if not wp.parents:
         return {}
     texts: dict[str, str] = {}
-    for data_dir in run_dir.glob(f"{parent:06d}_*/work"):
+    for data_dir in run_dir.glob(f"{wp.parents[0]:06d}_*/work"):
         texts = data_errors(data_dir)
     return texts
 
 
 def data_errors(data_work: Path) -> dict[str, str]:
-    """The errors of the data step's work folder `data_work`, by name."""
-    return {"data.stderr": _read(data_work / "stderr")}
-
-
-def _wp_id(work_dir: Path) -> int:
-    """The id of a work package from its folder name (000003_execute/work)."""
-    return int(work_dir.resolve().parent.name.split("_", 1)[0])
+    """What the data step's work folder `data_work` left, by name: its errors
+    (its failure is the row's) and its output (what it says of the data)."""
+    return {"data.stderr": _read(data_work / "stderr"), "data.stdout": _read(data_work / "stdout")}
 
 
 def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | None = None,
@@ -84,15 +58,14 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     it ran)."""
     execute_work = execute_work.resolve()
     run_dir = execute_work.parents[1]
-    params = workpackage_params(run_dir)
-    wp_id = _wp_id(execute_work)
+    wp = jube_run.work_packages(run_dir)[jube_run.work_package_id(execute_work)]
     texts = {name: _read(execute_work / name)
              for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
-    texts.update(data_step(run_dir, wp_id))
+    texts.update(data_step(run_dir, wp))
     # the job script's done marker, an empty file: whether it is there
-    texts[DONE] = "yes" if (execute_work / (params[wp_id].get("done_file") or "ready")).exists() else ""
+    texts[DONE] = "yes" if (execute_work / (wp.params.get("done_file") or "ready")).exists() else ""
     if jpwr_out is not None:
         texts["jpwr"] = _read(jpwr_out)
         texts["jpwr.err"] = _read(jpwr_err) if jpwr_err else ""
         texts["jpwr.status"] = str(jpwr_status if jpwr_status is not None else 0)
-    return Evidence(texts, params[wp_id], str(execute_work))
+    return Evidence(texts, wp.params, str(execute_work))

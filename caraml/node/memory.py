@@ -16,7 +16,7 @@ import resource
 
 import torch
 
-from caraml.dist import Dist
+from caraml.node.dist import Dist
 
 GIB = 2**30
 

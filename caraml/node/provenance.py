@@ -22,10 +22,10 @@ import subprocess
 from pathlib import Path
 
 from caraml import benchmarks, report, rocm_tf32
-from caraml.dist import Dist
-from caraml.row_facts import PROVENANCE_KEYS
+from caraml.node.dist import Dist
+from caraml.report import PROVENANCE_KEYS
 
-SUITE_ROOT = Path(__file__).resolve().parents[1]
+SUITE_ROOT = Path(__file__).resolve().parents[2]
 FILE_NAME = "provenance.json"
 # The fields of the table line, in order (the row model reads them by the
 # same names); the rest is in the file.

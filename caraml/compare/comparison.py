@@ -1,0 +1,129 @@
+"""The comparison of runs across systems, computed as one object: the rows
+(caraml/compare/rows.py) with each system's best, the ratios to the
+reference system, the checks against reference bands, the headline, time
+and energy to solution, scaling, the decisions per benchmark with their
+costs, the power-limit sweeps, what is no measurement, and the exit
+status. caraml/compare/output.py writes it; nothing here writes a file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from caraml.compare import CompareError, decision, figures, frontier, prices, reference, rows
+from caraml.compare.jobs import Jobs
+
+SYSTEM_FAILED, BAD_INPUT, BELOW_BAND = 1, 2, 3
+
+
+@dataclass
+class Decided:
+    """One benchmark's decision, with its cost to solution where prices were given."""
+
+    decision: decision.Decision
+    costs: pd.DataFrame
+    unpriced: list[str]
+
+
+@dataclass
+class Comparison:
+    table: pd.DataFrame  # the rows that rank each system, with best, verdicts and ratios
+    every: pd.DataFrame  # those and a sweep's capped points
+    reference_system: str
+    refs: pd.DataFrame
+    checks: pd.DataFrame  # each reference band checked against the rows it applies to
+    head: pd.DataFrame
+    refused: list[str]  # each ratio refused, in one line
+    solutions: pd.DataFrame
+    scaling: pd.DataFrame
+    failed_systems: list[str]  # one line per system and benchmark without a measurement
+    failed_rows: pd.DataFrame  # failed, not run, or no measurement
+    sweeps: list[frontier.Sweep]
+    decided: list[Decided]
+    currency: str
+    priced: bool
+
+    @property
+    def systems(self) -> list[str]:
+        return list(dict.fromkeys(self.table["system"]))
+
+    @property
+    def below(self) -> pd.DataFrame:
+        return self.checks[self.checks["verdict"] == "below"]
+
+    @property
+    def status(self) -> int:
+        """0 every system measured, 1 a system has a benchmark without a
+        measured row, 3 a figure below its reference band (3 wins)."""
+        return BELOW_BAND if not self.below.empty else SYSTEM_FAILED if self.failed_systems else 0
+
+    @property
+    def benchmarks(self) -> list[str]:
+        return list(dict.fromkeys(b for b in self.table["benchmark"] if b != "n/a"))
+
+    def summary(self) -> list[str]:
+        said = {0: "every system measured, no figure below its band.",
+                SYSTEM_FAILED: "a system has a benchmark without a measured row (listed below).",
+                BELOW_BAND: "a figure is below its reference band."}
+        return [f"{len(self.systems)} systems: {', '.join(self.systems)}; reference system "
+                f"{self.reference_system}.",
+                f"{len(rows.measured(self.table))} measured rows, {len(self.failed_rows)} not measurements, "
+                f"{len(self.failed_systems)} benchmarks of a system without a measurement, "
+                f"{len(self.below)} figures below their band.",
+                f"Exit status {self.status}: {said[self.status]}"]
+
+
+def _reference_system(table: pd.DataFrame, wanted: str | None) -> str:
+    # rows that are no measurements only: the report still shows them, with no ratio to anything
+    systems = list(dict.fromkeys(rows.measured(table)["system"])) or \
+        list(dict.fromkeys(rows.ran(table)["system"]))
+    if wanted is None:
+        return systems[0]
+    if wanted not in systems:
+        raise CompareError(f"--reference-system {wanted}: no measured row of that system given "
+                           f"({' '.join(systems)})")
+    return wanted
+
+
+def _failed_benchmarks(table: pd.DataFrame) -> list[str]:
+    """One line per system and benchmark it ran without a measured row, with its causes."""
+    lines = []
+    for (system, benchmark), group in table.groupby(["system", "benchmark"], sort=False):
+        if rows.measured(group).empty:
+            causes = "; ".join(dict.fromkeys(rows.cause(line) for _, line in group.iterrows()))
+            name = system if benchmark == "n/a" else f"{system} {benchmark}"
+            lines.append(f"{name}: no measured row ({len(group)} rows: {causes})")
+    return lines
+
+
+def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, refs: pd.DataFrame,
+            prices_file: Path | None, jobs: Jobs) -> Comparison:
+    """The whole comparison of the runs the arguments name."""
+    loaded = rows.load(runs, all_runs)
+    rows.check_comparable(loaded)
+    # each system ranks by its run at the devices' own limit; the sweep's capped points get their section
+    table, capped = rows.at_default_limit(loaded)
+    if rows.ran(table).empty:
+        raise CompareError("only power-capped rows ran: the comparison ranks each system by its run at the "
+                           "devices' own limit; add the sweep's 'default' point or a run without a sweep")
+    ref_system = _reference_system(table, reference_system)
+    currency, price_list = prices.load(prices_file) if prices_file else ("", {})
+    table = figures.mark_best(table)
+    checks = reference.verdicts(rows.measured(table), refs)  # no measurement is checked against a band
+    table["verdict"] = reference.row_verdicts(table, checks)
+    table = figures.add_ratios(table, ref_system)
+    head, refused = figures.headline(table, ref_system)
+    solutions = figures.time_and_energy_to_solution(table, jobs)
+    every = pd.concat([table, capped], ignore_index=True)
+    decided = [Decided(chosen, prices.cost(chosen.solution, price_list) if prices_file else pd.DataFrame(),
+                       prices.unpriced(chosen.solution, price_list) if prices_file else [])
+               for chosen in decision.decide(table, head, solutions, jobs, ref_system)]
+    return Comparison(
+        table=table, every=every, reference_system=ref_system, refs=refs, checks=checks, head=head,
+        refused=refused, solutions=solutions, scaling=figures.scaling_efficiency(table),
+        failed_systems=_failed_benchmarks(table),
+        failed_rows=every.drop(index=rows.measured(every).index),  # failed, not run, or too short
+        sweeps=frontier.sweeps(loaded, jobs), decided=decided, currency=currency,
+        priced=prices_file is not None)

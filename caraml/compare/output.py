@@ -1,0 +1,142 @@
+"""A comparison (caraml/compare/comparison.py) written out: its CSV files,
+the charts, a markdown file per benchmark and the self-contained
+report.html, and the lines caraml-compare prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from caraml.compare import decision, frontier, plots, power, report, rows
+from caraml.compare.comparison import Comparison
+
+
+def _csv_files(c: Comparison, out: Path) -> None:
+    c.every.to_csv(out / "comparison.csv", index=False)
+    c.head.to_csv(out / "headline.csv", index=False)
+    c.solutions.to_csv(out / "time_to_solution.csv", index=False)
+    c.scaling.to_csv(out / "scaling.csv", index=False)
+    c.checks.drop(columns="row").to_csv(out / "verdicts.csv", index=False)
+    for decided in c.decided:
+        chosen = decided.decision
+        if not decided.costs.empty:
+            decided.costs.assign(benchmark=chosen.benchmark, like=chosen.like).to_csv(
+                out / f"cost_{plots._safe(f'{chosen.benchmark}_{chosen.like}')}.csv", index=False)
+    if c.sweeps:
+        pd.concat([s.points.assign(sweep=s.title) for s in c.sweeps])[frontier.CSV_COLUMNS].to_csv(
+            out / "frontier.csv", index=False)
+
+
+def _decisions(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
+    pages = []
+    for decided in c.decided:
+        chosen = decided.decision
+        charts = [decision.ranked_chart(chosen, out), decision.solution_chart(chosen, out)]
+        if not decided.costs.empty:
+            charts.append(decision.cost_chart(chosen, decided.costs, c.currency, out))
+        charts = [chart for chart in charts if chart is not None]
+        pngs += charts
+        pages.append({"name": chosen.benchmark, "like": chosen.like, "leaders": chosen.leaders,
+                      "unranked": chosen.unranked, "charts": [report.image(p) for p in charts],
+                      "unpriced": decided.unpriced})
+    return pages
+
+
+def _sweeps(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
+    pages = []
+    for sweep in c.sweeps:
+        charts = [chart for chart in [frontier.chart(sweep, out)] if chart is not None]
+        pngs += charts
+        pages.append({"id": plots._safe(sweep.title), "title": sweep.title, "headline": sweep.headline,
+                      "job": sweep.job, "representative": sweep.representative,
+                      "charts": [report.image(p) for p in charts],
+                      "points": report.sweep_display(sweep.points)})
+    return pages
+
+
+def _benchmarks(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
+    """Per benchmark: its headline, every row and its sweeps, as markdown
+    (comparison_<benchmark>.md) and as the page's section."""
+    pages = []
+    for benchmark in c.benchmarks:
+        in_head = c.head[c.head["benchmark"] == benchmark]
+        in_rows = c.table[c.table["benchmark"] == benchmark]
+        bars = plots.bars(in_head, c.refs, out)
+        heatmaps = plots.heatmaps(in_rows, out)
+        pngs += bars + heatmaps
+        head_display = report.rows_display(in_head, headline=True)
+        full_display = report.rows_display(in_rows, headline=False)
+        sol = c.solutions[c.solutions["benchmark"] == benchmark] if not c.solutions.empty else c.solutions
+        notes = [r for r in c.refused if r.startswith(f"{benchmark} ")]
+        swept = [s for s in c.sweeps if s.benchmark == benchmark]
+        (out / f"comparison_{benchmark}.md").write_text("".join([
+            f"# {benchmark}: headline (reference system {c.reference_system})\n\n",
+            report.markdown(head_display), *(f"\n- {n}" for n in notes), "\n\n## All rows\n\n",
+            report.markdown(full_display), "\n## Time and energy to solution\n\n",
+            report.markdown(report.solution_display(sol)),
+            *(f"\n## Power-limit sweep: {s.title}\n\n{s.headline}\n\n"
+              + report.markdown(report.sweep_display(s.points)) for s in swept)]))
+        pages.append({"name": benchmark, "headline": head_display, "refused": notes,
+                      "sweeps": [s.headline for s in swept], "bars": [report.image(p) for p in bars],
+                      "full": full_display, "heatmaps": [report.image(p) for p in heatmaps]})
+    return pages
+
+
+def _timelines(table: pd.DataFrame, out: Path) -> list[Path]:
+    paths = []
+    for index, row in rows.ran(table).iterrows():  # a short run's power is worth a look too
+        line = power.timeline(row["work_package"])
+        if line is not None:
+            title = f"{row['system']} {row['benchmark']} {row['like']} batch {row['global_batch']:g}"
+            name = "".join(ch if ch.isalnum() else "_" for ch in f"power_{index:03d}_{row['system']}")
+            paths.append(plots.power_timeline(line, title, out / f"{name}.png"))
+    return paths
+
+
+def write(c: Comparison, out: Path) -> int:
+    """Every file of the comparison into OUT; the number of charts."""
+    out.mkdir(parents=True, exist_ok=True)
+    _csv_files(c, out)
+    pngs: list[Path] = []
+    decisions, sweeps, benchmarks = _decisions(c, out, pngs), _sweeps(c, out, pngs), _benchmarks(c, out, pngs)
+    timelines = _timelines(c.table, out)
+    scaling_plots = plots.scaling(c.scaling, out)
+    pngs += timelines + scaling_plots
+    (out / "report.html").write_text(report.html_page(
+        title="caraml-compare: " + " vs ".join(c.systems), summary=c.summary(), reference=c.reference_system,
+        decisions=decisions, priced=c.priced, sweeps=sweeps,
+        benchmarks=benchmarks, failed_systems=c.failed_systems, cards=report.cards(c.table),
+        solution=report.solution_display(c.solutions),
+        timelines=[report.image(p) for p in timelines],
+        scaling=report.plain_display(c.scaling), scaling_plots=[report.image(p) for p in scaling_plots],
+        verdicts=report.plain_display(c.checks.drop(columns="row")),
+        references=report.plain_display(c.refs[["system", "benchmark", "model", "precision", "size",
+                                                 "global_batch", "devices", "figure", "value", "lower",
+                                                 "upper", "kind", "source"]]),
+        failed_rows=report.plain_display(c.failed_rows[["system", "benchmark", "like", "power_limit", "state",
+                                                        "reason", "not_a_measurement", "row_file"]].rename(
+            columns={"power_limit": "power limit asked"}))))
+    return len(pngs)
+
+
+def lines(c: Comparison, out: Path, charts: int) -> list[str]:
+    """What caraml-compare prints: each benchmark of a system without a
+    measurement, each row that is none and why, the sweeps, each figure
+    below its band, and what was written."""
+    said = [f"failed benchmark: {line}" for line in c.failed_systems]
+    for row in c.failed_rows.itertuples():
+        limit = f" at power limit {row.power_limit}" if row.limit_swept else ""
+        said.append(f"not a measurement: {row.system} {row.benchmark} {row.like}{limit}: "
+                    f"{row.not_a_measurement}")
+    for sweep in c.sweeps:
+        said.append(f"power-limit sweep: {sweep.headline}")
+        said += [f"power-limit sweep point flagged: {sweep.title} at {point.limit}: {point.off}"
+                 for point in sweep.points[sweep.points["kind"] == frontier.FLAGGED].itertuples()]
+    said += [f"BELOW BAND: {row.system} {row.like} batch {row.global_batch:g} {row.figure} "
+             f"{row.measured:.4g} < {row.low:.4g} ({row.origin}: {row.source})"
+             for row in c.below.itertuples()]
+    said.append(f"wrote {out}/report.html, {out}/comparison.csv and {charts} plots ({len(c.every)} rows, "
+                f"{len(c.failed_rows)} not measurements, {len(c.checks)} checks, {len(c.below)} below their "
+                f"band); exit status {c.status}")
+    return said

@@ -1,0 +1,188 @@
+"""Every way a row is shown, from its record (caraml/row/record.py) and in
+this one module: the words of the JUBE row line, which the full table's
+cells are too (caraml/row/full_table.py); the history's typed columns;
+caraml-compare's line; ReFrame's performance variables. Each field of the
+record keeps its name in every one of them; what no field holds (the
+layout, whether a row is notable, the energy's labels) is made here from
+fields, once. Nothing here decides: a window, a status or a verdict is the
+record's. Standard library only (login node)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from caraml import benchmarks, report
+from caraml.row.record import FIELDS, KINDS, Row
+from caraml.row.verdict import shown as verdict_shown
+
+# the fields with lines of their own (free text a JUBE cell wraps)
+OWN_LINES = ("reason", "flags")
+SQL_TYPES = {"number": "REAL", "whole": "INTEGER", "flag": "INTEGER", "text": "TEXT", "words": "TEXT",
+             "pairs": "TEXT"}
+
+
+def _short(value: float) -> str:
+    """A table's figure: whole numbers from 1000 up, else five digits."""
+    return f"{value:.0f}" if abs(value) >= 1000 else f"{value:.5g}"
+
+
+def pairs(values: dict) -> str | None:
+    """A mapping as one word: name=value;name=value (numbers as the line has them)."""
+    return ";".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={report.word(v)}"
+                    for k, v in values.items() if v is not None) or None
+
+
+def _word(name: str, value: object) -> str | None:
+    """A field's value as one word of the row line (None: unknown). Watts
+    to one decimal in every row, so a column of them lines up; MFU to three."""
+    kind = KINDS[name]
+    if value is None or value == () or value == {}:
+        return None
+    if kind == "pairs":
+        return pairs(value)
+    if kind == "words":
+        return report.word(" ".join(value))
+    if kind == "flag":
+        return "yes" if value else "no"
+    if name.startswith("power_w_per_device"):
+        return f"{value:.1f}"
+    if name == "mfu":
+        return _short(round(value, 3))
+    if kind == "number":
+        return _short(value)
+    # a value is one word without `=`, which the tables' patterns take for the next field
+    return report.word(value).replace("=", "%3D")
+
+
+def _energy_source(row: Row) -> str:
+    """How the energy was had, in one word, with its methods."""
+    how = "incomplete" if row.energy_incomplete else "estimated" if row.energy_estimated else "measured"
+    return f"{how}({row.energy_methods or '-'})"
+
+
+def notable(row: Row) -> bool:
+    """Whether the `issues` table lists the row: it is no plain measurement."""
+    return row.state != "ok" or bool(row.flags) or not row.measurement
+
+
+def labels(row: Row) -> dict[str, object]:
+    """What the tables show that no field holds, each made from fields."""
+    energy = row.energy_scope is not None
+    return {"notable": "yes" if notable(row) else "no",
+            "layout": f"{row.nodes or '?'}x{row.devices_per_node or '?'}",
+            "energy_kind": ("estimated" if row.energy_estimated else "measured") if energy else None,
+            "energy_source": _energy_source(row) if energy else None,
+            # the headline's scope, marked where it covers the whole run, not the timed iterations
+            "energy_scope_shown": row.energy_scope + ("" if row.energy_window == "timed" else "(run)")
+            if energy else None,
+            "energy_devices_shown": f"{row.energy_devices}x{row.energy_scope}"
+            if row.energy_devices else None}
+
+
+def words(row: Row) -> dict[str, str]:
+    """The row line's words: the state first (the tables' patterns start
+    there), then every field and label the row knows; the reason and the
+    flags have lines of their own."""
+    values = {"state": report.word(row.state), **labels(row)}
+    values.update({name: _word(name, getattr(row, name)) for name in FIELDS
+                   if name not in values and name not in OWN_LINES})
+    return {name: value for name, value in values.items() if value not in (None, "-")}
+
+
+def cause(row: Row) -> str:
+    """The `issues` table's cause: the status's reason, and the verdict on a
+    row whose job ran to its figures and is no measurement (another row's
+    state and reason say why already)."""
+    if row.measurement or row.state not in ("ok", "ok-stopped-early"):
+        return row.reason
+    return "; ".join(filter(None, [row.reason, verdict_shown(row.not_a_measurement)]))
+
+
+def history_columns() -> list[tuple[str, str]]:
+    """The history's column of each field, with its SQLite type."""
+    return [(name, SQL_TYPES[KINDS[name]]) for name in FIELDS]
+
+
+def history_values(row: Row) -> dict[str, object]:
+    """Each field as its history column holds it: NULL for an unknown or
+    empty one (never ''), flags as words, a mapping as JSON."""
+    out = {}
+    for name in FIELDS:
+        value, kind = getattr(row, name), KINDS[name]
+        if kind == "words":
+            value = " ".join(value) or None
+        elif kind == "pairs":
+            value = json.dumps(value, sort_keys=True) if value else None
+        elif kind == "flag" and value is not None:
+            value = int(value)
+        out[name] = None if value == "" else value
+    return out
+
+
+def compare_values(row: Row) -> dict[str, object]:
+    """Each field as a line of caraml-compare holds it: an unknown number is
+    NaN, an unknown text `n/a`, the flags words, a mapping its one word."""
+    out = {}
+    for name in FIELDS:
+        value, kind = getattr(row, name), KINDS[name]
+        if kind in ("number", "whole"):
+            value = math.nan if value is None else float(value)
+        elif kind == "words":
+            value = " ".join(value)
+        elif kind == "pairs":
+            value = pairs(value) or ""
+        elif kind == "text" and value is None:
+            value = "n/a"
+        out[name] = value
+    return out
+
+
+# ReFrame's performance variables: the field each carries ({work}: the row's
+# unit of work). A benchmark's variables are the same in every run, so its
+# perflog's columns never change: the energy's scope, window and kind are in
+# the unit and the perflog's provenance fields.
+PERFORMANCE = {"{work}_per_s": "per_s", "{work}_per_s_per_device": "per_s_per_device",
+               "{work}_per_s_per_node": "per_s_per_node", "mfu": "mfu", "{work}_per_wh": "work_per_wh",
+               "power_w_per_device": "power_w_per_device"}
+
+
+def energy_label(row: Row) -> str:
+    kind = "estimated" if row.energy_estimated else "measured"
+    return f"{row.energy_scope or 'unknown'}, {row.energy_window or 'run'} window, {kind}"
+
+
+def performance(row: Row) -> dict[str, tuple[float, str, str]]:
+    """ReFrame's performance variables of the row: name -> (value, unit, the
+    field it carries). Every benchmark has the same variables in every run
+    (MFU the LLM's only); a figure the row lacks is NaN, and so is every
+    figure of a row that is no measurement."""
+    work = row.unit or "work"
+    device = row.device_unit or "device"
+    units = {"per_s": f"{work}/s", "per_s_per_device": f"{work}/s per {device}",
+             "per_s_per_node": f"{work}/s per node", "mfu": "fraction of peak",
+             "work_per_wh": f"{work}/Wh ({energy_label(row)})",
+             "power_w_per_device": f"W per {device} ({energy_label(row)})"}
+    entry = benchmarks.find(row.benchmark)
+    out = {}
+    for name, field in PERFORMANCE.items():
+        if field == "mfu" and (entry is None or not entry.mfu):
+            continue
+        value = getattr(row, field)
+        out[name.format(work=work)] = (float(value) if row.measurement and value is not None else math.nan,
+                                       units[field], field)
+    return out
+
+
+def missing(row: Row) -> dict[str, str]:
+    """The performance variables the row has no figure for, each with why:
+    the verdict where the row is no measurement, else the row's own flag
+    that says it (an MFU refused on a busy host), else that it has none."""
+    out = {}
+    for name, (value, _, _) in performance(row).items():
+        if not math.isnan(value):
+            continue
+        said = [f for f in row.flags if f.startswith(f"{name}-not-available(")]
+        out[name] = (verdict_shown(row.not_a_measurement) if not row.measurement
+                     else said[0] if said else f"the row has no {name} figure")
+    return out

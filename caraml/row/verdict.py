@@ -1,0 +1,122 @@
+"""The one verdict on a row: whether it is a measurement, and if not, why.
+Every reader takes it from the record (caraml/row/record.py): the JUBE
+`issues` table shows such a row as `not a measurement (why)`, ReFrame
+makes its figures an expected failure naming why, caraml-compare never
+ranks, divides or extrapolates it, and the history draws it apart.
+
+A row is a measurement when, in this order (the first rule that fails
+names the row's why):
+
+- its job ran to its figures (status ok or ok-stopped-early);
+- it timed at least MIN_TIMED_ITERATIONS iterations lasting at least
+  MIN_TIMED_SECONDS together: a shorter run reports clock boosts before
+  the device is warm, data-loader start-up and single slow steps rather
+  than a steady rate, and gives a 1 Hz power sensor too few samples
+  (docs/compare.md says why these two);
+- where it measured energy, its headline window is whole and counts one
+  scope on every host: a figure with lost samples or added scopes is not
+  what it claims.
+
+The numerics of a run (a loss that is not finite) are the next rule: one
+more function in RULES.
+
+    python -m caraml.row.verdict window
+
+prints the driver options of a row that is planned as a measurement
+(caraml/node/options.py: --min-timed-iterations, --min-timed-seconds):
+the rule's iterations and PLANNED_WINDOW_S seconds, or CARAML_MEASURE_S
+seconds where that is set (the test suite shortens the README's main
+command with it: its rows are then not measurements). Standard library
+only (login node)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from caraml import report
+from caraml.row.status import MEASURED
+
+MIN_TIMED_ITERATIONS = 20
+MIN_TIMED_SECONDS = 60.0
+# the window a row planned as a measurement times: a second more than the
+# rule, as the summary line rounds its time per iteration to six digits
+PLANNED_WINDOW_S = MIN_TIMED_SECONDS + 1
+WINDOW_ENV = "CARAML_MEASURE_S"
+NOT_A_MEASUREMENT = "not a measurement"
+
+
+def _ran(row) -> str:
+    if row.state in MEASURED:
+        return ""
+    return f"{row.state}: {row.reason}" if row.reason else row.state
+
+
+def _long_enough(row) -> str:
+    if row.timed_iterations is None or row.timed_s is None:
+        return "its timed iterations or their time are not recorded"
+    if row.timed_iterations < MIN_TIMED_ITERATIONS or row.timed_s < MIN_TIMED_SECONDS:
+        plural = "" if row.timed_iterations == 1 else "s"
+        return (f"{row.timed_iterations:g} timed iteration{plural} in {row.timed_s:.3g} s; a measurement "
+                f"needs {MIN_TIMED_ITERATIONS} and {MIN_TIMED_SECONDS:g} s")
+    return ""
+
+
+def _energy_whole(row) -> str:
+    if row.energy_scope is None:
+        return ""  # no energy measured: nothing to be whole
+    whole = row.energy_complete_timed if row.energy_window == "timed" else row.energy_complete_run
+    if not whole:
+        covered = row.energy_covered_pct
+        share = "an unknown share" if covered is None else f"{covered:.0f} %"
+        return f"its energy is not whole (its samples cover {share} of the run)"
+    if "+" in row.energy_scope:
+        return f"its energy adds the different scopes of its hosts ({row.energy_scope})"
+    return ""
+
+
+# each rule gives why a row is not a measurement, or "" where it passes
+RULES = (_ran, _long_enough, _energy_whole)
+
+
+def judge(row) -> str:
+    """Why the row is not a measurement: the first rule it fails; "" for a measurement."""
+    return next((why for rule in RULES if (why := rule(row))), "")
+
+
+def shown(why: str) -> str:
+    """The verdict as every table words it."""
+    return f"{NOT_A_MEASUREMENT} ({why})"
+
+
+def window_s(environ=os.environ) -> float:
+    """The timed seconds a row planned as a measurement runs for."""
+    given = environ.get(WINDOW_ENV)
+    if given is None:
+        return PLANNED_WINDOW_S
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise ValueError(f"{WINDOW_ENV}={given!r} is no positive number of seconds; unset it for "
+                         f"a measurement ({PLANNED_WINDOW_S:g} s)")
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv != ["window"]:
+        report.error("usage: python -m caraml.row.verdict window")
+        return 2
+    try:
+        seconds = window_s()
+    except ValueError as err:
+        report.error(str(err))
+        return 2
+    report.parameter(f"--min-timed-iterations {MIN_TIMED_ITERATIONS} --min-timed-seconds {seconds:g}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

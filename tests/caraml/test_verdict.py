@@ -1,0 +1,49 @@
+"""The one verdict on a row (caraml/row/verdict.py): the rules in their
+order, each naming why a row is no measurement, and the window a row
+planned as a measurement runs (the measure tag)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from caraml.row import verdict
+from caraml.row.record import Row, judged
+
+MEASURED = Row(state="ok", timed_iterations=90, time_per_iteration_s=1.0, timed_s=90.0,
+               energy_scope="gpu", energy_window="timed", energy_complete_timed=True,
+               energy_complete_run=True, energy_covered_pct=100.0)
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({}, ""),
+    ({"state": "failed", "reason": "out of memory"}, "failed: out of memory"),
+    ({"state": "queued"}, "queued"),
+    # the issue's row: 55 timed iterations in 8 s
+    ({"timed_iterations": 55, "timed_s": 8.0}, "55 timed iterations in 8 s; a measurement needs 20 and 60 s"),
+    ({"timed_iterations": 19, "timed_s": 600.0}, "19 timed iterations in 600 s; a measurement needs 20 and 60 s"),
+    ({"timed_iterations": 1, "timed_s": 3.5}, "1 timed iteration in 3.5 s; a measurement needs 20 and 60 s"),
+    ({"timed_s": None}, "its timed iterations or their time are not recorded"),
+    ({"energy_window": "run", "energy_complete_timed": False, "energy_complete_run": False,
+      "energy_covered_pct": 11.2}, "its energy is not whole (its samples cover 11 % of the run)"),
+    ({"energy_scope": "gpu+module"}, "its energy adds the different scopes of its hosts (gpu+module)"),
+    # a whole timed window stays the headline of a run whose energy is not whole
+    ({"energy_complete_run": False, "energy_covered_pct": 50.0}, ""),
+    # a row that measured no energy is a measurement of its throughput
+    ({"energy_scope": None}, ""),
+])
+def test_each_rule_names_why_a_row_is_no_measurement(changes, why):
+    row = judged(dataclasses.replace(MEASURED, **changes))
+    assert (row.measurement, row.not_a_measurement) == (not why, why)
+
+
+def test_the_window_a_measurement_plans_meets_the_rule_and_a_setting_shortens_it(capsys, monkeypatch):
+    monkeypatch.delenv(verdict.WINDOW_ENV, raising=False)
+    assert verdict.PLANNED_WINDOW_S > verdict.MIN_TIMED_SECONDS
+    assert verdict.window_s({}) == verdict.PLANNED_WINDOW_S
+    assert verdict.window_s({verdict.WINDOW_ENV: "5"}) == 5.0
+    with pytest.raises(ValueError, match="CARAML_MEASURE_S='0' is no positive number of seconds"):
+        verdict.window_s({verdict.WINDOW_ENV: "0"})
+    assert verdict.main(["window"]) == 0
+    assert capsys.readouterr().out == "--min-timed-iterations 20 --min-timed-seconds 61"
