@@ -22,7 +22,7 @@ from caraml import device_peaks, report
 from caraml.node import driver, memory, precision
 from caraml.device_peaks import MEASURED, Peak
 from caraml.node.dist import Dist
-from caraml.node.driver import EnergyMeter
+from caraml.node.driver import EnergyMeter, LoopResult
 from caraml.node.loader_workers import loader_workers
 from caraml.report import BenchmarkInputError
 from caraml.node.stopping import StopCondition
@@ -138,7 +138,7 @@ def progress(args: Args, workload: Workload) -> driver.Progress:
 
 
 def global_line(setup: Setup, backend: training.Backend, workload: Workload, peak: Peak,
-                iterations: int, job: TimingStats | None) -> dict:
+                result: LoopResult, job: TimingStats | None) -> dict:
     args, layout, gpt = setup.args, setup.layout, setup.gpt
     return dict(
         backend=backend.name,
@@ -152,9 +152,10 @@ def global_line(setup: Setup, backend: training.Backend, workload: Workload, pea
         micro_batch_size=layout.micro_batch_size,
         seq_length=gpt.seq_length,
         precision=args.precision,
-        **(throughput(workload, job.mean_s, job.median_s, peak) if job else {}),
+        **(throughput(workload, job.mean_s, job.median_s, peak,
+                      foreign_cpu_pct=result.foreign_cpu_pct) if job else {}),
         **peak_fields(peak),
-        tokens_total=iterations * workload.tokens,
+        tokens_total=result.iterations * workload.tokens,
         tokens_timed=(job.iterations if job else 0) * workload.tokens,
         recompute=args.recompute,
         sequence_parallel=int(layout.sequence_parallel),
@@ -201,8 +202,7 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
 
     return driver.report_result(
         dist, result, rank_line=rank_line,
-        global_line=lambda job: global_line(setup, backend, workload, peak,
-                                            result.iterations, job))
+        global_line=lambda job: global_line(setup, backend, workload, peak, result, job))
 
 
 def megatron_environment(args: Args) -> None:

@@ -150,6 +150,9 @@ class LoopResult:
     # this process's CPU time (all its threads, not its loader workers) from
     # the first timed iteration to the loop's end; nan where none was timed
     cpu_s: float = math.nan
+    # the share of the busiest host's CPU time other processes used while the
+    # loop ran, the same on every rank (None: not measured)
+    foreign_cpu_pct: float | None = None
 
 
 @dataclass
@@ -215,9 +218,9 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
                 interval = _Interval()
         window.end()
     cpu_s = time.process_time() - cpu_at_start
-    provenance.report_load_at_end(dist, hostnames)
+    foreign = provenance.report_load_at_end(dist, hostnames)
     return LoopResult(done, timer.durations, len(set(hostnames)), loss,
-                      stop_reason(dist.gather_objects(reason)), cpu_s)
+                      stop_reason(dist.gather_objects(reason)), cpu_s, foreign)
 
 
 def report_result(dist: Dist, result: LoopResult, *,
