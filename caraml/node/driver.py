@@ -51,7 +51,7 @@ from caraml.node.energy import TimedWindow
 from caraml.node.options import EnergyOptions, RunOptions
 from caraml.report import BenchmarkInputError
 from caraml.node.stopping import StopCondition
-from caraml.node.timing import IterationTimer, TimingStats, slowest_per_iteration, summarize
+from caraml.node.timing import IterationTimer, Timed, TimingStats, slowest_per_iteration, summarize
 
 EXIT_OK = 0
 EXIT_NO_FIGURE = 1  # the run ended before any iteration was timed
@@ -121,7 +121,7 @@ class _StopVote:
     stop: StopCondition
     every: int = 1
 
-    def __call__(self, done: int, timed: Sequence[float]) -> tuple[str | None, bool]:
+    def __call__(self, done: int, timed: Timed) -> tuple[str | None, bool]:
         reason = self.stop.reason(done, timed)
         if self.dist.world_size == 1:
             return reason, reason is not None

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from caraml.node.timing import Timed
 from caraml.report import WINDOW_REACHED
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
@@ -62,25 +63,25 @@ class StopCondition:
     def windowed(self) -> bool:
         return self.min_timed_iterations is not None or self.min_timed_seconds is not None
 
-    def _window_open(self, timed: Sequence[float]) -> bool:
+    def _window_open(self, timed: Timed) -> bool:
         """Whether the timed iterations so far fall short of the window."""
-        return (len(timed) < (self.min_timed_iterations or 0)
-                or sum(timed) < (self.min_timed_seconds or 0.0))
+        return (timed.iterations < (self.min_timed_iterations or 0)
+                or timed.seconds < (self.min_timed_seconds or 0.0))
 
     def _iterations_reached(self, iterations_done: int) -> bool:
         return self.max_iterations is not None and iterations_done >= self.max_iterations
 
-    def count_reached(self, iterations_done: int, timed: Sequence[float] = ()) -> bool:
+    def count_reached(self, iterations_done: int, timed: Timed = Timed()) -> bool:
         """Whether the run stops on counts alone, which every rank reaches
         after the same iteration: the iteration count and a window's timed
         iterations. A window's seconds are each rank's own clock's, so a
         window with seconds never closes here: the ranks must agree on it."""
         return (self._iterations_reached(iterations_done) and self.min_timed_seconds is None
-                and len(timed) >= (self.min_timed_iterations or 0))
+                and timed.iterations >= (self.min_timed_iterations or 0))
 
-    def reason(self, iterations_done: int, timed: Sequence[float] = ()) -> str | None:
+    def reason(self, iterations_done: int, timed: Timed = Timed()) -> str | None:
         """Why the run should stop now, or None to go on; timed: the
-        durations of the iterations timed so far."""
+        iterations timed so far."""
         if self.signal_received:
             return f"signal {self.signal_received}"
         if self._iterations_reached(iterations_done) and not (self.windowed and self._window_open(timed)):
