@@ -14,10 +14,12 @@ AUTO_MOST = 2
 
 def cores_of_this_rank() -> int:
     """The cores this process may run on, shared with the other ranks of a
-    launcher that started them all on one affinity mask (torchrun sets
-    LOCAL_WORLD_SIZE; Slurm's srun binds each task to cores of its own)."""
+    launcher that started them all on one affinity mask: torchrun, which
+    sets LOCAL_WORLD_SIZE, also where srun started it as one task of a node
+    (the suite's torchrun launcher). Ranks that srun started as tasks of
+    their own have no LOCAL_WORLD_SIZE and cores of their own."""
     cores = len(os.sched_getaffinity(0))
-    sharing = int(os.environ.get("LOCAL_WORLD_SIZE", "1")) if "SLURM_STEP_ID" not in os.environ else 1
+    sharing = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     return max(1, cores // max(1, sharing))
 
 
