@@ -117,6 +117,10 @@ ReturnToService=1
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 KillWait={self.kill_wait_s}
+# Jobs take their rendezvous port from their id (29500 + id % 1000,
+# aux/job.sh.in): clusters of other test runs on this machine start their
+# ids elsewhere, or their jobs would meet in each other's rendezvous
+FirstJobId={random.randrange(1000, 1_000_000)}
 """ + self._nodes_config(mem_mb) + self.extra_config)
 
     def start(self, timeout_s: float = 60) -> LocalSlurm:

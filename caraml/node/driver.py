@@ -26,10 +26,11 @@ everything a row's figures depend on is defined here once:
 - energy: jpwr's methods are checked before the process group exists, and
   each rank measures around the loop with the timed iterations as a window;
 - peak memory: counted over the timed iterations (reset after the warm-up);
-- a power-limit sweep's point: every rank sets its own device's limit before
-  the driver's set-up and puts the previous one back when the run ends,
-  however it ends (caraml/power_limit.py); a rank that cannot set it fails
-  the run on every rank before training;
+- power limits: every rank records its device's limit and default at the
+  start; a sweep's point is set (or checked) before the driver's set-up and
+  put back at the first stop signal and when the run ends, however it ends
+  (caraml/node/power_limit_run.py); a rank that cannot read or set it fails the
+  run on every rank before training;
 - exit status: EXIT_INPUT for bad input, on any rank, or out of memory.
 """
 
@@ -39,13 +40,13 @@ import contextlib
 import math
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from caraml import power_limit, report
+from caraml import report
 from caraml.node import dist as caraml_dist
-from caraml.node import energy, memory, numerics, provenance
+from caraml.node import energy, memory, numerics, power_limit_run, provenance
 from caraml.node.dist import Dist
 from caraml.node.energy import TimedWindow
 from caraml.node.options import EnergyOptions, RunOptions
@@ -257,30 +258,6 @@ def report_result(dist: Dist, result: LoopResult, *,
     return EXIT_OK
 
 
-@contextlib.contextmanager
-def limited_power(opts: EnergyOptions, dist: Dist) -> Iterator[None]:
-    """The sweep point's limit on this rank's device for the block, each end
-    said in a line (caraml/power_limit.py); BenchmarkInputError (one line)
-    where it cannot be set."""
-    from jpwr.gpu.power_limit import PowerLimitError, limited
-    watts = power_limit.asked_w(opts.power_limit, opts.tdp_w)
-    limit = None
-    try:
-        with limited(watts, local_index=dist.local_rank, scope=opts.power_limit_scope,
-                     system_range=power_limit.parse_range(opts.power_limit_range_w)) as limit:
-            report.write_line(report.line(power_limit.SET_SCOPE, {
-                "rank": dist.rank, "device": limit.device, "scope": limit.scope,
-                "asked": opts.power_limit, "asked_w": "-" if watts is None else watts,
-                "before_w": limit.before_w, "reported_w": limit.reported_w}))
-            yield
-    except PowerLimitError as err:
-        raise BenchmarkInputError(str(err)) from None
-    finally:
-        if limit is not None:
-            report.emit(power_limit.RESTORED_SCOPE, rank=dist.rank, device=limit.device,
-                        restored="yes" if limit.restored else "no", limit_w=limit.before_w)
-
-
 def _release_frames(error: BaseException | None) -> None:
     """A traceback keeps train's frame, and the model in it, alive:
     destroying the process group while DDP's reducer still holds it can
@@ -332,8 +309,10 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
             return EXIT_INPUT
         try:
             with contextlib.ExitStack() as held:
+                # every rank reads its limit before any sets one (caraml/node/power_limit_run.py)
+                agreed(dist, lambda: power_limit_run.record_at_start(opts, dist))
                 if opts.power_limit is not None:
-                    agreed(dist, lambda: held.enter_context(limited_power(opts, dist)))
+                    agreed(dist, lambda: held.enter_context(power_limit_run.limited_power(opts, dist)))
                 return train(opts, dist, stop, meter)
         except BenchmarkInputError as e:
             _release_frames(e)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass
 
 from caraml import power_limit, report
+from caraml.power_limit import MODES as POWER_LIMIT_MODES
 from caraml.power_limit import SCOPES as POWER_LIMIT_SCOPES
 from caraml.report import BenchmarkInputError
 
@@ -241,8 +242,16 @@ class EnergyOptions:
         None, doc="the limits the system allows, LOW:HIGH in W (either end may be empty)")
     power_limit_scope: str = option(
         POWER_LIMIT_SCOPES[0], choices=POWER_LIMIT_SCOPES,
-        doc="what --power-limit limits: 'gpu' (the GPU's own limit) or 'module' (a GH200 "
-            "superchip's, through NVML's power scopes)")
+        doc="what --power-limit limits: 'gpu' (the GPU's own limit), 'module' (a GH200 "
+            "superchip's, through NVML's power scopes) or 'package' (an MI250 card's, set once "
+            "for its --devices-per-package devices)")
+    power_limit_mode: str = option(
+        POWER_LIMIT_MODES[0], choices=POWER_LIMIT_MODES,
+        doc="who sets --power-limit: 'suite' (each rank, which needs the privilege to) or "
+            "'external' (the centre before the job; each rank checks and records it)")
+    devices_per_package: int = option(
+        1, rule=POSITIVE, doc="devices of one package (a package's --power-limit is its devices' "
+                              "together, a fraction of --tdp-w times this)")
 
     @property
     def measures_energy(self) -> bool:
@@ -258,7 +267,8 @@ class EnergyOptions:
                 "--energy-dir is needed to measure energy (or pass --energy-methods none)")
         if self.power_limit is not None:
             try:
-                power_limit.asked_w(self.power_limit, self.tdp_w)
+                power_limit.asked_w(self.power_limit, power_limit.point_tdp_w(
+                    self.tdp_w, self.power_limit_scope, self.devices_per_package))
                 power_limit.parse_range(self.power_limit_range_w)
             except BenchmarkInputError as e:
                 raise BenchmarkInputError(f"--power-limit: {e}") from None

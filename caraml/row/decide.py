@@ -111,12 +111,13 @@ def _details(benchmark: Benchmark, ev: Evidence, g: dict[str, str]) -> dict[str,
 
 
 def flags(ev: Evidence, status: Status, energy_fields: dict, limit: dict) -> list[str]:
-    """Doubt in a row whose job ran to its figures, one word each; none for
-    another (its status says what went wrong)."""
+    """Doubt in a row whose job ran to its figures, one word each; for
+    another (its status says what went wrong) only what it found or left on
+    the node: a power limit away from the default, or not put back."""
     if status.state not in MEASURED:
-        return []
+        return power_limit.flags(limit, measured=False)
     out = energy_flags(energy_fields) if energy_fields else []
-    out += power_limit.flags(limit, ev.text("job.out"))
+    out += power_limit.flags(limit, measured=True)
     start = last_kv(ev.text("job.out"), "provenance")
     end = last_kv(ev.text("job.out"), "host at end")
     for when, line in (("running", start), ("at-end", end)):
@@ -155,7 +156,8 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
     if energy_fields and not ran:
         energy_fields = _not_run(energy_fields)
     limit = power_limit.fields(ev.params.get("power_limit"), system["tdp_w"], job_out,
-                               ev.params.get("power_limit_scope_run"))
+                               ev.params.get("power_limit_scope_run"), guard=ev.text("power_guard"),
+                               devices_per_package=_int(ev.params.get("devices_per_package")))
     figures = {**throughput, **(_mfu(g) if not mfu_refusal(g, last_kv(job_out, "host at end")) else {}),
                **{f"memory_{name}": _num(g.get(f"memory_{name}")) for name in MEMORY},
                **_numerics(benchmark, ev, g)} if ran else {}

@@ -1,6 +1,6 @@
 """What the row model reads of a work package: its job's texts (job.out,
 job.err, the driver's stderr, the error and signal markers, the data step's
-errors, jpwr combine's output) and its parameters, from JUBE's own record of
+errors, the power guards' records, jpwr combine's output) and its parameters, from JUBE's own record of
 the run (caraml/jube_run.py). Standard library only (login node)."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml import jube_run
+from caraml.power_limit import GUARD_FILES
 
 # The job script writes each signal that reached it here, one name a line
 # (aux/job.sh.in); jobwatch.py reads it too
@@ -62,6 +63,8 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     texts = {name: _read(execute_work / name)
              for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
     texts.update(data_step(run_dir, wp))
+    # the power guard's record of each node (caraml/node/power_guard.py)
+    texts["power_guard"] = "".join(_read(p) for p in sorted(execute_work.glob(f"{GUARD_FILES}*")))
     # the job script's done marker, an empty file: whether it is there
     texts[DONE] = "yes" if (execute_work / (wp.params.get("done_file") or "ready")).exists() else ""
     if jpwr_out is not None:

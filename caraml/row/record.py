@@ -117,13 +117,24 @@ class Row:
     energy_by_scope: dict[str, float] = field(default_factory=dict)
     energy_by_node: dict[str, float] = field(default_factory=dict)
     counter_vs_integrated_pct: float | None = None
-    # a power-limit sweep's point: as asked, its watts, scope, the limit before and as reported
+    # every run's power limit (caraml/row/power_limit.py): rank 0's device's at the start, before
+    # the job set any, and its default; the groups of ranks whose device began away from its default
+    power_limit_at_start_w: float | None = None
+    power_limit_default_w: float | None = None
+    power_limit_not_default_at_start: tuple[str, ...] = ()
+    # a power-limit sweep's point: as asked, its watts, scope, who set it (suite or external), the
+    # limit before and as reported, whether it was put back and by whom (ranks or guard), the ranks
+    # that reported another limit than rank 0's, the stop signals that put it back before the end
     power_limit: str | None = None
     power_limit_asked_w: float | None = None
     power_limit_scope: str | None = None
+    power_limit_mode: str | None = None
     power_limit_before_w: float | None = None
     power_limit_w: float | None = None
     power_limit_restored: bool | None = None
+    power_limit_restored_by: str | None = None
+    power_limit_differs_on_ranks: tuple[str, ...] = ()
+    power_limit_put_back_early: tuple[str, ...] = ()
     # peak device memory over the timed iterations
     memory_max_allocated_gib: float | None = None
     memory_max_reserved_gib: float | None = None

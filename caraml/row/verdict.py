@@ -15,6 +15,11 @@ names the row's why):
   model that has learnt nothing, and on a real corpus a fall by the
   declared share. A device or precision that computes garbage fast, or a
   run that diverged, would otherwise rank first;
+- it ran at the power limit it names: a run whose devices began away from
+  their default limit ran at a limit an earlier point or job left behind
+  (caraml/row/power_limit.py), which neither a plain run nor a `default`
+  point nor a point the suite sets on top of it may compare; only a point
+  the centre set before the job (mode external) begins at its own limit;
 - it timed at least MIN_TIMED_ITERATIONS iterations lasting at least
   MIN_TIMED_SECONDS together: a shorter run reports clock boosts before
   the device is warm, data-loader start-up and single slow steps rather
@@ -39,6 +44,7 @@ import os
 import sys
 
 from caraml import report
+from caraml.power_limit import DEFAULT, EXTERNAL
 from caraml.row.status import MEASURED
 
 MIN_TIMED_ITERATIONS = 20
@@ -79,6 +85,16 @@ def _numerics(row) -> str:
     return ""
 
 
+def _at_its_limit(row) -> str:
+    off = row.power_limit_not_default_at_start
+    if not off or (row.power_limit_mode == EXTERNAL and row.power_limit != DEFAULT):
+        return ""
+    return (f"its devices' power limit was not their default at the job's start ({', '.join(off)}): a "
+            "limit left by an earlier point or job that was not put back; reset the node's limits "
+            "(the epilog site/slurm-epilog-power-limits.sh, or nvidia-smi -i N -pl W as root) and run "
+            "it again")
+
+
 def _long_enough(row) -> str:
     if row.timed_iterations is None or row.timed_s is None:
         return "its timed iterations or their time are not recorded"
@@ -103,7 +119,7 @@ def _energy_whole(row) -> str:
 
 
 # each rule gives why a row is not a measurement, or "" where it passes
-RULES = (_ran, _numerics, _long_enough, _energy_whole)
+RULES = (_ran, _numerics, _at_its_limit, _long_enough, _energy_whole)
 
 
 def judge(row) -> str:

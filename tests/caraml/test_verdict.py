@@ -51,6 +51,31 @@ def test_each_rule_names_why_a_row_is_no_measurement(changes, why):
     assert (row.measurement, row.not_a_measurement) == (not why, why)
 
 
+OFF = ("180W-not-250W-on-ranks-0-1",)
+
+
+@pytest.mark.parametrize("changes, measurement", [
+    ({}, False),  # a plain run on devices left capped
+    ({"power_limit": "default", "power_limit_mode": "suite"}, False),
+    ({"power_limit": "200", "power_limit_mode": "suite"}, False),  # set on top of a leftover limit
+    ({"power_limit": "200", "power_limit_mode": None}, False),  # a driver that set none
+    ({"power_limit": "default", "power_limit_mode": "external"}, False),  # the centre set nothing
+    ({"power_limit": "200", "power_limit_mode": "external"}, True),  # the centre's limit, on purpose
+])
+def test_a_run_whose_devices_began_away_from_their_default_limit_is_no_measurement(changes, measurement):
+    row = judged(dataclasses.replace(MEASURED, power_limit_not_default_at_start=OFF, **changes))
+    assert row.measurement is measurement
+    assert row.not_a_measurement == ("" if measurement else (
+        "its devices' power limit was not their default at the job's start (180W-not-250W-on-ranks-0-1): "
+        "a limit left by an earlier point or job that was not put back; reset the node's limits (the "
+        "epilog site/slurm-epilog-power-limits.sh, or nvidia-smi -i N -pl W as root) and run it again"))
+
+
+def test_a_run_at_the_wrong_limit_is_named_so_before_it_is_named_short():
+    row = judged(dataclasses.replace(MEASURED, power_limit_not_default_at_start=OFF, timed_iterations=3))
+    assert row.not_a_measurement.startswith("its devices' power limit was not their default")
+
+
 def test_the_window_a_measurement_plans_meets_the_rule_and_a_setting_shortens_it(capsys, monkeypatch):
     monkeypatch.delenv(verdict.WINDOW_ENV, raising=False)
     assert verdict.PLANNED_WINDOW_S > verdict.MIN_TIMED_SECONDS
