@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from caraml.report import kv, kv_lines, last_kv
+from caraml.report import contended_peak_refusal, kv, kv_lines, last_kv
 from caraml.row.record import gpu_work_per_wh
 
 
@@ -47,20 +47,17 @@ def measured_peak(g: dict[str, str]) -> dict:
             "peak_spread_pct": _num(g.get("peak_spread_pct"))}
 
 
-def mfu_refusal(g: dict[str, str], at_end: dict[str, str], contention_pct: float) -> str | None:
+def mfu_refusal(g: dict[str, str], at_end: dict[str, str]) -> str | None:
     """Why the row has no MFU, or None: the driver refused its measured peak
-    (the LLM driver's metrics.py), or other processes kept the host busy while
-    it trained (at_end: the `host at end` line), where a load that holds
-    every matmul window down alike gives a rate no rule inside the
-    measurement can tell from the device's."""
+    (the LLM driver's metrics.py, which refuses one measured under
+    contention as well), or, for a job whose driver did not yet, other
+    processes kept the host busy while it trained (at_end: the `host at
+    end` line; report.contended_peak_refusal)."""
     why = _value(g.get("mfu_unavailable"))
     if why:
         return why
-    foreign = _num(at_end.get("foreign_cpu_pct"))
-    if g.get("peak_basis") == "measured-matmul" and foreign is not None \
-            and foreign >= contention_pct:
-        return (f"matmul-rate-measured-on-a-host-whose-CPU-other-processes-used-"
-                f"{foreign:.0f}%")
+    if g.get("peak_basis") == "measured-matmul":
+        return contended_peak_refusal(_num(at_end.get("foreign_cpu_pct")))
     return None
 
 
