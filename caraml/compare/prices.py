@@ -31,9 +31,13 @@ def _positive(where: str, entry: dict, key: str) -> float:
 def load(path: Path) -> tuple[str, dict[str, dict[str, float]]]:
     """The currency and, per system, its node-hour price, electricity price and PUE."""
     try:
-        document = yaml.safe_load(Path(path).read_text())
+        document = yaml.safe_load(Path(path).read_bytes().decode("utf-8"))
     except OSError as err:
         raise CompareError(f"{path}: cannot read the prices file ({err.strerror})") from None
+    except UnicodeDecodeError as err:  # e.g. a spreadsheet's file in place of its YAML
+        raise CompareError(f"{path}: not a text file (byte {err.object[err.start]:#04x} at offset "
+                           f"{err.start} is no UTF-8): the prices file is YAML text; see "
+                           f"docs/compare.md for the format") from None
     except yaml.YAMLError as err:
         raise CompareError(f"{path}: not a YAML prices file ({' '.join(str(err).split())[:200]})") from None
     if not isinstance(document, dict) or not isinstance(document.get("prices"), list):

@@ -205,6 +205,10 @@ class RunOptions:
     seed: int = option(42, doc="random seed (each rank adds its rank where data differ)")
     device: str = option("auto", choices=DEVICES,
                          doc="cuda: fail unless a GPU is there; auto: a GPU where there is one")
+    startup_timeout_s: float = option(
+        300.0, rule=POSITIVE,
+        doc="seconds every rank has to come to the process group and its first collective "
+            "(at most the wall-clock budget); then each rank that came stops, naming the others")
 
     @property
     def planned(self) -> str:
@@ -216,6 +220,12 @@ class RunOptions:
     @property
     def budget_s(self) -> float | None:
         return None if self.exit_duration_in_mins is None else self.exit_duration_in_mins * 60
+
+    @property
+    def startup_deadline_s(self) -> float:
+        """A run that must end within its budget does not wait longer than
+        the budget for its ranks either."""
+        return min(self.startup_timeout_s, self.budget_s or self.startup_timeout_s)
 
     def check_run(self) -> None:
         if self.train_iters <= self.warmup_iters:
@@ -281,7 +291,10 @@ class TrainingOptions:
     global_batch_size: int | None = option(None, rule=POSITIVE,
                                            doc="samples per iteration over all devices")
     compile: bool = option(False, doc="torch.compile the model (compiled in the warm-up)")
-    num_workers: int = option(2, rule=NON_NEGATIVE, doc="data loader processes per rank")
+    num_workers: int | str = option(
+        "auto", rule=NON_NEGATIVE, words=("auto",),
+        doc="data loader processes per rank, or 'auto': none on a CPU device, else the rank's "
+            "cores less one, at most 2 (caraml/node/loader_workers.py)")
     lr: float = option(1e-4, rule=POSITIVE, doc="learning rate")
 
     def check_compile(self: typing.Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from caraml import benchmarks, device_peaks
 from caraml.benchmark_entry import Benchmark, number, whole
-from caraml.report import MEMORY, last_kv
+from caraml.report import CONTENTION_PCT, MEMORY, last_kv
 from caraml.row import power_limit
 from caraml.row.evidence import Evidence
 from caraml.row.facts import (Facts, energy, energy_flags, headline, measured_peak, mfu_refusal, node_energy,
@@ -17,10 +17,6 @@ from caraml.row.facts import (Facts, energy, energy_flags, headline, measured_pe
 from caraml.row.record import Row, judged, make, timed_span
 from caraml.row.status import MEASURED, Status, decide, slurm_state
 
-# Another process's share of the host's CPUs over the run above which a row
-# is flagged: a competitor this large moves throughput by more than the
-# run-to-run spread of a quiet host.
-CONTENTION_PCT = 10.0
 _num, _int = number, whole
 
 
@@ -136,7 +132,7 @@ def flags(ev: Evidence, status: Status, energy_fields: dict, limit: dict) -> lis
     done, planned = _int(g.get("iterations_total")), _int(ev.params.get("planned_iterations"))
     if done is not None and planned and done < planned:
         out.append(f"stopped-early({done}-of-{planned}-iterations)")
-    why = mfu_refusal(g, end, CONTENTION_PCT)
+    why = mfu_refusal(g, end)
     return out + ([f"mfu-not-available({why})"] if why else [])
 
 
@@ -166,8 +162,7 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
     limit = power_limit.fields(ev.params.get("power_limit"), system["tdp_w"], job_out,
                                ev.params.get("power_limit_scope_run"), guard=ev.text("power_guard"),
                                devices_per_package=_int(ev.params.get("devices_per_package")))
-    figures = {**throughput, **(_mfu(g) if not mfu_refusal(g, last_kv(job_out, "host at end"),
-                                                           CONTENTION_PCT) else {}),
+    figures = {**throughput, **(_mfu(g) if not mfu_refusal(g, last_kv(job_out, "host at end")) else {}),
                **{f"memory_{name}": _num(g.get(f"memory_{name}")) for name in MEMORY},
                **_numerics(benchmark, ev, g)} if ran else {}
     if ran:

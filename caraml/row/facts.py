@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from caraml.login.node_energy import MEASURED, NodeEnergy
-from caraml.report import kv, kv_lines, last_kv
+from caraml.report import contended_peak_refusal, kv, kv_lines, last_kv
 from caraml.row.record import gpu_work_per_wh
 
 
@@ -49,20 +49,17 @@ def measured_peak(g: dict[str, str]) -> dict:
             "peak_spread_pct": _num(g.get("peak_spread_pct"))}
 
 
-def mfu_refusal(g: dict[str, str], at_end: dict[str, str], contention_pct: float) -> str | None:
+def mfu_refusal(g: dict[str, str], at_end: dict[str, str]) -> str | None:
     """Why the row has no MFU, or None: the driver refused its measured peak
-    (the LLM driver's metrics.py), or other processes kept the host busy while
-    it trained (at_end: the `host at end` line), where a load that holds
-    every matmul window down alike gives a rate no rule inside the
-    measurement can tell from the device's."""
+    (the LLM driver's metrics.py, which refuses one measured under
+    contention as well), or, for a job whose driver did not yet, other
+    processes kept the host busy while it trained (at_end: the `host at
+    end` line; report.contended_peak_refusal)."""
     why = _value(g.get("mfu_unavailable"))
     if why:
         return why
-    foreign = _num(at_end.get("foreign_cpu_pct"))
-    if g.get("peak_basis") == "measured-matmul" and foreign is not None \
-            and foreign >= contention_pct:
-        return (f"matmul-rate-measured-on-a-host-whose-CPU-other-processes-used-"
-                f"{foreign:.0f}%")
+    if g.get("peak_basis") == "measured-matmul":
+        return contended_peak_refusal(_num(at_end.get("foreign_cpu_pct")))
     return None
 
 
@@ -85,17 +82,20 @@ def _num(value: str | None) -> float | None:
 
 
 def _window(name: str, wh: float | None, devices: int | None, seconds: float | None,
-            work: float | None, complete: bool) -> dict:
+            work: float | None, complete: bool, answered_w: float | None = None) -> dict:
     """One energy window's figures under the record's names (wh_<name>, ...).
     A window that is not whole keeps its partial Wh (labelled: the row's
     energy source says incomplete) and has no work per Wh, so it is never a
-    headline ratio."""
+    headline ratio. Its power per device is jpwr's, from the samples the
+    sensors answered (answered_w), where given: a gap adds no energy, so Wh
+    over the whole window would read low."""
     per_device = wh / devices if wh is not None and devices else None
     complete = complete and wh is not None
+    if answered_w is None and per_device is not None and seconds:
+        answered_w = per_device * 3600 / seconds
     return {f"wh_{name}": wh, f"wh_per_device_{name}": per_device,
             f"work_per_wh_{name}": work / wh if work is not None and wh and complete else None,
-            f"power_w_per_device_{name}": per_device * 3600 / seconds
-            if per_device is not None and seconds else None,
+            f"power_w_per_device_{name}": answered_w,
             f"window_s_{name}": seconds, f"energy_complete_{name}": complete}
 
 
@@ -125,13 +125,18 @@ def energy(jpwr_text: str, facts: Facts) -> dict:
     timed = next((w for w in windows if w.get("window") == "timed"
                   and (w.get("counted") == "yes" if counted else w.get("scope") == scope)), None)
     missing = _num(s.get("missing_pct"))
-    incomplete = s.get("source") == "incomplete"
     methods = s.get("methods") or ""
-    # jpwr calls a figure incomplete where its samples cover under 95 % of
-    # the run (aggregate.MISSING_LIMIT) or files were lost; the share
-    # covered is unknown (None) where jpwr could not count what is missing
+    # jpwr says whether its figure covers the whole run, whatever its source
+    # (complete=, covered_pct=: a partial estimate is as partial as a
+    # measurement); older lines say it in their source alone. The share
+    # covered is unknown (None) where jpwr could not count what is missing.
+    if "complete" in s:
+        incomplete, covered = s["complete"] != "yes", _num(s.get("covered_pct"))
+    else:
+        incomplete = s.get("source") == "incomplete"
+        covered = None if missing is None else 100.0 - missing
     out = _window("run", wh, int(devices) if devices else None, _num(s.get("duration_s")),
-                  facts.work_total, not incomplete)
+                  facts.work_total, not incomplete, _num(s.get("mean_w_per_device")) if counted else None)
     window = "run"
     if timed is not None:
         # jpwr gives a window with a gap no total; a counter or whole samples
@@ -146,8 +151,7 @@ def energy(jpwr_text: str, facts: Facts) -> dict:
                energy_incomplete=incomplete, energy_methods=methods or None,
                energy_basis=s.get("basis") or None, energy_devices=int(devices) if devices else None,
                energy_missing_pct=missing,
-               energy_covered_pct=100.0 if out["energy_complete_run"]
-               else None if missing is None else 100.0 - missing,
+               energy_covered_pct=100.0 if out["energy_complete_run"] else covered,
                work_per_wh_gpu=gpu_work_per_wh(scope, out["work_per_wh_run"], out["wh_run"],
                                                by_scope.get("gpu")),
                energy_by_scope=by_scope,

@@ -71,7 +71,10 @@ TAIL = (Column("Time/iteration-p10(s)", "time_per_iteration_p10_s", format=".4g"
 
 def columns(benchmark: str | None) -> tuple[Column, ...]:
     """The head, the benchmark's own set and the tail."""
-    entry = benchmarks.find(benchmark)
+    try:
+        entry = benchmarks.find(benchmark)
+    except benchmarks.UnknownBenchmark:  # a site's registry that fails: the row's cause names it
+        entry = None
     return (*HEAD, *(entry.table_columns if entry else ()), *TAIL)
 
 

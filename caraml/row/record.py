@@ -166,6 +166,8 @@ class Row:
     measurement: bool = False
     not_a_measurement: str = ""
     dry_run: bool = False
+    # why the row is not in the results history (caraml/row/history.py); "" where it is or need not be
+    history_error: str = ""
     # where it came from (commit: 12 hex digits; suite_version adds +changes where not clean)
     commit: str | None = None
     clean: bool | None = None

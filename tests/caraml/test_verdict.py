@@ -19,7 +19,9 @@ MEASURED = Row(state="ok", timed_iterations=90, time_per_iteration_s=1.0, timed_
 @pytest.mark.parametrize("changes, why", [
     ({}, ""),
     ({"state": "failed", "reason": "out of memory"}, "failed: out of memory"),
-    ({"state": "queued"}, "queued"),
+    # a job not ended has no reason of its status: the verdict says what to wait for
+    ({"state": "queued"}, "queued: the job has not started yet: its row is decided once it has run "
+                          "(`jube continue`)"),
     # the row: 55 timed iterations in 8 s
     ({"timed_iterations": 55, "timed_s": 8.0}, "55 timed iterations in 8 s; a measurement needs 20 and 60 s"),
     ({"timed_iterations": 19, "timed_s": 600.0}, "19 timed iterations in 600 s; a measurement needs 20 and 60 s"),
@@ -43,6 +45,9 @@ MEASURED = Row(state="ok", timed_iterations=90, time_per_iteration_s=1.0, timed_
     ({"loss_first": 9.0, "loss_last": 8.9, "loss_fall_needed": 0.05},
      "loss 9 to 8.9 over the run: a run on a real corpus falls by at least 5 %"),
     ({"loss_first": 9.0, "loss_last": 6.0, "loss_fall_needed": 0.05}, ""),
+    # a smoke run too short to learn is named too short, not for its loss
+    ({"loss_first": 9.0, "loss_last": 8.9, "loss_fall_needed": 0.05, "timed_iterations": 4, "timed_s": 2.0},
+     "4 timed iterations in 2 s; a measurement needs 20 and 60 s"),
     # a vendor's trainer logs no loss the suite reads: nothing to judge
     ({"loss_untrained": 9.0, "loss_tolerance": 0.15, "loss_fall_needed": 0.05}, ""),
 ])
