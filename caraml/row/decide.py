@@ -1,9 +1,9 @@
 """Deciding a row: from the evidence of one work package (caraml/row/evidence.py)
 and its benchmark's entry of the table (caraml/benchmarks.py) to the whole
 record (caraml/row/record.py), once: its system and configuration,
-throughput, MFU with its peak, energy, peak memory, the values of its
-benchmark's own columns, status (caraml/row/status.py), flags and the one
-verdict (caraml/row/verdict.py). Standard library only (login node)."""
+throughput, MFU with its peak, energy, the nodes' energy, peak memory, the
+values of its benchmark's own columns, status (caraml/row/status.py), flags
+and the one verdict (caraml/row/verdict.py). Standard library only (login node)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from caraml.benchmark_entry import Benchmark, number, whole
 from caraml.report import CONTENTION_PCT, MEMORY, last_kv
 from caraml.row import power_limit
 from caraml.row.evidence import Evidence
-from caraml.row.facts import Facts, energy, energy_flags, headline, measured_peak, mfu_refusal, provenance
+from caraml.row.facts import (Facts, energy, energy_flags, headline, measured_peak, mfu_refusal, node_energy,
+                              provenance)
 from caraml.row.record import Row, judged, make, timed_span
 from caraml.row.status import MEASURED, Status, decide, slurm_state
 
@@ -155,6 +156,9 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
     energy_fields = energy(ev.text("jpwr"), facts) if ev.texts.get("jpwr") else {}
     if energy_fields and not ran:
         energy_fields = _not_run(energy_fields)
+    # the node meter's figure is the job's; work per node-Wh only where the job ran to its work
+    node = node_energy(ev.node_energy, work_total if ran else None, system["nodes"]) \
+        if ev.node_energy is not None else {}
     limit = power_limit.fields(ev.params.get("power_limit"), system["tdp_w"], job_out,
                                ev.params.get("power_limit_scope_run"), guard=ev.text("power_guard"),
                                devices_per_package=_int(ev.params.get("devices_per_package")))
@@ -168,7 +172,7 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
     return judged(make({
         "benchmark": benchmark.name, "work_package": ev.work_package, **system,
         **_config(benchmark, ev.params, g), "details": _details(benchmark, ev, g),
-        "unit": benchmark.unit, **figures, **energy_fields, **limit,
+        "unit": benchmark.unit, **figures, **energy_fields, **node, **limit,
         "state": status.state, "reason": status.reason,
         "flags": flags(ev, status, energy_fields, limit),
         "dry_run": ev.params.get("dry_run") == "yes", "repeat": _int(ev.params.get("repeat")),
