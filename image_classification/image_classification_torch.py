@@ -19,6 +19,7 @@ from caraml import report
 from caraml.node import data_parallel, driver, memory, precision
 from caraml.node.dist import Dist
 from caraml.node.driver import EnergyMeter, LoopResult
+from caraml.node.loader_workers import loader_workers
 from caraml.node.stopping import StopCondition
 from image_classification import config, data, model, train
 from image_classification.config import Options
@@ -34,7 +35,8 @@ def batches(args: Options, dist: Dist, batch_size: int) -> Iterator[data.Batch]:
                               args.channels_last, seed=args.seed + dist.rank,
                               ranks_per_host=dist.local_world_size)
     return data.image_folder(args.data, batch_size, args.image_size, args.num_classes,
-                             args.num_workers, dist, args.channels_last, args.seed)
+                             loader_workers(args.num_workers, dist.device.type), dist,
+                             args.channels_last, args.seed)
 
 
 def describe(args: Options, dist: Dist, batch_size: int, parameters: int) -> str:

@@ -2,9 +2,11 @@
 node-hour costs (a price per node-hour, or a node's capital cost spread
 over its lifetime), what a kWh of electricity costs and the PUE. The job's
 time to solution on one node times the node-hour, plus its energy to
-solution times the PUE times the electricity price, is its cost; the
-energy is the accelerators' own (GPU scope, whole run), the one every GPU
-system has, so the cost says so and leaves the rest of the node out."""
+solution times the PUE times the electricity price, is its cost. The
+energy is the whole nodes' (node scope, the centre's meter over the job)
+where every system costed has it, like for like; otherwise the
+accelerators' own (GPU scope, whole run), the one every GPU system has, and
+the cost says so and leaves the rest of the node out."""
 
 from __future__ import annotations
 
@@ -63,21 +65,32 @@ def load(path: Path) -> tuple[str, dict[str, dict[str, float]]]:
     return currency, out
 
 
+# the energy a cost counts: (its scope, the solution table's column), whole nodes first
+SCOPES = (("node", "node_energy_kwh"), ("gpu", "gpu_energy_kwh"))
+
+
 def cost(solution: pd.DataFrame, prices: dict[str, dict[str, float]]) -> pd.DataFrame:
     """Per system of the solution table (the job on one node): the cost of
     its node-hours and of its electricity, and their sum, cheapest first;
-    a system without prices or without a GPU-scope energy is left out."""
+    a system without prices, or without the energy the others' electricity
+    counts, is left out."""
+    costed = solution[[system in prices and not isinstance(time, str)
+                       for system, time in zip(solution["system"], solution["time_h"])]] \
+        if not solution.empty else solution
+    scope, column = next(((scope, column) for scope, column in SCOPES
+                          if not costed.empty and costed[column].notna().all()), SCOPES[-1])
     lines = []
-    for _, row in solution.iterrows():
-        price = prices.get(row["system"])
-        if price is None or isinstance(row["time_h"], str) or pd.isna(row["gpu_energy_kwh"]):
+    for _, row in costed.iterrows():
+        price = prices[row["system"]]
+        if pd.isna(row[column]):
             continue
         nodes = row["time_h"] * row["nodes"] * price["node_hour"]
-        power = row["gpu_energy_kwh"] * price["pue"] * price["electricity_kwh"]
+        power = row[column] * price["pue"] * price["electricity_kwh"]
         lines.append({"system": row["system"], "node_hours_cost": nodes, "electricity_cost": power,
-                      "cost": nodes + power, "energy_estimated": bool(row["energy_estimated"])})
+                      "cost": nodes + power, "energy_scope": scope,
+                      "energy_estimated": scope == "gpu" and bool(row["energy_estimated"])})
     table = pd.DataFrame(lines, columns=["system", "node_hours_cost", "electricity_cost", "cost",
-                                         "energy_estimated"])
+                                         "energy_scope", "energy_estimated"])
     return table.sort_values("cost", kind="stable").reset_index(drop=True) if not table.empty else table
 
 

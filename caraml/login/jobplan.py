@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from caraml import power_limit, report, rocm_tf32  # noqa: E402
-from caraml.login import systems  # noqa: E402
+from caraml.login import node_energy, systems  # noqa: E402
 from caraml.row.status import SIGNAL_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ FACTS = (
     "samples_per_device", "threads_per_proc", "procs_per_task", "device_kind",
     "devices_per_node", "visible_devices", "master_addr_suffix", "env_setup", "launcher",
     "container", "container_flags", "container_python", "jpwr_python", "energy_methods",
-    "energy_dir", "srun_flags", "srun_env", "data", "job_command", "job_precision",
+    "energy_dir", "node_meter", "srun_flags", "srun_env", "data", "job_command", "job_precision",
     "power_limit", "power_limit_mode", "power_limit_scope", "power_limit_sbatch", "tdp_w",
     "devices_per_package",
 )
@@ -144,6 +144,10 @@ def variables(f: dict[str, str], root: Path) -> list[str]:
         # the signals that reached the job script (caraml/row.py reads it)
         "SIGNAL_FILE": SIGNAL_FILE,
         "SAMPLES_PER_DEVICE": f["samples_per_device"],
+        # the nodes' energy as Slurm meters it, beside the energy folder
+        # (caraml/login/node_energy.py), and the meter platform.xml declares
+        "NODE_ENERGY_FILE": node_energy.FILE_NAME,
+        "NODE_METER": f["node_meter"],
         "SUBMIT_MODE": f["submit_mode"],
         "MASTER_ADDR_SUFFIX": f["master_addr_suffix"],
         # the power guard's records, one a node (caraml/node/power_guard.py)

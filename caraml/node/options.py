@@ -291,7 +291,10 @@ class TrainingOptions:
     global_batch_size: int | None = option(None, rule=POSITIVE,
                                            doc="samples per iteration over all devices")
     compile: bool = option(False, doc="torch.compile the model (compiled in the warm-up)")
-    num_workers: int = option(2, rule=NON_NEGATIVE, doc="data loader processes per rank")
+    num_workers: int | str = option(
+        "auto", rule=NON_NEGATIVE, words=("auto",),
+        doc="data loader processes per rank, or 'auto': none on a CPU device, else the rank's "
+            "cores less one, at most 2 (caraml/node/loader_workers.py)")
     lr: float = option(1e-4, rule=POSITIVE, doc="learning rate")
 
     def check_compile(self: typing.Any) -> None:

@@ -344,24 +344,26 @@ def _first_on_its_host(rank: int, hostnames: list[str]) -> bool:
     return hostnames.index(hostnames[rank]) == rank
 
 
-def report_load_at_end(dist: Dist, hostnames: list[str]) -> None:
+def report_load_at_end(dist: Dist, hostnames: list[str]) -> float | None:
     """One line for the table on how busy the hosts were while training ran:
     a benchmark that started beside this one after its start shows here, and
     the share of the host CPU time that went outside the job on the busiest
-    host of the job (foreign_cpu_pct, the row model's contention flag), with
-    each host's own (foreign_cpu_pct_by_host). Every rank calls it."""
+    host of the job (foreign_cpu_pct, the contention both the LLM driver's
+    MFU and the row model read, report.CONTENTION_PCT), with each host's own
+    (foreign_cpu_pct_by_host). Every rank calls it; it returns that busiest
+    host's share on every rank (None where a host could not measure it)."""
     mine = _RUN_WINDOW.end() if _first_on_its_host(dist.rank, hostnames) else None
     shares = [r[0] for r in dist.gather_floats([math.nan if mine is None else mine])]
-    if not dist.is_main:
-        return
     by_host = {hostnames[rank]: share for rank, share in enumerate(shares)
                if _first_on_its_host(rank, hostnames) and share == share}
     foreign = max(by_host.values()) if len(by_host) == len(set(hostnames)) else None
-    report.emit("host at end", load=round(os.getloadavg()[0], 2), cpus=os.cpu_count(),
-                other_benchmarks="-" if (n := other_benchmarks()) is None else n,
-                foreign_cpu_pct="-" if foreign is None else round(foreign, 1),
-                foreign_cpu_pct_by_host=";".join(f"{h}={v:.1f}" for h, v in by_host.items())
-                or "-")
+    if dist.is_main:
+        report.emit("host at end", load=round(os.getloadavg()[0], 2), cpus=os.cpu_count(),
+                    other_benchmarks="-" if (n := other_benchmarks()) is None else n,
+                    foreign_cpu_pct="-" if foreign is None else round(foreign, 1),
+                    foreign_cpu_pct_by_host=";".join(f"{h}={v:.1f}" for h, v in by_host.items())
+                    or "-")
+    return foreign
 
 
 def record(dist: Dist, folder: str | Path | None, hostnames: list[str]) -> None:

@@ -117,6 +117,26 @@ class Row:
     energy_by_scope: dict[str, float] = field(default_factory=dict)
     energy_by_node: dict[str, float] = field(default_factory=dict)
     counter_vs_integrated_pct: float | None = None
+    # the nodes' energy from the centre's meter, as Slurm's energy accounting
+    # read it (caraml/login/node_energy.py): its own figure beside jpwr's,
+    # never added to it. Its state (measured, none, failed, missing,
+    # unreadable, incomplete) and why there is no figure; node_wh only where
+    # the meter covers whole nodes (scope node), over its window (job: the job
+    # script's run, warm-up and start-up included), summed over the job's nodes
+    node_energy_state: str | None = None
+    node_energy_reason: str | None = None
+    node_energy_source: str | None = None
+    node_energy_scope: str | None = None
+    node_energy_window: str | None = None
+    node_wh: float | None = None
+    node_window_s: float | None = None
+    node_power_w_per_node: float | None = None
+    # the run's work over node_wh: the work of the job over its nodes' energy
+    work_per_node_wh: float | None = None
+    # the accelerators' share of the node's energy where jpwr measured both
+    # over one window (its by-scope line: the whole run), and which two scopes
+    accelerator_share_of_node_pct: float | None = None
+    accelerator_share_basis: str | None = None
     # every run's power limit (caraml/row/power_limit.py): rank 0's device's at the start, before
     # the job set any, and its default; the groups of ranks whose device began away from its default
     power_limit_at_start_w: float | None = None

@@ -21,7 +21,7 @@ from pathlib import Path
 from caraml import benchmarks, report
 from caraml.row import history
 from caraml.row.decide import decide_row
-from caraml.row.evidence import SIGNAL_FILE, Evidence, data_errors
+from caraml.row.evidence import SIGNAL_FILE, Evidence, data_errors, node_energy
 from caraml.row.jube_lines import print_lines
 from caraml.row.record import Row
 from caraml.row.run import undecided
@@ -60,7 +60,8 @@ def decide(benchmark: str, params: dict[str, str], stage: Path) -> Row:
     if step is not None:
         texts.update(data_errors(stage / step.step))
     texts.update(combine_energy(stage, params.get("energy_dir") or "energy"))
-    return decide_row(benchmark, Evidence(texts, params, str(stage)), slurm_state=None)
+    return decide_row(benchmark, Evidence(texts, params, str(stage), node_energy(stage)),
+                      slurm_state=None)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,9 +12,8 @@ names the row's why):
   MAX_SKIPPED_SHARE of its timed iterations with their update skipped by
   a gradient scaler, and its loss within the band its benchmark declares
   (caraml/benchmark_entry.py LossBand): the first loss near that of a
-  model that has learnt nothing, and on a real corpus a fall by the
-  declared share. A device or precision that computes garbage fast, or a
-  run that diverged, would otherwise rank first;
+  model that has learnt nothing. A device or precision that computes
+  garbage fast, or a run that diverged, would otherwise rank first;
 - it ran at the power limit it names: a run whose devices began away from
   their default limit ran at a limit an earlier point or job left behind
   (caraml/row/power_limit.py), which neither a plain run nor a `default`
@@ -25,6 +24,8 @@ names the row's why):
   the device is warm, data-loader start-up and single slow steps rather
   than a steady rate, and gives a 1 Hz power sensor too few samples
   (docs/compare.md says why these two);
+- on a real corpus its loss fell by the share its benchmark declares
+  (after the length rule: a run too short to learn is named too short);
 - where it measured energy, its headline window is whole and counts one
   scope on every host: a figure with lost samples or added scopes is not
   what it claims.
@@ -86,7 +87,12 @@ def _numerics(row) -> str:
     if None not in (first, untrained, tolerance) and abs(first - untrained) > tolerance * untrained:
         return (f"first loss {first:.4g}, outside {untrained:.4g} ± {tolerance * 100:g} % (the loss "
                 f"of a model that has learnt nothing)")
-    fall, last = row.loss_fall_needed, row.loss_last
+    return ""
+
+
+def _learns(row) -> str:
+    # after the length rule: a run too short to learn is named too short, not a loss that did not fall
+    fall, first, last = row.loss_fall_needed, row.loss_first, row.loss_last
     if None not in (fall, first, last) and last > first * (1 - fall):
         return (f"loss {first:.4g} to {last:.4g} over the run: a run on a real corpus falls by at "
                 f"least {fall * 100:g} %")
@@ -127,7 +133,7 @@ def _energy_whole(row) -> str:
 
 
 # each rule gives why a row is not a measurement, or "" where it passes
-RULES = (_ran, _numerics, _at_its_limit, _long_enough, _energy_whole)
+RULES = (_ran, _numerics, _at_its_limit, _long_enough, _learns, _energy_whole)
 
 
 def judge(row) -> str:

@@ -45,6 +45,9 @@ MEASURED = Row(state="ok", timed_iterations=90, time_per_iteration_s=1.0, timed_
     ({"loss_first": 9.0, "loss_last": 8.9, "loss_fall_needed": 0.05},
      "loss 9 to 8.9 over the run: a run on a real corpus falls by at least 5 %"),
     ({"loss_first": 9.0, "loss_last": 6.0, "loss_fall_needed": 0.05}, ""),
+    # a smoke run too short to learn is named too short, not for its loss
+    ({"loss_first": 9.0, "loss_last": 8.9, "loss_fall_needed": 0.05, "timed_iterations": 4, "timed_s": 2.0},
+     "4 timed iterations in 2 s; a measurement needs 20 and 60 s"),
     # a vendor's trainer logs no loss the suite reads: nothing to judge
     ({"loss_untrained": 9.0, "loss_tolerance": 0.15, "loss_fall_needed": 0.05}, ""),
 ])

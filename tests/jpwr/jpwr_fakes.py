@@ -8,6 +8,7 @@ import types
 from pathlib import Path
 
 from jpwr.method import MEASURED, Channel, Method
+from tests.pm_counters_files import PmCounterFolder
 
 VENDOR_MODULES = ("pynvml", "amdsmi", "pyrsmi", "pyrsmi.rocml", "gcipuinfo")
 
@@ -35,6 +36,10 @@ class FakeSysfs:
         self.write(directory / "name", "power_meter")
         self.write(directory / "device" / "power1_oem_info", oem_info)
         return self.write(directory / "device" / "power1_average", microwatts)
+
+    def pm_counters(self, **settings) -> PmCounterFolder:
+        """HPE Cray's counters folder, cray/pm_counters, empty until written."""
+        return PmCounterFolder(self.root / "cray" / "pm_counters", **settings)
 
     def rapl_zone(self, zone: str, name: str, energy_uj: int,
                   max_range_uj: int = 262_143_328_850) -> Path:

@@ -97,6 +97,22 @@ def test_counting_rule_prefers_accelerators_then_gh_then_rapl_then_hwmon_then_es
         True]
 
 
+def test_the_node_meter_counts_after_the_accelerators_and_the_superchip_and_before_rapl():
+    rows = host_rows(
+        ("gpus", "rocm", "gpu0"), ("gpus", "pm_counters", "accel0"), ("gpus", "pm_counters", "node"),
+        ("gh", "gh", "module-0"), ("gh", "pm_counters", "accel0"), ("gh", "pm_counters", "node"),
+        ("cray", "pm_counters", "node"), ("cray", "pm_counters", "cpu"),
+        ("cray", "pm_counters", "memory"), ("cray", "pm_counters", "accel0"),
+        ("cray", "pm_counters", "accel1"), ("cray", "rapl", "package-0"),
+        ("cpu", "pm_counters", "node"), ("cpu", "pm_counters", "cpu"), ("cpu", "rapl", "package-0"),
+        ("cpu", "hwmon", "psu/hwmon0/power1"))
+    assert list(counted(rows)) == [
+        True, False, False,
+        True, False, False,
+        False, False, False, True, True, False,
+        True, False, False, False]
+
+
 def test_estimated_counted_channel_makes_the_figure_estimated(tmp_path):
     write_rank(tmp_path / "a", 0, "n1", [("estimate", "cpus", 0.5, 20.0, "estimated")])
     write_rank(tmp_path / "b", 0, "n2", [("rapl", "package-0", 1.0, 100.0),
