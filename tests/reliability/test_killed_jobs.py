@@ -92,7 +92,8 @@ def test_a_killed_job_script_takes_its_processes_with_it_and_says_so(dry_run):
     _wait_for(lambda: (work / "ready").exists(), "the done marker")
     # no trap ran: the watcher wrote them, through the row model, before the done marker
     lines = (work / "row.out").read_text()
-    assert lines.startswith("CARAML row: state=failed notable=yes layout=1x1 model=resnet18 ")
+    assert lines.startswith("CARAML row: state=failed notable=yes layout=1x1 ")
+    assert " model=resnet18 " in lines.splitlines()[0]
     reason = lines.split("CARAML row reason: ")[1].split("CARAML row flags: ")[0]
     assert " ".join(reason.split()) == (work / "error").read_text().strip().replace(",", ";")
     # SIGKILL is sent by then; a loaded host may take a moment to end them
@@ -163,12 +164,9 @@ def test_a_job_that_ends_on_a_full_disk_is_recovered_once_space_returns(dry_run,
         # its row's lines could not be written at the end: they say what they said at the start
         assert (work / "row.out").read_text().startswith("CARAML row: state=running ")
         shutil.rmtree(filler)
-        # decided from job.out: the run's figures, or the one file the full disk cost it
-        decided = _decided(work)
-        assert decided in (("ok-stopped-early", "wall-clock budget 60 s reached"),
-                           ("failed", "cannot record the job's node energy in node_energy.json ([Errno 28] "
-                                      "No space left on device: '.node_energy.json.partial'); the rest of "
-                                      "the job's results stand")), decided
+        # decided from job.out: the run's figures stand; the node figure the full disk cost it is a warning
+        assert _decided(work) == ("ok-stopped-early", "wall-clock budget 60 s reached")
+        assert "CARAML warning: cannot record the job's node energy" in (work / "job.out").read_text()
 
 
 def _decided(work: Path) -> tuple[str, str]:
