@@ -113,7 +113,8 @@ def add_ratios(rows: pd.DataFrame, reference_system: str) -> pd.DataFrame:
     """Adds `<figure>_ratio` against the reference system's row of the same
     configuration, batch and node count, and `ratio_note` where one is refused."""
     ok = measured(rows)
-    ref_rows = ok[ok["system"] == reference_system].drop_duplicates(MATCH).set_index(MATCH)
+    # the reference's configuration as the median of its repeats
+    ref_rows = repeats.collapse(ok[ok["system"] == reference_system]).drop_duplicates(MATCH).set_index(MATCH)
     extra = []
     for _, row in rows.iterrows():
         key = tuple(row[MATCH])
@@ -198,7 +199,8 @@ def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
         work, how = jobs.work(best) if jobs.representative(best) else (math.nan, NOT_REPRESENTATIVE)
         out.append(solution(best, work, best["per_s_per_node"], "one node (best configuration)", 1,
                              how))
-        fastest = group.loc[group["per_s"].idxmax()]
+        configs = repeats.collapse(group)
+        fastest = configs.loc[configs["per_s"].idxmax()]
         nodes = fastest["nodes"]
         if nodes == 1:
             continue  # the fastest on one node: no faster than the one-node line, and no second line

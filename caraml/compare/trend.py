@@ -62,7 +62,10 @@ def series(table: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
     # a run's measurement wins over its other rows
     ran = ran.assign(measurement=ran["measurement"].astype(bool)).sort_values(["measurement", FIGURE])
     best = ran.groupby(SERIES, dropna=False).tail(1).sort_values("when")
-    checks = reference.verdicts(rows.measured(best), refs)
+    # each run's figure is checked on its own: an "up to" reference applies to every run's best row
+    done = rows.measured(best)
+    checks = pd.concat([reference.verdicts(run, refs) for _, run in done.groupby(["run_uuid", "host"])]
+                       or [reference.verdicts(done, refs)])
     checks = checks[checks["figure"].map(reference.FIGURES) == FIGURE].set_index("row")
     best["verdict"] = checks["verdict"].reindex(best.index).fillna("no reference")
     best.loc[~best["measurement"], "verdict"] = NOT_A_MEASUREMENT
