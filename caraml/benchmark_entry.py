@@ -7,6 +7,7 @@ configurations. A site's entry file builds one `Benchmark` from these
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -115,6 +116,42 @@ def epochs_job(representative: tuple[str, float | None], unit: str, epochs: JobS
 
 
 @dataclass(frozen=True)
+class LossBand:
+    """The band a benchmark's loss keeps in a run whose numbers mean what
+    they claim; a row outside it is not a measurement (the row model's
+    verdict). `untrained` gives, from the driver's summary line, the loss
+    of a model that has learnt nothing (ln of its classes for a classifier:
+    the cross-entropy of a uniform guess); the first iteration's loss must
+    lie within `tolerance` (a share of it) of that, which shows the model
+    computes what it claims. `learns` tells from the work package's
+    parameters and the data step's line whether the run trained on a real
+    corpus, where the loss must also fall by at least `fall` (a share of
+    the first loss) by the last progress line. None: no such check."""
+
+    untrained: Callable[[Mapping[str, str]], float | None]
+    tolerance: float
+    learns: Callable[[Mapping[str, str], Mapping[str, str]], bool] | None = None
+    fall: float | None = None
+
+    def facts(self, g: Mapping[str, str], params: Mapping[str, str],
+              data: Mapping[str, str]) -> dict[str, float | None]:
+        """What a row carries of the band: the untrained loss, the tolerance
+        and the fall a real corpus needs (None on synthetic data)."""
+        learns = self.learns is not None and self.learns(params, data)
+        return {"loss_untrained": self.untrained(g), "loss_tolerance": self.tolerance,
+                "loss_fall_needed": self.fall if learns else None}
+
+
+def ln_of(key: str) -> Callable[[Mapping[str, str]], float | None]:
+    """The untrained loss of a classifier whose class count the summary
+    line gives under `key`."""
+    def untrained(g: Mapping[str, str]) -> float | None:
+        count = number(g.get(key))
+        return math.log(count) if count and count > 1 else None
+    return untrained
+
+
+@dataclass(frozen=True)
 class ReFrame:
     """A benchmark's ReFrame checks: the JUBE tags of each configuration
     besides the system's, and tags that make a configuration one work
@@ -191,6 +228,8 @@ class Benchmark:
     local_smoke: bool = False
     # its driver reports MFU (model FLOPs over the device's peak)
     mfu: bool = False
+    # the band its loss keeps; None: its rows' loss is not judged
+    loss_band: LossBand | None = None
 
     @property
     def table_columns(self) -> tuple[Column, ...]:

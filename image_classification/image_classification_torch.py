@@ -88,7 +88,8 @@ def train_and_report(args: Options, dist: Dist, stop: StopCondition,
         raise BenchmarkInputError(memory.out_of_memory(
             batch_size, dist.device, "lower the global batch size or use more devices")) from None
     return data_parallel.report_result(args, dist, result, batch_size, "images",
-                                       head={"model": args.model, "precision": args.precision})
+                                       head={"model": args.model, "precision": args.precision,
+                                             "num_classes": args.num_classes})
 
 
 def main(argv: list[str] | None = None) -> int:

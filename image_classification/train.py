@@ -8,25 +8,24 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from caraml.node import precision
+from caraml.node import numerics, precision
 from image_classification import model
 
-Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+Step = Callable[[torch.Tensor, torch.Tensor], numerics.Stepped]
 
 
 def sgd_step(net: nn.Module, optimizer: torch.optim.Optimizer, precision_name: str,
              device: torch.device) -> Step:
     """Forward, backward and update on one batch; returns the loss (not
-    synchronised, so reading it is left to the caller)."""
+    synchronised, so reading it is left to the caller) and whether the
+    scaler skipped the update."""
     scaler = precision.grad_scaler(precision_name, device)
 
-    def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def step(images: torch.Tensor, labels: torch.Tensor) -> numerics.Stepped:
         optimizer.zero_grad(set_to_none=True)
         with precision.autocast(precision_name, device):
             loss = model.loss(net(images), labels)
         scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        return loss.detach()
+        return numerics.Stepped(loss.detach(), numerics.scaled_update(scaler, optimizer))
 
     return step

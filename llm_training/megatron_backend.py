@@ -26,7 +26,7 @@ from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
 from megatron.core.pipeline_parallel import get_forward_backward_func
 from megatron.core.transformer.module import Float16Module
 
-from caraml.node import compile_toolchain
+from caraml.node import compile_toolchain, numerics
 from caraml.node.dist import Dist
 from caraml.report import BenchmarkInputError
 from llm_training import gpt_megatron
@@ -128,17 +128,20 @@ class MegatronBackend:
         output = model(tokens, self.position_ids.expand_as(tokens), None, labels=batch["labels"])
         return output, partial(_masked_mean, batch["loss_mask"])
 
-    def train_step(self, batches: Iterator[dict[str, torch.Tensor]]) -> float | None:
+    def train_step(self, batches: Iterator[dict[str, torch.Tensor]]) -> numerics.Stepped:
         """One iteration over this rank's micro-batches and one optimizer
-        step. Returns the mean loss on the last pipeline stage, else None."""
+        step. Returns the mean loss on the last pipeline stage (else None)
+        and whether the optimizer skipped its update (its loss scaler found
+        inf or nan gradients)."""
         if self.optimizer is None:
             raise BenchmarkInputError("the megatron backend trains on CUDA or ROCm GPUs only "
                                       "(megatron-core's DDP keeps its buffers there); use --backend torch")
         self.model.zero_grad_buffer()
         self.optimizer.zero_grad()
         loss = self.forward_backward_loss(batches)
-        self.optimizer.step()
-        return loss
+        # megatron-core: (update_successful, grad_norm, num_zeros_in_grad)
+        updated, _, _ = self.optimizer.step()
+        return numerics.Stepped(loss, not updated)
 
     def forward_backward_loss(self, batches: Iterator[dict[str, torch.Tensor]]) -> float | None:
         """Forward and backward over this rank's micro-batches through

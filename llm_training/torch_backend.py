@@ -10,7 +10,7 @@ from contextlib import nullcontext
 import torch
 from torch.nn.parallel import DistributedDataParallel
 
-from caraml.node import compile_toolchain, precision
+from caraml.node import compile_toolchain, numerics, precision
 from caraml.node.dist import Dist
 from llm_training.arguments import Args, Layout
 from llm_training.gpt_torch import GPT
@@ -33,13 +33,12 @@ def adam_settings(args: Args) -> dict:
 
 
 def clipped_step(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer,
-                 params: list[torch.nn.Parameter], clip_grad: float) -> None:
+                 params: list[torch.nn.Parameter], clip_grad: float) -> bool:
     """The optimizer step after the micro-batches: gradients unscaled before
-    they are clipped, the step skipped where fp16 overflowed."""
+    they are clipped, the step skipped where fp16 overflowed (True)."""
     scaler.unscale_(optimizer)
     torch.nn.utils.clip_grad_norm_(params, clip_grad)
-    scaler.step(optimizer)
-    scaler.update()
+    return numerics.scaled_update(scaler, optimizer)
 
 
 class TorchBackend:
@@ -82,9 +81,10 @@ class TorchBackend:
                                             init_scale=args.initial_loss_scale,
                                             growth_interval=args.loss_scale_window)
 
-    def train_step(self, batches: Iterator[dict[str, torch.Tensor]]) -> float:
+    def train_step(self, batches: Iterator[dict[str, torch.Tensor]]) -> numerics.Stepped:
         """One iteration: forward and backward over this rank's micro-batches,
-        then one optimizer step. Returns the mean loss of the micro-batches."""
+        then one optimizer step. Returns the mean loss of the micro-batches
+        and whether the scaler skipped the update."""
         self.optimizer.zero_grad(set_to_none=True)
         total = torch.zeros((), device=self.dist.device)
         for i in range(self.microbatches):
@@ -97,5 +97,5 @@ class TorchBackend:
                     loss = self.model(batch["tokens"], batch["labels"], batch["loss_mask"])
                 self.scaler.scale(loss / self.microbatches).backward()
             total += loss.detach()
-        clipped_step(self.scaler, self.optimizer, self.params, self.clip_grad)
-        return total.item() / self.microbatches
+        skipped = clipped_step(self.scaler, self.optimizer, self.params, self.clip_grad)
+        return numerics.Stepped(total.item() / self.microbatches, skipped)

@@ -37,11 +37,11 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from caraml import power_limit, report
 from caraml.node import dist as caraml_dist
-from caraml.node import energy, memory, provenance
+from caraml.node import energy, memory, numerics, provenance
 from caraml.node.dist import Dist
 from caraml.node.energy import TimedWindow
 from caraml.node.options import EnergyOptions, RunOptions
@@ -106,6 +106,7 @@ class LoopResult:
     nodes: int  # distinct hosts among the ranks
     loss: float  # mean over the last progress interval and all ranks (nan: none)
     stop_reason: str  # the same on every rank
+    numerics: dict = field(default_factory=dict)  # the summary line's (caraml/node/numerics.py)
 
 
 @dataclass
@@ -140,12 +141,15 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
                stop: StopCondition, meter: EnergyMeter, progress: Progress,
                clock: Callable[[], float] = time.perf_counter) -> LoopResult:
     """Runs `step` (one iteration: fetch, forward, backward, update; returns
-    this rank's loss or None) until the stop condition holds on any rank,
-    with energy measured around the loop and provenance recorded before it."""
+    this rank's loss or None, or numerics.Stepped where it may skip its
+    update) until the stop condition holds on any rank, with energy
+    measured around the loop and provenance recorded before it; every
+    iteration's loss and skipped update is kept (caraml/node/numerics.py)."""
     hostnames = dist.gather_objects(dist.hostname)
     provenance.record(dist, opts.energy_dir if opts.measures_energy else None, hostnames)
     timer = IterationTimer(opts.warmup_iters, sync=dist.sync, clock=clock)
     interval, loss, done = _Interval(), math.nan, 0
+    account = numerics.Numerics()
     with meter(dist.rank) as scope:
         window = TimedWindow(scope, dist.sync)
         reason = stop.reason(done)  # a signal may have come during set-up
@@ -155,8 +159,9 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
                 memory.reset_peak(dist.device)
                 window.begin()
             timer.start()
-            step_loss = step()
+            step_loss, skipped = numerics.outcome(step())
             done += 1
+            account.add(done, step_loss, skipped, timed=done > opts.warmup_iters)
             # a measurement window counts this iteration too, its timer still running
             reason = stop.reason(done, timer.so_far())
             stopping = dist.any_rank(reason is not None)
@@ -167,7 +172,7 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
         window.end()
     provenance.report_load_at_end(dist, hostnames)
     return LoopResult(done, timer.durations, len(set(hostnames)), loss,
-                      stop_reason(dist.gather_objects(reason)))
+                      stop_reason(dist.gather_objects(reason)), account.fields(dist))
 
 
 def report_result(dist: Dist, result: LoopResult, *,
@@ -186,9 +191,10 @@ def report_result(dist: Dist, result: LoopResult, *,
     for rank, durations in enumerate(by_rank):
         report.emit(f"rank {rank}", **rank_line(durations))
     job = summarize(slowest_per_iteration(by_rank)) if timed else None
-    report.emit("global", **global_line(job), nodes=result.nodes,
+    report.emit("global", **global_line(job), **(job.spread() if job else {}), nodes=result.nodes,
                 iterations=len(result.durations),
-                iterations_total=result.iterations, loss=result.loss, **peak_memory)
+                iterations_total=result.iterations, loss=result.loss, **result.numerics,
+                **peak_memory)
     if not timed:
         report.error(f"no throughput figure: the run stopped ({result.stop_reason}) after "
                      f"{result.iterations} iteration(s), all of them warm-up")

@@ -24,7 +24,7 @@ import typing
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass
 
-from caraml import power_limit
+from caraml import power_limit, report
 from caraml.power_limit import SCOPES as POWER_LIMIT_SCOPES
 from caraml.report import BenchmarkInputError
 
@@ -162,6 +162,25 @@ def parse(cls: type, argv: Sequence[str] | None, *, prog: str, description: str 
 DEVICES = ("auto", "cpu", "cuda")
 # What each means on a device (autocast, scaler, TF32) is in caraml/node/precision.py.
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+# Graphcore's notation (GC200's trainers): compute.master, the type of the
+# arithmetic and of the weights the optimizer keeps. The suite's fp16 is
+# fp16 arithmetic on fp32 master weights (autocast, Megatron's --fp16), so
+# Graphcore's 16.32; 16.16 keeps fp16 weights too and has no counterpart
+# here: a row of it is like for like with no GPU's.
+GRAPHCORE_PRECISIONS = {"fp16": "16.32", "fp32": "32.32"}
+GRAPHCORE_ONLY = ("16.16",)
+
+
+def graphcore_precision(name: str) -> str:
+    """A precision as Graphcore's trainers take it: a suite's name mapped,
+    a Graphcore-only one as it is; BenchmarkInputError for any other."""
+    if name in GRAPHCORE_ONLY:
+        return name
+    if name not in GRAPHCORE_PRECISIONS:
+        raise BenchmarkInputError(
+            f"precision {name} has no Graphcore counterpart on GC200: one of "
+            f"{', '.join([*GRAPHCORE_PRECISIONS, *GRAPHCORE_ONLY])}")
+    return GRAPHCORE_PRECISIONS[name]
 NO_ENERGY = "none"
 
 
@@ -260,3 +279,23 @@ class TrainingOptions:
             raise BenchmarkInputError(
                 "--compile needs --warmup-iters 1 or more: the model is compiled in the first "
                 "iteration, which must not be timed")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m caraml.node.options graphcore PRECISION`: the precision
+    as GC200's trainers take it, for JUBE (its job command)."""
+    import sys
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if len(argv) != 2 or argv[0] != "graphcore":
+        report.error("usage: python -m caraml.node.options graphcore PRECISION")
+        return 2
+    try:
+        report.parameter(graphcore_precision(argv[1]))
+    except BenchmarkInputError as err:
+        report.error(str(err))
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

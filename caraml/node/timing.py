@@ -14,6 +14,14 @@ class TimingStats:
     iterations: int
     mean_s: float
     median_s: float
+    # the spread: 10th and 90th percentile (inclusive method: within the iterations' range)
+    p10_s: float
+    p90_s: float
+
+    def spread(self) -> dict[str, float]:
+        """The summary line's spread of the iteration time: p10, p50, p90."""
+        return {"time_per_iteration_p10_s": self.p10_s, "time_per_iteration_p50_s": self.median_s,
+                "time_per_iteration_p90_s": self.p90_s}
 
 
 @dataclass
@@ -58,10 +66,13 @@ class IterationTimer:
 
 def summarize(durations: Sequence[float]) -> TimingStats:
     d = list(durations)
+    deciles = statistics.quantiles(d, n=10, method="inclusive") if len(d) > 1 else d * 9
     return TimingStats(
         iterations=len(d),
         mean_s=statistics.fmean(d),
         median_s=statistics.median(d),
+        p10_s=deciles[0],
+        p90_s=deciles[-1],
     )
 
 

@@ -62,7 +62,9 @@ def _throughput(benchmark: Benchmark, g: dict[str, str], ev: Evidence, system: d
     nodes = system["nodes"] or _int(g.get("nodes"))
     return {"per_s": rate, "per_s_per_device": per_dev, "per_s_per_node": rate / nodes if nodes else None,
             "per_s_median": _num(g.get(names.per_s_median)), "timed_iterations": iterations,
-            "time_per_iteration_s": _num(g.get("time_per_iteration_s"))}
+            "time_per_iteration_s": _num(g.get("time_per_iteration_s")),
+            **{f"time_per_iteration_{p}_s": _num(g.get(f"time_per_iteration_{p}_s"))
+               for p in ("p10", "p50", "p90")}}
 
 
 def _mfu(g: dict[str, str]) -> dict:
@@ -79,12 +81,29 @@ def _mfu(g: dict[str, str]) -> dict:
             **measured_peak(g)}
 
 
+def _data_said(benchmark: Benchmark, ev: Evidence) -> dict[str, str]:
+    """What the benchmark's data step said (its `CARAML data:` line)."""
+    return benchmark.data_step.describe(ev.text("data.stdout")) if benchmark.data_step else {}
+
+
+def _numerics(benchmark: Benchmark, ev: Evidence, g: dict[str, str]) -> dict:
+    """The run's losses and skipped updates as the driver's summary line
+    gives them, with the band its benchmark declares; none where the line
+    has no loss (a vendor's trainer)."""
+    if "loss_first" not in g:
+        return {}
+    band = benchmark.loss_band.facts(g, ev.params, _data_said(benchmark, ev)) \
+        if benchmark.loss_band else {}
+    return {"loss_first": _num(g.get("loss_first")), "loss_last": _num(g.get("loss")),
+            "loss_nonfinite": g.get("loss_nonfinite"), "loss_nonfinite_at": _int(g.get("loss_nonfinite_at")),
+            "skipped_iterations": _int(g.get("skipped_iterations")), **band}
+
+
 def _details(benchmark: Benchmark, ev: Evidence, g: dict[str, str]) -> dict[str, str]:
     """The values of the benchmark's own columns that no field of the row
     holds, by the column's field: from the driver's line, the work
     package's parameters or what the data step said."""
-    said = benchmark.data_step.describe(ev.text("data.stdout")) if benchmark.data_step else {}
-    where = {"global": g, "param": ev.params, "data": said}
+    where = {"global": g, "param": ev.params, "data": _data_said(benchmark, ev)}
     out = {}
     for column in benchmark.table_columns:
         if column.source:
@@ -143,7 +162,8 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
                                ev.params.get("power_limit_scope_run"))
     figures = {**throughput, **(_mfu(g) if not mfu_refusal(g, last_kv(job_out, "host at end"),
                                                            CONTENTION_PCT) else {}),
-               **{f"memory_{name}": _num(g.get(f"memory_{name}")) for name in MEMORY}} if ran else {}
+               **{f"memory_{name}": _num(g.get(f"memory_{name}")) for name in MEMORY},
+               **_numerics(benchmark, ev, g)} if ran else {}
     if ran:
         figures["timed_s"] = timed_span(figures.get("timed_iterations"),
                                         figures.get("time_per_iteration_s"),
@@ -154,7 +174,8 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
         "unit": benchmark.unit, **figures, **energy_fields, **limit,
         "state": status.state, "reason": status.reason,
         "flags": flags(ev, status, energy_fields, limit),
-        "dry_run": ev.params.get("dry_run") == "yes", **provenance(job_out)}))
+        "dry_run": ev.params.get("dry_run") == "yes", "repeat": _int(ev.params.get("repeat")),
+        **provenance(job_out)}))
 
 
 def _not_run(fields: dict) -> dict:

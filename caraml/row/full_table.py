@@ -40,8 +40,13 @@ HEAD = (Column("System", "system_name"), Column("Precision", "precision"), Colum
         Column("Devices", "devices"), Column("NodesxDevices", "layout"), Column("DeviceUnit", "device_unit"),
         Column("TDP/device(W)", "tdp_w"), Column("PowerLimit", "power_limit"),
         Column("PowerLimit/device(W)", "power_limit_w"), Column("PowerLimitScope", "power_limit_scope"),
-        Column("GlobalBatchSize", "global_batch"))
-TAIL = (Column("EnergyScope", "energy_scope_shown"), Column("EnergyWindow", "energy_window"),
+        Column("GlobalBatchSize", "global_batch"), Column("Repeat", "repeat"))
+TAIL = (Column("Time/iteration-p10(s)", "time_per_iteration_p10_s", format=".4g"),
+        Column("Time/iteration-p50(s)", "time_per_iteration_p50_s", format=".4g"),
+        Column("Time/iteration-p90(s)", "time_per_iteration_p90_s", format=".4g"),
+        Column("FirstLoss", "loss_first", format=".4g"), Column("LastLoss", "loss_last", format=".4g"),
+        Column("SkippedIterations", "skipped_iterations"),
+        Column("EnergyScope", "energy_scope_shown"), Column("EnergyWindow", "energy_window"),
         Column("WindowEnergy(Wh)", "wh"), Column("Energy(Wh)", "wh_run"),
         Column("Energy/device(Wh)", "wh_per_device_run"), Column("TimedEnergy(Wh)", "wh_timed"),
         Column("EnergyDevices", "energy_devices_shown"), Column("MeanPower/device(W)", "power_w_per_device"),

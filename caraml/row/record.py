@@ -53,6 +53,26 @@ class Row:
     timed_iterations: int | None = None
     time_per_iteration_s: float | None = None
     timed_s: float | None = None
+    # the spread of the timed iterations' times (each the slowest rank's)
+    time_per_iteration_p10_s: float | None = None
+    time_per_iteration_p50_s: float | None = None
+    time_per_iteration_p90_s: float | None = None
+    # which run of its configuration in its JUBE run (the repeat tag), from 1
+    repeat: int | None = None
+    # numerics (caraml/node/numerics.py): the first iteration's loss, the last
+    # progress line's, the first loss that was not finite and its iteration,
+    # the timed iterations whose update was skipped; and the band the
+    # benchmark declares (caraml/benchmark_entry.py LossBand): the loss of
+    # a model that has learnt nothing, the first loss's tolerance around
+    # it (a share), the fall a real corpus needs (a share of the first loss)
+    loss_first: float | None = None
+    loss_last: float | None = None
+    loss_nonfinite: str | None = None
+    loss_nonfinite_at: int | None = None
+    skipped_iterations: int | None = None
+    loss_untrained: float | None = None
+    loss_tolerance: float | None = None
+    loss_fall_needed: float | None = None
     # MFU and the peak it divides by (peak_windows...: the windows of a measured peak)
     mfu: float | None = None
     model_tflops_per_device: float | None = None

@@ -8,6 +8,13 @@ A row is a measurement when, in this order (the first rule that fails
 names the row's why):
 
 - its job ran to its figures (status ok or ok-stopped-early);
+- its numerics hold (caraml/node/numerics.py): every loss finite, at most
+  MAX_SKIPPED_SHARE of its timed iterations with their update skipped by
+  a gradient scaler, and its loss within the band its benchmark declares
+  (caraml/benchmark_entry.py LossBand): the first loss near that of a
+  model that has learnt nothing, and on a real corpus a fall by the
+  declared share. A device or precision that computes garbage fast, or a
+  run that diverged, would otherwise rank first;
 - it timed at least MIN_TIMED_ITERATIONS iterations lasting at least
   MIN_TIMED_SECONDS together: a shorter run reports clock boosts before
   the device is warm, data-loader start-up and single slow steps rather
@@ -16,9 +23,6 @@ names the row's why):
 - where it measured energy, its headline window is whole and counts one
   scope on every host: a figure with lost samples or added scopes is not
   what it claims.
-
-The numerics of a run (a loss that is not finite) are the next rule: one
-more function in RULES.
 
     python -m caraml.row.verdict window
 
@@ -44,12 +48,35 @@ MIN_TIMED_SECONDS = 60.0
 PLANNED_WINDOW_S = MIN_TIMED_SECONDS + 1
 WINDOW_ENV = "CARAML_MEASURE_S"
 NOT_A_MEASUREMENT = "not a measurement"
+# A gradient scaler that has found its scale skips an update only where it
+# tries a larger one (once in its growth interval, 2000 steps by default)
+# or the gradients overflow; a run that skips more than this share of its
+# timed updates timed work that trained nothing.
+MAX_SKIPPED_SHARE = 0.05
 
 
 def _ran(row) -> str:
     if row.state in MEASURED:
         return ""
     return f"{row.state}: {row.reason}" if row.reason else row.state
+
+
+def _numerics(row) -> str:
+    if row.loss_nonfinite_at is not None:
+        return f"loss {row.loss_nonfinite} at iteration {row.loss_nonfinite_at}"
+    skipped, timed = row.skipped_iterations, row.timed_iterations
+    if skipped and timed and skipped > MAX_SKIPPED_SHARE * timed:
+        return (f"{skipped} of {timed} timed iterations skipped their update; a measurement "
+                f"allows {MAX_SKIPPED_SHARE * 100:g} %")
+    first, untrained, tolerance = row.loss_first, row.loss_untrained, row.loss_tolerance
+    if None not in (first, untrained, tolerance) and abs(first - untrained) > tolerance * untrained:
+        return (f"first loss {first:.4g}, outside {untrained:.4g} ± {tolerance * 100:g} % (the loss "
+                f"of a model that has learnt nothing)")
+    fall, last = row.loss_fall_needed, row.loss_last
+    if None not in (fall, first, last) and last > first * (1 - fall):
+        return (f"loss {first:.4g} to {last:.4g} over the run: a run on a real corpus falls by at "
+                f"least {fall * 100:g} %")
+    return ""
 
 
 def _long_enough(row) -> str:
@@ -76,7 +103,7 @@ def _energy_whole(row) -> str:
 
 
 # each rule gives why a row is not a measurement, or "" where it passes
-RULES = (_ran, _long_enough, _energy_whole)
+RULES = (_ran, _numerics, _long_enough, _energy_whole)
 
 
 def judge(row) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from caraml.node import driver
+from caraml.node import driver, numerics
 from caraml.node.options import EnergyOptions, RunOptions
 from caraml.node.stopping import StopCondition
 from tests.dist_fixtures import single_cpu  # noqa: F401
@@ -144,3 +144,27 @@ def test_progress_lines_give_the_intervals_time_and_loss(single_cpu, capsys):  #
     # every second iteration, and at the stop (iteration 5)
     assert lines == ["progress 2: 4.500 s, loss 0.5", "progress 4: 1.500 s, loss 2.5",
                      "progress 5: 3.000 s, loss 4.0"]
+
+
+def test_every_loss_and_skipped_update_is_kept_for_the_summary_line(single_cpu):  # noqa: F811
+    """The first iteration's loss, the first that is not finite with its
+    iteration (counted from 1), and the timed updates a scaler skipped
+    (a skip in the warm-up is the scaler finding its scale)."""
+    clock = FakeClock()
+    outcomes = iter([numerics.Stepped(9.0, True), numerics.Stepped(8.0, False),
+                     numerics.Stepped(math.inf, True), numerics.Stepped(math.nan, True), 7.0])
+
+    def step():
+        clock.now += 1.0
+        return next(outcomes)
+
+    result = run(step, clock, single_cpu, StopCondition(max_iterations=5, clock=clock), warmup=1)
+    assert result.numerics == {"loss_first": 9.0, "loss_nonfinite": math.inf, "loss_nonfinite_at": 3,
+                               "skipped_iterations": 2}
+
+
+def test_a_run_of_finite_losses_names_no_loss_that_is_not(single_cpu):  # noqa: F811
+    clock = FakeClock()
+    result = run(steps_taking(clock, [1.0] * 4), clock, single_cpu,
+                 StopCondition(max_iterations=4, clock=clock), warmup=1)
+    assert result.numerics == {"loss_first": 0.0, "skipped_iterations": 0}

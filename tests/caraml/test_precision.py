@@ -68,3 +68,26 @@ def test_max_autotune_chooses_between_kernels_after_the_tf32_set_up(tmp_path, mo
     torch._dynamo.reset()
     assert counters["inductor"]["select_algorithm_autotune"] >= 1
     assert torch.allclose(out, expected, atol=1e-4)
+
+
+def test_gc200s_precisions_are_the_suites_names_mapped_once_to_graphcores(capsys):
+    """GC200's image rows carry the suite's precision (fp16 is Graphcore's
+    16.32: fp16 arithmetic on fp32 master weights, as autocast), so they are
+    like for like with the GPUs' rows; 16.16 keeps its own name."""
+    import xml.etree.ElementTree as ET
+    from pathlib import Path
+
+    from caraml.node import options
+    assert [options.graphcore_precision(p) for p in ("fp16", "fp32", "16.16")] == ["16.32", "32.32", "16.16"]
+    assert options.main(["graphcore", "bf16"]) == 2
+    assert "precision bf16 has no Graphcore counterpart on GC200" in capsys.readouterr().err
+    script = ET.parse(Path(__file__).parents[2] / "image_classification"
+                      / "image_classification_torch_benchmark.xml")
+    on_gc200 = [p for p in script.iter("parameter")
+                if p.get("name") == "precision" and "GC200" in (p.get("tag") or "")]
+    values = {v for p in on_gc200 for v in p.text.split(";")}
+    assert values == {"fp16", "fp32", "16.16"}
+    assert values - set(options.GRAPHCORE_ONLY) <= set(options.PRECISIONS)
+    command = next(p.text for p in script.iter("parameter")
+                   if p.get("name") == "job_command" and p.get("tag") == "GC200")
+    assert "--precision ${ipu_precision}" in command

@@ -69,3 +69,13 @@ def test_so_far_counts_the_running_iteration_once_it_is_timed():
     now[0] = 3.0
     timer.stop()
     assert timer.so_far() == [2.0]
+
+
+def test_the_spread_of_the_iteration_times_is_p10_p50_p90():
+    # inclusive deciles: within the iterations' range, linear between them
+    stats = summarize([float(t) for t in range(1, 12)])  # 1 .. 11 s
+    assert stats.spread() == {"time_per_iteration_p10_s": 2.0, "time_per_iteration_p50_s": 6.0,
+                              "time_per_iteration_p90_s": 10.0}
+    assert summarize([3.0]).spread() == {"time_per_iteration_p10_s": 3.0,
+                                         "time_per_iteration_p50_s": 3.0,
+                                         "time_per_iteration_p90_s": 3.0}

@@ -32,6 +32,19 @@ MEASURED = Row(state="ok", timed_iterations=90, time_per_iteration_s=1.0, timed_
     ({"energy_complete_run": False, "energy_covered_pct": 50.0}, ""),
     # a row that measured no energy is a measurement of its throughput
     ({"energy_scope": None}, ""),
+    # numerics: a diverged run names its first loss that is not finite, before its length
+    ({"loss_first": 9.0, "loss_nonfinite": "nan", "loss_nonfinite_at": 3, "timed_iterations": 4},
+     "loss nan at iteration 3"),
+    ({"skipped_iterations": 5}, "5 of 90 timed iterations skipped their update; a measurement allows 5 %"),
+    ({"skipped_iterations": 4}, ""),
+    ({"loss_first": 9.1, "loss_untrained": 9.0, "loss_tolerance": 0.15}, ""),
+    ({"loss_first": 30.0, "loss_untrained": 9.0, "loss_tolerance": 0.15},
+     "first loss 30, outside 9 ± 15 % (the loss of a model that has learnt nothing)"),
+    ({"loss_first": 9.0, "loss_last": 8.9, "loss_fall_needed": 0.05},
+     "loss 9 to 8.9 over the run: a run on a real corpus falls by at least 5 %"),
+    ({"loss_first": 9.0, "loss_last": 6.0, "loss_fall_needed": 0.05}, ""),
+    # a vendor's trainer logs no loss the suite reads: nothing to judge
+    ({"loss_untrained": 9.0, "loss_tolerance": 0.15, "loss_fall_needed": 0.05}, ""),
 ])
 def test_each_rule_names_why_a_row_is_no_measurement(changes, why):
     row = judged(dataclasses.replace(MEASURED, **changes))

@@ -13,9 +13,12 @@ import pytest
 from llm_helpers import PYTHON, REPO, TINY
 
 from caraml.node import driver
+from caraml.row.decide import decide_row
+from caraml.row.evidence import Evidence
 from llm_training import pretrain_gpt
 from llm_training.matmul_rate import MatmulRate
 from llm_training.pretrain_gpt import main
+from tests.caraml.row_packages import START
 from tests.driver_runs import Child, count_lines, parse_caraml
 
 # The summary keys JUBE's patterns and the result table rely on.
@@ -69,6 +72,11 @@ def test_summary_figures_hang_together(capsys):
     assert g["tflops_per_device"] == g["model_tflops_per_device"]  # nothing recomputed
     assert close(g["mfu"], float(g["model_tflops_per_device"]) / 100)
     assert 3.0 < float(g["loss"]) < 7.0  # about log(128) = 4.85 at the start
+    # the numerics: the first loss of a model that has learnt nothing, every loss finite
+    assert abs(float(g["loss_first"]) - math.log(128)) < 0.05 * math.log(128)
+    assert "loss_nonfinite_at" not in g and g["skipped_iterations"] == "0"
+    spread = [float(g[f"time_per_iteration_{p}_s"]) for p in ("p10", "p50", "p90")]
+    assert spread == sorted(spread) and g["time_per_iteration_p50_s"] == g["time_per_iteration_median_s"]
     assert lines["rank 0"]["time_per_iteration_s"] == g["time_per_iteration_s"]
     assert lines["stop"] == "iteration count 5 reached"
     progress = [line for line in out.splitlines() if line.startswith(" iteration")]
@@ -213,3 +221,18 @@ def test_sigterm_mid_run_still_writes_summary_and_energy(tmp_path):
     assert lines["stop"] == "signal SIGTERM"
     assert 3 <= int(lines["global"]["iterations_total"]) < 1000000
     assert (tmp_path / "energy_rank0.csv").stat().st_size > 0
+
+
+def test_a_run_that_diverges_is_a_row_that_is_not_a_measurement_naming_its_loss(capsys):
+    """The issue's --lr 1e9: the loss is nan within a few iterations, the run
+    ends with an ordinary summary line, and the row model's verdict names
+    the loss, whatever its length."""
+    code, lines, out = run(capsys, "--train-iters", "6", "--warmup-iters", "1", "--lr", "1e9",
+                           "--energy-methods", "none")
+    assert code == 0
+    g = lines["global"]
+    assert g["loss_nonfinite"] == "nan" and int(g["loss_nonfinite_at"]) >= 2
+    job_out = "\n".join([START, out, "CARAML job: end=2026-11-24T05:10:00+00:00 status=0", ""])
+    row = decide_row("llm", Evidence({"job.out": job_out}, {"nodes": "1", "devices_per_node": "1"}))
+    assert row.state == "ok" and not row.measurement
+    assert row.not_a_measurement == f"loss nan at iteration {g['loss_nonfinite_at']}"
