@@ -9,6 +9,7 @@ stopped early, and as many systems as a scale test needs."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -323,13 +324,24 @@ def repeated(data: dict, factor: float, date: str) -> dict:
     return out
 
 
+def nan_loss(data: dict, at: int = 3) -> dict:
+    """The row as row.json of the record's schema, its loss not finite from iteration at on (a diverged
+    run that is fast all the same), judged by the one verdict."""
+    from caraml.row import record, row_json
+
+    row = dataclasses.replace(row_json.from_dict(data), loss_first=8.3, loss_nonfinite="nan",
+                              loss_nonfinite_at=at)
+    return row_json.to_dict(record.judged(row))
+
+
 def repeated_committee(root: Path, history_db: Path) -> list[str]:
     """The committee's twelve systems, three runs each (REPEATS); GH200 with
     a healthy batch sweep below its best batch (the shipped reference of
     its best batch applies to that batch alone); JUPITER without a GPU-only
     energy channel (a system that keeps its node-hours' cost, its
-    electricity missing); MI300X's smoke row, which the verdict marks no
-    measurement; and in history_db an earlier A100 run of 2026-11-20 that
+    electricity missing); MI300X's smoke row and an H100 row at batch 1024
+    whose loss is nan from iteration 3 (and which would lead every
+    ranking), both of which the verdict marks no measurement; and in history_db an earlier A100 run of 2026-11-20 that
     was 1/0.85 as fast as the A100 runs here (A100 15 % below it). The
     arguments for caraml-compare."""
     from caraml.row import history, row_json
@@ -339,10 +351,13 @@ def repeated_committee(root: Path, history_db: Path) -> list[str]:
                          for batch, rate in ((64, 21000.0), (256, 36000.0))]
     for data in systems["JUPITER"]:
         data["energy"]["by_scope"].pop("gpu")
+    diverged = a100(system={"name": "H100"}, global_batch=1024, per_s_per_device=90000.0, peak=989.0)
     args = []
     for name, data in systems.items():
         for run_id, (factor, date) in enumerate(REPEATS):
-            write_run(root, name.lower(), [repeated(d, factor, date) for d in data], run_id=run_id)
+            written = [repeated(d, factor, date) for d in data]
+            written += [nan_loss(repeated(diverged, factor, date))] if name == "H100" else []
+            write_run(root, name.lower(), written, run_id=run_id)
         args.append(f"{name}={root / name.lower()}")
     earlier = write_run(root / "history", "a100", [repeated(a100(), 1 / 0.85, "2026-11-20")])
     work = earlier / "000000" / "000000_execute" / "work"

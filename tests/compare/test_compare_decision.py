@@ -94,11 +94,17 @@ def test_repeats_rank_on_their_median_with_min_max_and_an_interval_on_the_margin
 
 
 def test_a_row_that_is_no_measurement_is_never_ranked_and_said_under_the_sentences(ran):
-    _, _, _, record = ran
+    _, out, printed, record = ran
     llm = next(b for b in record["benchmarks"] if b["benchmark"] == "llm")
     assert not any("MI300X" in line for line in llm["sentences"])
     assert any(line.startswith("MI300X: not ranked (not a measurement (4 timed iterations")
                for line in llm["caveats"])
+    # H100's diverged batch 1024 (90,000 tokens/s per GPU, loss nan) leads nothing and is said so
+    assert "not a measurement: H100 llm 800M bf16 seq 2048: loss nan at iteration 3" in printed
+    table = pd.read_csv(out / "comparison.csv", keep_default_na=False, na_values=[""])
+    diverged = table[(table["system"] == "H100") & (table["global_batch"] == 1024)]
+    assert len(diverged) == 3 and not diverged["measurement"].any() and not diverged["best"].any()
+    assert all(pd.isna(diverged["per_s_per_device_ratio"]))
 
 
 def test_a_system_without_accelerator_energy_keeps_its_node_hours_and_a_misspelt_price_is_named(ran):
@@ -124,6 +130,12 @@ def test_the_interval_is_seeded_and_says_no_significant_difference_where_it_hold
     low, high, why = repeats.interval(one, bottom, "per_s")
     assert np.isnan(low) and why == "Z rests on 1 run, whose row records no spread of its timed iterations"
     assert repeats.spread(one, "per_s") == "1 run"
+    # one run whose row records its iterations' spread: the interval of its mean over 50 iterations
+    timed = {**one, "timed_iterations": 50, "time_per_iteration_s": 1.0, "time_per_iteration_p10_s": 0.9,
+             "time_per_iteration_p90_s": 1.1}
+    low, high, why = repeats.interval(timed, {**timed, "system": "W", "per_s": 50.0}, "per_s")
+    # each side's mean time has a standard error of 0.2 / 2.563 / sqrt(50) = 1.1 %: about 2 x (1 ± 0.031)
+    assert why == "" and 1.92 < low < 1.97 and 2.03 < high < 2.08
 
 
 @pytest.mark.parametrize("latest, earlier, dropped", [
