@@ -118,18 +118,21 @@ peer() {
     return "$status"
 }
 
+# each script's as-run comparison first (2 rounds: every round starts the
+# driver and the plain loop afresh, tens of seconds each on a GPU), then
+# its step alone
 peers() {
     local rc=0
-    echo "== LLM 800M bf16: megatron and torch backends against Hugging Face GPT-2, compiled"
-    peer 120 aux/perf/llm_peers.py --model-size 800M --precision bf16 \
+    echo "== LLM 800M bf16: the driver as run against a plain loop; megatron and torch backends against Hugging Face GPT-2, compiled"
+    peer 320 aux/perf/llm_peers.py --model-size 800M --precision bf16 \
         --models megatron torch hf-compiled --global-batch-size 32 --micro-batch-size 8 \
-        --rounds 4 --warmup 2 || rc=1
-    echo "== ResNet-50 fp16 channels_last against a plain torchvision loop"
-    peer 70 aux/perf/ic_peers.py --model resnet50 --precision fp16 \
-        --batch-sizes 256 1024 --rounds 4 --iterations 5 --warmup 2 || rc=1
-    echo "== FNO rbc3d against a plain neuraloperator loop"
-    peer 50 aux/perf/fno_peers.py --problems rbc3d --precision fp32 \
-        --rounds 4 --iterations 5 --warmup 2 || rc=1
+        --rounds 4 --warmup 2 --as-run-rounds 2 || rc=1
+    echo "== ResNet-50 fp16 channels_last: the driver as run and the step against a plain torchvision loop"
+    peer 150 aux/perf/ic_peers.py --model resnet50 --precision fp16 \
+        --batch-sizes 256 1024 --rounds 4 --iterations 5 --warmup 2 --as-run-rounds 2 || rc=1
+    echo "== FNO rbc3d: the driver as run against a plain loop; the step against a plain neuraloperator loop"
+    peer 110 aux/perf/fno_peers.py --problems rbc3d --precision fp32 \
+        --rounds 4 --iterations 5 --warmup 2 --as-run-rounds 2 || rc=1
     return $rc
 }
 
@@ -197,7 +200,7 @@ step node 30 node
 step setup 150 bash aux/setup.sh
 if grep -q '^setup  *ok' "$summary"; then
     ! wanted gpu_tests || step gpu_tests 560 gpu_tests
-    ! wanted peers || step peers 260 peers
+    ! wanted peers || step peers 590 peers
     ! wanted energy || step energy 40 energy
     ! wanted power || step power 100 power
     ! wanted main || step main 600 main_command

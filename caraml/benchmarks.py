@@ -236,7 +236,13 @@ def _registered(environ=os.environ) -> list[Benchmark]:
             raise UnknownBenchmark(f"{REGISTRY_ENV} names {path}, which is no Python file: "
                                    "give the path of a file that defines BENCHMARK")
         module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:  # noqa: BLE001 - a site's file: whatever it raises is named
+            raise UnknownBenchmark(
+                f"{REGISTRY_ENV} names {path}, which fails as it is read ({type(err).__name__}: "
+                f"{' '.join(str(err).split())[:200]}): fix the file or take it out of "
+                f"{REGISTRY_ENV}") from None
         entry = getattr(module, "BENCHMARK", None)
         if not isinstance(entry, Benchmark):
             raise UnknownBenchmark(f"{path} defines no BENCHMARK = Benchmark(...) "
@@ -284,7 +290,12 @@ def main(argv: list[str] | None = None) -> int:
     if argv != ["scripts"]:
         print("usage: python -m caraml.benchmarks scripts", file=sys.stderr)
         return 2
-    for entry in all_benchmarks():
+    try:
+        entries = all_benchmarks()
+    except UnknownBenchmark as err:
+        print(f"CARAML ERROR: {err}", file=sys.stderr)
+        return 2
+    for entry in entries:
         print(f"{entry.name}\t{entry.script}\t{entry.outpath}\t{'yes' if entry.local_smoke else 'no'}")
     return 0
 

@@ -18,11 +18,14 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 if __package__ in (None, ""):
     # Run by the job script as a file: the suite's packages live one folder up.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from caraml import oom_evidence  # noqa: E402
+from caraml.oom_evidence import Verdict  # noqa: E402
 from caraml.report import ERROR_PREFIX, error, one_line  # noqa: E402
 
 # torchrun's --tee / log-line prefix, "[rank3]:" and "[default0]:"
@@ -46,7 +49,7 @@ COLLECTIVE = re.compile(r"\b(NCCL|RCCL|gloo|Gloo|c10d)\b")
 SUMMARY_ROOT = "Root Cause (first observed failure):"
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 SUMMARY_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
-SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)[^(]*\(pid: \d+\)\s*(?:\((SIG\w+)\))?")
+SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)[^(]*\(pid: (\d+)\)\s*(?:\((SIG\w+)\))?")
 # gloo's "[/path/pair.cc:537] Read error ...": the source position says nothing to a user
 SOURCE_POSITION = re.compile(r"^\[[^\]]+\.(?:cc|cpp|h):\d+\]\s*")
 
@@ -66,8 +69,8 @@ def _short(path: str) -> str:
     return "/".join(parts[-3:])
 
 
-def _root_cause(lines: list[tuple[str | None, str]]) -> tuple[str, str] | None:
-    """(rank, how it ended) from torchrun's summary: the first rank that failed."""
+def _root_cause(lines: list[tuple[str | None, str]]) -> tuple[str, str, str] | None:
+    """(rank, how it ended, its pid) from torchrun's summary: the first rank that failed."""
     texts = [t for _, t in lines]
     if SUMMARY_ROOT not in texts:
         return None
@@ -79,10 +82,10 @@ def _root_cause(lines: list[tuple[str | None, str]]) -> tuple[str, str] | None:
             rank = SUMMARY_RANK.match(text).group(1)
         ended = SUMMARY_EXIT.match(text)
         if ended and rank is not None:
-            code, sig = ended.groups()
+            code, pid, sig = ended.groups()
             # the node, for a job of several
             on = f" on {host}" if host else ""
-            return rank, (f"killed by {sig}" if sig else f"exit code {code}") + on
+            return rank, (f"killed by {sig}" if sig else f"exit code {code}") + on, pid
     return None
 
 
@@ -132,8 +135,26 @@ def _at(samples_per_device: str) -> str:
     return f" at {samples_per_device} samples per device" if samples_per_device else ""
 
 
-def cause(text: str, samples_per_device: str = "") -> str | None:
-    """The named cause in a job's log text, or None when it names none."""
+def _killed(how: str, verdict: Verdict, samples_per_device: str) -> str:
+    """A rank killed by SIGKILL, named for what killed it: the OOM killer
+    only where the job's cgroup, the kernel or Slurm says so."""
+    if verdict.oom:
+        return (f"{how}: out of host memory{_at(samples_per_device)} (the OOM killer: "
+                f"{verdict.said_by}): {LOWER_THE_BATCH}")
+    if verdict.said_by:
+        return f"{how} (not by the OOM killer: {verdict.said_by})"
+    return (f"{how} (whether by the OOM killer is not known here: neither the job's cgroup nor "
+            "the kernel's log can be read)")
+
+
+# pids of the killed ranks -> what says whether the OOM killer killed them
+OomJudge = Callable[[list[str]], Verdict]
+
+
+def cause(text: str, samples_per_device: str = "", oom: OomJudge | None = None) -> str | None:
+    """The named cause in a job's log text, or None when it names none;
+    `oom` judges a rank killed by SIGKILL (without it only Slurm's word in
+    the logs counts)."""
     lines = [_strip(line) for line in text.splitlines()]
     # the suite's own one-line errors name their cause already
     own = next((t for _, t in lines if t.startswith(ERROR_PREFIX)), None)
@@ -143,31 +164,33 @@ def cause(text: str, samples_per_device: str = "") -> str | None:
     if venv:
         return (f"the suite's environment is missing ({venv.group(1)} not found): "
                 "run bash aux/setup.sh")
-    root = _root_cause(lines)
-    if root and "SIGKILL" in root[1]:
-        # what kills a rank outright, unasked, is most often the kernel's OOM killer
-        root = (root[0], f"{root[1]}: most likely out of host memory{_at(samples_per_device)} "
-                         f"(the kernel's OOM killer; dmesg names it): {LOWER_THE_BATCH}")
+    found_root = _root_cause(lines)
+    root = found_root[:2] if found_root else None
+    if found_root and "SIGKILL" in found_root[1]:
+        judge = oom or (lambda pids: oom_evidence.judge(text, pids, None, None, None))
+        root = (found_root[0], _killed(found_root[1], judge([found_root[2]]), samples_per_device))
     found = _exception_cause(lines, samples_per_device, root)
     if found:
         return found
     return f"rank {root[0]} {root[1]}" if root else None
 
 
-def summary(status: int, logs: list[Path], samples_per_device: str = "", what: str = "job") -> str:
+def summary(status: int, logs: list[Path], samples_per_device: str = "", what: str = "job",
+            oom: OomJudge | None = None) -> str:
     """The error file's line: the exit status, the signal it stands for, the cause."""
     text = "\n".join(p.read_text(errors="replace") for p in logs if p.is_file())
-    return _summary(status, text, samples_per_device, what)
+    return _summary(status, text, samples_per_device, what, oom)
 
 
-def _summary(status: int, text: str, samples_per_device: str, what: str) -> str:
+def _summary(status: int, text: str, samples_per_device: str, what: str,
+             oom: OomJudge | None = None) -> str:
     head = f"{what} exited with status {status}"
     if status > 128:
         try:
             head += f" ({signal.Signals(status - 128).name})"
         except ValueError:
             pass
-    found = cause(text, samples_per_device)
+    found = cause(text, samples_per_device, oom)
     line = f"{head}: {found}" if found else head
     return one_line(line)
 
@@ -202,9 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--status", type=int, required=True, help="the job's exit status")
     ap.add_argument("--samples-per-device", default="",
                     help="batch per device, named in an out-of-memory cause")
+    ap.add_argument("--oom-kills-at-start", default="",
+                    help="the job cgroup's oom_kill count at the job's start (caraml/oom_evidence.py)")
     ap.add_argument("logs", nargs="*", type=Path, help="the job's log files, stderr first")
     args = ap.parse_args(argv)
-    print(summary(args.status, args.logs, args.samples_per_device))
+    text = "\n".join(p.read_text(errors="replace") for p in args.logs if p.is_file())
+    at_start = int(args.oom_kills_at_start) if args.oom_kills_at_start.isdigit() else None
+
+    def oom(pids: list[str]) -> Verdict:
+        return oom_evidence.judge(text, pids, at_start, oom_evidence.cgroup_oom_kills(),
+                                  oom_evidence.kernel_log())
+    print(summary(args.status, args.logs, args.samples_per_device, oom=oom))
     return 0
 
 

@@ -24,6 +24,10 @@ from pathlib import Path
 from caraml.row import row_out
 
 Process = tuple[int, str]  # pid and start time: a pid alone may be reused
+# The job's power guard outlives its job script: it puts the GPUs' power
+# limits back once the ranks that set them are gone, and then ends by itself
+# (caraml/node/power_guard.py, --watch-pid)
+GUARD = b"caraml.node.power_guard"
 
 
 def _stat(pid: int) -> tuple[int, str] | None:
@@ -59,11 +63,20 @@ def alive(process: Process) -> bool:
     return stat is not None and stat[1] == process[1]
 
 
+def _guard(pid: int) -> bool:
+    try:
+        return GUARD in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
 def kill_all(processes: set[Process]) -> int:
-    """SIGKILL to each remembered process still alive and what it started since."""
+    """SIGKILL to each remembered process still alive and what it started
+    since, the power guard left out."""
     targets = {p for p in processes if alive(p)}
     for process in list(targets):
         targets |= descendants(process[0])
+    targets = {p for p in targets if not _guard(p[0])}
     for pid, _ in targets:
         try:
             os.kill(pid, signal.SIGKILL)

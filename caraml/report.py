@@ -123,6 +123,25 @@ def error(message: str) -> None:
 WINDOW_REACHED = "measurement window reached"
 # The driver core's peak-memory figures (memory_<name> in its summary line)
 MEMORY = ("max_allocated_gib", "max_reserved_gib", "device_gib")
+# Another process's share of the host's CPU time while the run trained
+# (foreign_cpu_pct of the `host at end` line, caraml/node/provenance.py)
+# from which a run counts as contended: a competitor this large moves
+# throughput by more than the run-to-run spread of a quiet host. The row
+# model flags such a row; the LLM driver and the row model both refuse a
+# matmul rate measured under it as MFU's denominator.
+CONTENTION_PCT = 10.0
+
+
+def contended_peak_refusal(foreign_cpu_pct: float | None) -> str | None:
+    """Why a matmul rate measured on a host that other processes kept this
+    busy cannot be MFU's denominator, or None: a load that holds every
+    matmul window down alike gives a rate no rule inside the measurement
+    can tell from the device's."""
+    if foreign_cpu_pct is None or foreign_cpu_pct < CONTENTION_PCT:
+        return None
+    return f"matmul-rate-measured-on-a-host-whose-CPU-other-processes-used-{foreign_cpu_pct:.0f}%"
+
+
 # The provenance line's keys, in its order (caraml/node/provenance.py writes them)
 PROVENANCE_KEYS = ("commit", "clean", "torch", "cuda", "rocm", "device_name", "devices", "load",
                    "cpus", "other_benchmarks", "driver", "container", "hipblaslt_allow_tf32")

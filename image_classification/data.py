@@ -58,9 +58,13 @@ def synthetic(batch_size: int, image_size: int, num_classes: int, device: torch.
             f"over {ranks_per_host} rank(s)); lower the global batch size or use more devices")
     generator = torch.Generator().manual_seed(seed)
     pin = device.type == "cuda"
+    # the layout the model asks for, made once: a step then copies the batch
+    # as it is (on a CPU device: takes it as it is) instead of converting it
+    layout = torch.channels_last if channels_last else torch.contiguous_format
     pool = []
     for _ in range(min(SYNTHETIC_POOL, int(share // batch_bytes))):
         images = torch.randn(batch_size, 3, image_size, image_size, generator=generator)
+        images = images.contiguous(memory_format=layout)
         labels = torch.randint(num_classes, (batch_size,), generator=generator)
         pool.append((images.pin_memory(), labels.pin_memory()) if pin else (images, labels))
     return (_to_device(b, device, channels_last) for b in itertools.cycle(pool))

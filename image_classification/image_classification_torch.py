@@ -19,7 +19,7 @@ from caraml import report
 from caraml.node import data_parallel, driver, memory, precision
 from caraml.node.dist import Dist
 from caraml.node.driver import EnergyMeter, LoopResult
-from caraml.report import BenchmarkInputError
+from caraml.node.loader_workers import loader_workers
 from caraml.node.stopping import StopCondition
 from image_classification import config, data, model, train
 from image_classification.config import Options
@@ -35,7 +35,8 @@ def batches(args: Options, dist: Dist, batch_size: int) -> Iterator[data.Batch]:
                               args.channels_last, seed=args.seed + dist.rank,
                               ranks_per_host=dist.local_world_size)
     return data.image_folder(args.data, batch_size, args.image_size, args.num_classes,
-                             args.num_workers, dist, args.channels_last, args.seed)
+                             loader_workers(args.num_workers, dist.device.type), dist,
+                             args.channels_last, args.seed)
 
 
 def describe(args: Options, dist: Dist, batch_size: int, parameters: int) -> str:
@@ -82,11 +83,9 @@ def compiling(args: Options) -> str | None:
 def train_and_report(args: Options, dist: Dist, stop: StopCondition,
                      energy: EnergyMeter) -> int:
     batch_size = data_parallel.batch_per_device(args, dist, compiling(args))
-    try:
+    with memory.out_of_memory_is_input(batch_size, dist.device,
+                                       "lower the global batch size or use more devices"):
         result = train_model(args, dist, batch_size, stop, energy)
-    except torch.OutOfMemoryError:
-        raise BenchmarkInputError(memory.out_of_memory(
-            batch_size, dist.device, "lower the global batch size or use more devices")) from None
     return data_parallel.report_result(args, dist, result, batch_size, "images",
                                        head={"model": args.model, "precision": args.precision,
                                              "num_classes": args.num_classes})

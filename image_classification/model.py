@@ -10,6 +10,7 @@ import torchvision
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from caraml.node import memory
 from caraml.node.dist import Dist
 from caraml.report import BenchmarkInputError
 
@@ -53,9 +54,9 @@ def check_trainable(net: nn.Module, name: str, image_size: int, batch_size: int,
 def _probe(net: nn.Module, name: str, image_size: int, device: torch.device, problem: str) -> None:
     try:
         net(torch.zeros(1, 3, image_size, image_size, device=device))
-    except torch.OutOfMemoryError:
-        raise
     except (RuntimeError, ValueError, AssertionError) as e:
+        if memory.is_out_of_memory(e):  # a memory problem, not the model's (the driver names it)
+            raise
         raise BenchmarkInputError(f"model {name} {problem}: {e}") from None
 
 

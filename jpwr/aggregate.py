@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +47,8 @@ MISSING_LIMIT = 0.05
 INCOMPLETE = "incomplete"
 # combine()'s table carries the files it could not read under this attribute
 UNREADABLE = "unreadable"
+# ... and the runs that a later run of the same rank replaced
+SUPERSEDED = "superseded"
 _RUN_FILE = re.compile(r"(?:meta|power|energy|windows|additional_[a-z]+)(.*)\.(?:json|csv|h5)")
 _RANK_IN_SUFFIX = re.compile(r"rank(\d+)")
 
@@ -177,6 +180,49 @@ def read_run(run: Run, problems: list[str] | None = None) -> pd.DataFrame | None
     return table
 
 
+def _iso_time(text: object) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return None
+
+
+def latest_runs(runs: list[Run]) -> tuple[list[Run], list[str]]:
+    """The runs to combine, and a note for each one left out. A run of a
+    rank (of a host where its files name no rank) is left out where a later
+    run of the same rank started after it ended, or after it started where
+    it never recorded its end: a requeued job's earlier attempt, or an
+    earlier command line run into the same --df-out (the files of runs
+    never collide: host and pid are in their names). Adding them up would
+    count a device once per run. Runs that overlap in time are different
+    processes and all count, as do runs whose meta file gives no start."""
+    by_key: dict[tuple, list[tuple[float, float | None, Run]]] = {}
+    kept = []
+    for run in runs:
+        meta = run.meta()
+        rank, in_suffix = meta.get("rank"), _RANK_IN_SUFFIX.search(run.suffix)
+        if not isinstance(rank, int) and in_suffix:
+            rank = int(in_suffix.group(1))
+        started = _iso_time(meta.get("start_time"))
+        key = ("rank", rank) if isinstance(rank, int) else ("host", meta.get("host"))
+        if started is None or key == ("host", None):
+            kept.append(run)
+            continue
+        by_key.setdefault(key, []).append((started, _iso_time(meta.get("end_time")), run))
+    notes_ = []
+    for (kind, which), found in by_key.items():
+        found.sort(key=lambda entry: entry[0])
+        for i, (started, ended, run) in enumerate(found):
+            later = next((r for s, _, r in found[i + 1:] if s >= (ended or started)), None)
+            if later is None:
+                kept.append(run)
+            else:
+                notes_.append(f"{run.path('meta', 'json')}: an earlier run of {kind} {which} than "
+                              f"{later.path('meta', 'json')}; only the later one counts (combine "
+                              f"the earlier one by naming its files)")
+    return [run for run in runs if run in kept], notes_  # in the order found
+
+
 def _once_per_device(table: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """Each device once, from the lowest rank that reported it."""
     table["rank"] = pd.array(pd.to_numeric(table["rank"], errors="coerce"), dtype="Int64")
@@ -193,7 +239,8 @@ def combine(paths: Iterable[str | Path]) -> pd.DataFrame:
     with `counted` telling which rows make up the total."""
     paths = list(paths)
     problems: list[str] = []
-    tables = [t for t in (read_run(run, problems) for run in find_runs(paths)) if t is not None]
+    runs, superseded = latest_runs(find_runs(paths))
+    tables = [t for t in (read_run(run, problems) for run in runs) if t is not None]
     if not tables:
         raise NoEnergyData(f"no jpwr energy or power data found in {', '.join(map(str, paths))}"
                            + "".join(f"; {p}" for p in problems))
@@ -201,6 +248,7 @@ def combine(paths: Iterable[str | Path]) -> pd.DataFrame:
     table["counted"] = counted(table)
     table = table[TABLE_COLUMNS].copy()
     table.attrs[UNREADABLE] = problems
+    table.attrs[SUPERSEDED] = superseded
     return table
 
 
@@ -208,14 +256,16 @@ def combine_windows(paths: Iterable[str | Path]) -> pd.DataFrame:
     """The named windows of all runs under paths, one row per window and
     (host, method, device); empty where no run marked a window."""
     tables = []
-    for run in find_runs(list(paths)):
+    for run in latest_runs(find_runs(list(paths)))[0]:  # combine() names the runs left out
         path = run.path("windows", "csv")
         if path.is_file():
             try:
-                tables.append(pd.read_csv(path, dtype={"host": str, "method": str, "device": str,
-                                                       "source": str, "window": str}))
+                table = pd.read_csv(path, dtype={"host": str, "method": str, "device": str,
+                                                 "source": str, "window": str})
             except (OSError, ValueError) as err:  # the whole run then has no window figure
                 say(f"warning: {path}: not a readable jpwr windows file ({one_line(err)})")
+                continue
+            tables.append(table)
     if not tables:
         return pd.DataFrame()
     table = _once_per_device(pd.concat(tables, ignore_index=True),
@@ -244,15 +294,24 @@ def summarize(table: pd.DataFrame) -> dict:
     by_counter = known[known["basis"] == COUNTER]
     counter_total = float(by_counter["counter_wh"].sum())
     # A run that never wrote its energy file covers only what it flushed:
-    # the figure is incomplete however few samples its channels missed, and
-    # how many are missing is known only where its meta file counted them.
+    # how many samples are missing is known only where its meta file
+    # counted them, and unknown for a run that stopped without doing so.
     origins = known["origin"] if "origin" in known else pd.Series(dtype=str)
-    partial = int(known.loc[origins.isin(PARTIAL), "file"].nunique())
     uncounted = int(known.loc[origins == FROM_SAMPLES, "file"].nunique())
     unreadable = len(table.attrs.get(UNREADABLE, []))
+    unknown = bool(uncounted or unreadable)
+    # Whatever the source, measured or estimated, the figure is whole only
+    # where every counted channel spans the whole run: by its counter, or by
+    # samples answered and kept throughout. Otherwise it covers the share of
+    # samples it holds (unknown where what is missing was not counted).
+    gaps = (known["missing"] > 0) & (known["basis"] != COUNTER)
+    complete = not (unknown or gaps.any())
+    # the source's `incomplete`: gaps beyond the limit, or in the samples
+    # of a run that could not write its energy file
+    beyond = gaps & ((known["missing"] > MISSING_LIMIT * taken) | origins.isin(PARTIAL))
     if (counting["source"] == ESTIMATED).any():
         source = ESTIMATED
-    elif (known["missing"] > MISSING_LIMIT * taken).any() or partial or unreadable:
+    elif unknown or beyond.any():
         source = INCOMPLETE
     else:
         source = "measured"
@@ -272,7 +331,9 @@ def summarize(table: pd.DataFrame) -> dict:
                                              - counter_total) / counter_total
                                       if counter_total else np.nan),
         # unknown (nan) where a run stopped without counting its samples or a file is lost
-        "missing_pct": np.nan if uncounted or unreadable else 100 * missing_share,
+        "missing_pct": np.nan if unknown else 100 * missing_share,
+        "complete": "yes" if complete else "no",
+        "covered_pct": 100.0 if complete else np.nan if unknown else 100 * (1 - missing_share),
     }
 
 
@@ -335,12 +396,14 @@ def summary_line(summary: dict) -> str:
 def notes(table: pd.DataFrame) -> list[str]:
     """What a reader of the figure must know: unfinished runs, gaps, and
     counted channels without data."""
-    lines = [f"{problem}; it is left out, the figure is marked {INCOMPLETE}"
-             for problem in table.attrs.get(UNREADABLE, [])]
+    lines = [f"{problem}; it is left out, the figure is marked {INCOMPLETE} (complete=no)"
+             for problem in table.attrs.get(UNREADABLE, [])] + list(table.attrs.get(SUPERSEDED, []))
     for path, rows in table[table["origin"].isin(PARTIAL)].groupby("file", sort=False):
+        whole = (rows["origin"] == FROM_COUNTED_SAMPLES).all() and not rows["missing"].any()
         lines.append(f"{path}: the run did not finish or could not write its energy file; its "
                      f"figure comes from the samples it flushed, {rows['duration_s'].max():.1f} s "
-                     f"of them, and is marked {INCOMPLETE}")
+                     f"of them, " + ("every sample it took: whole, integrated from them" if whole
+                                     else f"and is marked {INCOMPLETE} (complete=no)"))
     for row in table[table["counted"]].itertuples():
         where = f"{row.host} {row.method} {row.device}"
         if np.isnan(row.energy_wh):

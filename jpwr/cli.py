@@ -20,6 +20,7 @@ import functools
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 
@@ -65,8 +66,19 @@ def _run_parser() -> argparse.ArgumentParser:
                         help="file name suffix; %%q{VAR} becomes $VAR, e.g. _%%q{SLURM_PROCID}")
     parser.add_argument("--flush-s", type=float, default=2.0, metavar="S",
                         help="append samples to DIR/power<suffix>.csv every S seconds (default 2)")
+    # upstream jpwr's MPI options, refused with the way this jpwr does it
+    parser.add_argument("--use-mpi", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--mpi-ranks", nargs="+", metavar="RANK", help=argparse.SUPPRESS)
     parser.add_argument("--version", action=VersionAction)
     return parser
+
+
+# Why upstream's --use-mpi and --mpi-ranks are refused, and what to do instead
+NO_MPI = ("--use-mpi and --mpi-ranks are upstream jpwr's; this jpwr needs no MPI: start it on "
+          "every rank (srun, mpirun) and each writes its own files, with host and pid in their "
+          "names and the rank from RANK or SLURM_PROCID; name the rank with --df-suffix, e.g. "
+          "_rank%q{SLURM_PROCID} (%q{OMPI_COMM_WORLD_RANK} under Open MPI's mpirun), and measure "
+          "some ranks only by starting jpwr on those ranks alone")
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -86,6 +98,10 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
             if i < len(argv) and not argv[i].startswith("-"):
                 i += 1
             while i < len(argv) and all(n in NAMES for n in argv[i].split(",")):
+                i += 1
+        elif word == "--mpi-ranks":  # upstream's, refused with its reason (_prepare)
+            i += 1
+            while i < len(argv) and argv[i].isdigit():
                 i += 1
         elif word.startswith("-"):
             i += 1
@@ -164,6 +180,8 @@ def _prepare(argv: list[str]):
     (command, methods, scope)."""
     options, command = split_command(argv)
     args = _run_parser().parse_args(options)
+    if args.use_mpi or args.mpi_ranks:
+        raise UsageError(NO_MPI)
     names = check_names(n for value in args.methods for n in value.split(",") if n)
     if not args.interval > 0:
         raise UsageError(f"--interval must be a positive number of ms, got {args.interval:g}")
@@ -172,7 +190,11 @@ def _prepare(argv: list[str]):
     if shutil.which(command[0]) is None:
         raise CommandNotFound(f"command not found: {command[0]}")
     methods = from_names(names)
-    measure = functools.partial(get_power, methods, args.interval, suffix=args.df_suffix,
+    # host and pid end every file's name, as upstream's do: two runs into
+    # one --df-out never overwrite each other (jpwr combine counts the
+    # latest run of each rank and names the others)
+    suffix = f"{args.df_suffix}.{socket.gethostname()}.{os.getpid()}"
+    measure = functools.partial(get_power, methods, args.interval, suffix=suffix,
                                 filetype=args.df_filetype, flush_s=args.flush_s)
     try:
         try:

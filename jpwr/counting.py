@@ -5,12 +5,17 @@ that has a channel counts, and everything else is reported but not counted:
 
   1. accelerators: every channel of pynvml, rocm, gc
   2. Grace-Hopper module rails: gh module-<socket>
-  3. CPU sockets and memory: rapl package-<N> and .../dram
-  4. hwmon: every power*_input sensor
-  5. estimate: the CPU-utilisation model (source "estimated")
+  3. accelerators as the node's meter sees them: pm_counters accel<N>
+  4. the whole node: pm_counters node
+  5. CPU sockets and memory: rapl package-<N> and .../dram
+  6. hwmon: every power*_input sensor
+  7. estimate: the CPU-utilisation model (source "estimated")
 
 So a GH200 node measured with pynvml and gh counts the GPUs, one measured
-with gh alone counts the modules, and a CPU node counts RAPL packages+DRAM.
+with gh alone counts the modules, an HPE Cray EX node with pm_counters alone
+counts its accelerators' counters (its node, where it has none), and a CPU
+node counts RAPL packages+DRAM. pm_counters' CPU and memory domains are
+inside its node figure and never count.
 
 Every channel also has a scope, the part of the machine its figure covers
 (scope_of). Figures of different scopes are never added: a total names its
@@ -21,6 +26,10 @@ from __future__ import annotations
 import pandas as pd
 
 ACCELERATORS = ("pynvml", "rocm", "gc")
+# pm_counters' channels by kind: the whole node (the accelerators inside
+# it), its CPU and memory domains, and each accelerator (jpwr.sys.pm_counters)
+PM_COUNTER_SCOPES = {"node": "node", "cpu": "cpu-domain", "memory": "memory-domain",
+                     "accel": "accelerator"}
 
 
 def tier(method: str, device: str) -> int | None:
@@ -29,13 +38,15 @@ def tier(method: str, device: str) -> int | None:
         return 1
     if method == "gh":
         return 2 if device.startswith("module-") else None
+    if method == "pm_counters":
+        return 3 if device.startswith("accel") else 4 if device == "node" else None
     if method == "rapl":
         leaf = device.rsplit("/", 1)[-1]
-        return 3 if leaf.startswith("package") or leaf == "dram" else None
+        return 5 if leaf.startswith("package") or leaf == "dram" else None
     if method == "hwmon":
-        return 4
+        return 6
     if method == "estimate":
-        return 5
+        return 7
     return None
 
 
@@ -47,6 +58,8 @@ def scope_of(method: str, device: str) -> str:
         return "ipu"
     if method == "gh":
         return device.split("-", 1)[0]  # module (the whole superchip), grace, cpu, sysio
+    if method == "pm_counters":
+        return PM_COUNTER_SCOPES[device.rstrip("0123456789")]
     if method == "rapl":
         leaf = device.rsplit("/", 1)[-1]
         if leaf.startswith("package") or leaf == "dram":

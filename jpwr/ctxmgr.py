@@ -234,10 +234,11 @@ class PowerScope:
         Wh per device}, the latter only where a method has a counter)."""
         table, _ = self.channel_energy()
         integrated = table.set_index(["method", "device"])["integrated_wh"]
-        # object dtype: upstream's callers add labels such as
-        # energy["nodename"] = host, which pandas refuses for a float Series
+        # float64, as upstream's: describe() and arithmetic treat it as numbers
+        # (a caller that adds a label, energy["nodename"] = host, gets an
+        # object Series then, as with upstream)
         energy = pd.Series([float(integrated.get((m, d), np.nan)) for m, d, _ in self.channels],
-                           index=self.upstream_columns, dtype=object)
+                           index=self.upstream_columns, dtype="float64")
         additional = dict(self._finalized)
         sampler = self._sampler
         counters = {}

@@ -3,6 +3,7 @@
   pynvml  NVIDIA GPUs (NVML)            gh        Grace-Hopper hwmon rails
   rocm    AMD GPUs (amdsmi or pyrsmi)   rapl      Linux powercap RAPL counters
   gc      Graphcore IPUs (gcipuinfo)    hwmon     generic hwmon power sensors
+  pm_counters  HPE Cray node, CPU, memory and accelerator counters
   estimate  CPU utilisation x per-CPU power model (estimated, not measured)
   auto    every real sensor this node has; estimate only where there is none"""
 
@@ -19,12 +20,13 @@ MODULES = {
     "rocm": "jpwr.gpu.rocm",
     "gc": "jpwr.ipu.gc",
     "gh": "jpwr.sys.gh",
+    "pm_counters": "jpwr.sys.pm_counters",
     "rapl": "jpwr.sys.rapl",
     "hwmon": "jpwr.sys.hwmon",
     "estimate": "jpwr.sys.estimate",
 }
 NAMES = (*MODULES, "auto")
-REAL_SENSORS = ("pynvml", "rocm", "gc", "gh", "rapl", "hwmon")
+REAL_SENSORS = ("pynvml", "rocm", "gc", "gh", "pm_counters", "rapl", "hwmon")
 
 
 class UnknownMethod(ValueError):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from caraml import report
 from caraml.device_peaks import MEASURED, Peak
 from caraml.node.timing import rate
 from llm_training.flops import IterationFlops, iteration_flops, iteration_tokens
@@ -50,16 +51,22 @@ def peak_fields(peak: Peak) -> dict[str, float | int | str | None]:
                 peak_spread_pct=r.spread_pct if r else math.nan)
 
 
-def mfu_unavailable(model_tflops: float, peak: Peak) -> str | None:
-    """Why a measured peak cannot be MFU's denominator, or None. Two floors:
-    the device's dense matmul rate cannot be below the rate the model's own
-    matmuls reached on it (MFU above 1); and at least half the windows must
-    reach half the kept (best) rate: where fewer do, another job held the
-    host through most of the measurement, and its best window is as likely
-    disturbed as the rest (0.028 TFLOP/s kept, median 0.006, where the
-    host's undisturbed windows give 0.2)."""
+def mfu_unavailable(model_tflops: float, peak: Peak, foreign_cpu_pct: float | None) -> str | None:
+    """Why a measured peak cannot be MFU's denominator, or None. Other
+    processes kept the host busy while the run trained (foreign_cpu_pct:
+    their share of the busiest host's CPU time, report.CONTENTION_PCT or
+    more), where a load that holds every window down alike passes the two
+    floors below; and two floors: the device's dense matmul rate cannot be
+    below the rate the model's own matmuls reached on it (MFU above 1); and
+    at least half the windows must reach half the kept (best) rate: where
+    fewer do, another job held the host through most of the measurement,
+    and its best window is as likely disturbed as the rest (0.028 TFLOP/s
+    kept, median 0.006, where the host's undisturbed windows give 0.2)."""
     if peak.basis != MEASURED:
         return None
+    contended = report.contended_peak_refusal(foreign_cpu_pct)
+    if contended:
+        return contended
     if model_tflops > peak.tflops:
         return (f"measured-matmul-rate-{peak.tflops:.4g}-TFLOP/s-is-below-the-model's-own-"
                 f"{model_tflops:.4g}-TFLOP/s-per-device")
@@ -70,11 +77,14 @@ def mfu_unavailable(model_tflops: float, peak: Peak) -> str | None:
     return None
 
 
-def throughput(workload: Workload, mean_s: float, median_s: float, peak: Peak) -> dict[str, float]:
+def throughput(workload: Workload, mean_s: float, median_s: float, peak: Peak, *,
+               foreign_cpu_pct: float | None = None) -> dict[str, float]:
     """The summary's throughput figures for a time per iteration; all nan
-    when no iteration was timed (mean_s nan)."""
+    when no iteration was timed (mean_s nan). foreign_cpu_pct: the
+    contention the run saw (the driver loop's; None: not measured)."""
     tokens_per_s = workload.tokens_per_s(mean_s)
     model_tflops = workload.model_tflops_per_device(mean_s)
+    why = mfu_unavailable(model_tflops, peak, foreign_cpu_pct)
     return dict(
         time_per_iteration_s=mean_s,
         time_per_iteration_median_s=median_s,
@@ -84,6 +94,6 @@ def throughput(workload: Workload, mean_s: float, median_s: float, peak: Peak) -
         tflops_per_device=workload.tflops_per_device(mean_s),
         model_tflops_per_device=model_tflops,
         # nan when the peak is unknown or refused (mfu_unavailable says why)
-        mfu=math.nan if mfu_unavailable(model_tflops, peak) else model_tflops / peak.tflops,
-        mfu_unavailable=mfu_unavailable(model_tflops, peak) or "-",
+        mfu=math.nan if why else model_tflops / peak.tflops,
+        mfu_unavailable=why or "-",
     )

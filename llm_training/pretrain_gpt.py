@@ -22,7 +22,8 @@ from caraml import device_peaks, report
 from caraml.node import driver, memory, precision
 from caraml.device_peaks import MEASURED, Peak
 from caraml.node.dist import Dist
-from caraml.node.driver import EnergyMeter
+from caraml.node.driver import EnergyMeter, LoopResult
+from caraml.node.loader_workers import loader_workers
 from caraml.report import BenchmarkInputError
 from caraml.node.stopping import StopCondition
 from caraml.node.timing import TimingStats, summarize
@@ -137,7 +138,7 @@ def progress(args: Args, workload: Workload) -> driver.Progress:
 
 
 def global_line(setup: Setup, backend: training.Backend, workload: Workload, peak: Peak,
-                iterations: int, job: TimingStats | None) -> dict:
+                result: LoopResult, job: TimingStats | None) -> dict:
     args, layout, gpt = setup.args, setup.layout, setup.gpt
     return dict(
         backend=backend.name,
@@ -151,9 +152,10 @@ def global_line(setup: Setup, backend: training.Backend, workload: Workload, pea
         micro_batch_size=layout.micro_batch_size,
         seq_length=gpt.seq_length,
         precision=args.precision,
-        **(throughput(workload, job.mean_s, job.median_s, peak) if job else {}),
+        **(throughput(workload, job.mean_s, job.median_s, peak,
+                      foreign_cpu_pct=result.foreign_cpu_pct) if job else {}),
         **peak_fields(peak),
-        tokens_total=iterations * workload.tokens,
+        tokens_total=result.iterations * workload.tokens,
         tokens_timed=(job.iterations if job else 0) * workload.tokens,
         recompute=args.recompute,
         sequence_parallel=int(layout.sequence_parallel),
@@ -169,12 +171,15 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
     while DDP's reducer still holds it can deadlock gloo (torch 2.13)."""
     setup = driver.agreed(dist, lambda: set_up(args, dist))
     args, layout, gpt = setup.args, setup.layout, setup.gpt
-    try:
+    with memory.out_of_memory_is_input(
+            layout.micro_batch_size, dist.device, "lower --micro-batch-size (gradient "
+            "accumulation keeps the global batch) or pass --recompute-activations full"):
         backend = build_backend(gpt, args, layout, dist)
         batches = micro_batches(setup.train_data, micro_batch_size=layout.micro_batch_size,
                                 data_parallel=layout.data_parallel,
                                 data_parallel_rank=backend.data_parallel_rank,
-                                num_workers=args.num_workers, device=dist.device)
+                                num_workers=loader_workers(args.num_workers, dist.device.type),
+                                device=dist.device)
         workload = Workload.of(gpt, layout.global_batch_size, args.recompute, layout.devices)
         peak = peak_of(args, dist)
         result = driver.train_loop(lambda: backend.train_step(batches), args, dist, stop, energy,
@@ -186,10 +191,6 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
             # reports at once instead.
             rate = MatmulRate(peak.windows + peak_of(args, dist).windows)
             peak = device_peaks.measured(rate.tflops, rate.windows)
-    except torch.OutOfMemoryError:
-        raise BenchmarkInputError(memory.out_of_memory(
-            layout.micro_batch_size, dist.device, "lower --micro-batch-size (gradient "
-            "accumulation keeps the global batch) or pass --recompute-activations full")) from None
 
     def rank_line(durations: list[float]) -> dict:
         # A rank's share of the global batch over its own time per iteration.
@@ -199,8 +200,7 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
 
     return driver.report_result(
         dist, result, rank_line=rank_line,
-        global_line=lambda job: global_line(setup, backend, workload, peak,
-                                            result.iterations, job))
+        global_line=lambda job: global_line(setup, backend, workload, peak, result, job))
 
 
 def megatron_environment(args: Args) -> None:

@@ -21,7 +21,6 @@ from caraml import report
 from caraml.node import data_parallel, driver, memory, precision, throughput
 from caraml.node.dist import Dist
 from caraml.node.driver import EnergyMeter, LoopResult
-from caraml.report import BenchmarkInputError
 from caraml.node.stopping import StopCondition
 from caraml.node.timing import TimingStats
 from operator_benchmark import config, data, flops, model, navier_stokes, problems
@@ -132,13 +131,10 @@ def train_and_report(args: Options, dist: Dist, stop: StopCondition,
                      energy: EnergyMeter) -> int:
     problem = problems.get(args.problem)
     batch_size = data_parallel.batch_per_device(args, dist, compiling(args))
-    try:
+    with memory.out_of_memory_is_input(
+            batch_size, dist.device, f"{args.problem} on {problem.grid_text} does not fit; lower "
+            f"the global batch size, use more devices or a smaller problem"):
         result, flops_per_sample = train_model(args, problem, dist, batch_size, stop, energy)
-    except torch.OutOfMemoryError:
-        raise BenchmarkInputError(memory.out_of_memory(
-            batch_size, dist.device,
-            f"{args.problem} on {problem.grid_text} does not fit; lower the global batch size, "
-            f"use more devices or a smaller problem")) from None
 
     return data_parallel.report_result(
         args, dist, result, batch_size, "samples",

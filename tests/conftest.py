@@ -16,7 +16,15 @@ except ImportError:  # pytest before 9 reads xdist's attribute itself (a GPU nod
 from caraml.row import history
 from tests.checkouts import RUNNABLE, MainCommand, checkout_with_venv, main_command
 from tests.jube_runs import JubeRun
-from tests.slurm_cluster import LocalSlurm, NamespacedSlurm, SlurmUnavailable
+from tests.pm_counters_files import DrivenCounters, PmCounterFolder
+from tests.slurm_cluster import (
+    METER_CONFIG,
+    NODE_PARTS,
+    NODE_WATTS,
+    LocalSlurm,
+    NamespacedSlurm,
+    SlurmUnavailable,
+)
 
 
 # The suite runs on three workers (pytest-xdist; pyproject.toml's addopts).
@@ -157,6 +165,35 @@ def slurm2n(tmp_path_factory):
     cluster = _started(NamespacedSlurm(tmp_path_factory.mktemp("slurm2n"), nodes=2),
                        "two-node Slurm cluster")
     yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def metered_slurm2n(tmp_path_factory):
+    """Two nodes in namespaces (as slurm2n) whose slurmd reads node energy
+    through acct_gather_energy/pm_counters from /sys/cray/pm_counters,
+    where each node sees counters of its own that a thread of this process
+    drives at NODE_WATTS, updated 20 times a second."""
+    cluster = NamespacedSlurm(tmp_path_factory.mktemp("metered"), nodes=2,
+                              extra_config=METER_CONFIG + "PrologFlags=Contain\n",
+                              pm_counters=True)
+    drivers = [DrivenCounters(PmCounterFolder(cluster.pm_counters_dir(node), raw_scan_hz=20),
+                              watts, NODE_PARTS).start() for node, watts in NODE_WATTS.items()]
+    try:
+        yield _started(cluster, "two-node Slurm cluster with node meters")
+        cluster.stop()
+    finally:
+        for driver in drivers:
+            driver.stop()
+
+
+@pytest.fixture(scope="module")
+def meterless_slurm(tmp_path_factory):
+    """One node on localhost whose Slurm reads node energy through
+    acct_gather_energy/pm_counters, on a host that has no such counters:
+    a meter that never answers. Without an extern step, as many clusters."""
+    cluster = LocalSlurm(tmp_path_factory.mktemp("meterless"), extra_config=METER_CONFIG)
+    yield _started(cluster, "local Slurm cluster with a node meter configured")
     cluster.stop()
 
 

@@ -27,6 +27,16 @@ from pathlib import Path
 
 PACKAGES = ("slurm-wlm", "munge")
 DAEMONS = ("munged", "slurmctld", "slurmd")
+# Slurm's energy accounting as an HPE Cray EX cluster has it: each node's
+# meter read through the pm_counters plugin, and the jobs' steps keeping
+# what it read (extra_config; PrologFlags=Contain adds an extern step on
+# every node of a job for all of its time)
+METER_CONFIG = ("AcctGatherEnergyType=acct_gather_energy/pm_counters\n"
+                "JobAcctGatherType=jobacct_gather/linux\n")
+# what each node of the tests' metered cluster draws, and its CPU and
+# memory domains' shares (tests/conftest.py, metered_slurm2n)
+NODE_WATTS = {"cn1": 350.0, "cn2": 650.0}
+NODE_PARTS = {"cpu": 0.4, "memory": 0.1}
 
 
 class SlurmUnavailable(RuntimeError):
@@ -117,6 +127,10 @@ ReturnToService=1
 JobCompType=jobcomp/none
 AccountingStorageType=accounting_storage/none
 KillWait={self.kill_wait_s}
+# Jobs take their rendezvous port from their id (29500 + id % 1000,
+# aux/job.sh.in): clusters of other test runs on this machine start their
+# ids elsewhere, or their jobs would meet in each other's rendezvous
+FirstJobId={random.randrange(1000, 1_000_000)}
 """ + self._nodes_config(mem_mb) + self.extra_config)
 
     def start(self, timeout_s: float = 60) -> LocalSlurm:
@@ -210,6 +224,21 @@ def require_namespaces() -> None:
         raise SlurmUnavailable(f"cannot make network and UTS namespaces here: {probe.stderr.strip()}")
 
 
+# Inside a node's private mount namespace, with a counters folder ($5): a
+# /sys of the host's entries (bound with what is mounted below them, the
+# cgroup file system included) and the folder as cray/pm_counters, built in
+# $6 and mounted over /sys. sysfs itself cannot take a new folder, and none
+# of this reaches the host's namespace.
+SYS_WITH_COUNTERS = """if [ -n "$5" ]; then
+    for entry in /sys/*; do
+        mkdir -p "$6/${entry##*/}" && mount --rbind "$entry" "$6/${entry##*/}" || exit 1
+    done
+    mkdir -p "$6/cray/pm_counters" && mount --bind "$5" "$6/cray/pm_counters" \\
+        && mount --rbind "$6" /sys || exit 1
+fi
+"""
+
+
 class NamespacedSlurm(LocalSlurm):
     """Several nodes on this machine, each slurmd in its own network, UTS and
     mount namespace: its own host name (cn1, cn2, ...) and address on a
@@ -222,8 +251,11 @@ class NamespacedSlurm(LocalSlurm):
     # both nodes, write its files and let its job script mark the end
     kill_wait_s = 30
 
-    def __init__(self, root: Path, nodes: int = 2, cpus_per_node: int = 1):
-        super().__init__(root, cpus=cpus_per_node)
+    def __init__(self, root: Path, nodes: int = 2, cpus_per_node: int = 1,
+                 extra_config: str = "", pm_counters: bool = False):
+        super().__init__(root, cpus=cpus_per_node, extra_config=extra_config)
+        # each node sees its own pm_counters_dir(node) as /sys/cray/pm_counters
+        self.pm_counters = pm_counters
         self.node_count = nodes
         self.nodes = [f"cn{i}" for i in range(1, nodes + 1)]
         self.network_file = self.root / "network.json"
@@ -234,6 +266,12 @@ class NamespacedSlurm(LocalSlurm):
 
     def namespace(self, node: str) -> str:
         return self.net["namespaces"][node]
+
+    def pm_counters_dir(self, node: str) -> Path:
+        """The folder a node's processes see as /sys/cray/pm_counters, where
+        HPE Cray EX nodes have their power management counters (and Slurm's
+        acct_gather_energy/pm_counters reads them); with pm_counters=True."""
+        return self.root / "cray" / node / "pm_counters"
 
     def pids(self, node: str) -> list[int]:
         """The processes living in a node (its slurmd, its jobs' processes)."""
@@ -317,13 +355,19 @@ class NamespacedSlurm(LocalSlurm):
     def _start_slurmd(self) -> None:
         for node in self.nodes:
             (self.root / "d" / node).mkdir(parents=True, exist_ok=True)
+            counters = new_sys = ""
+            if self.pm_counters:
+                self.pm_counters_dir(node).mkdir(parents=True, exist_ok=True)
+                counters, new_sys = str(self.pm_counters_dir(node)), str(self.root / "sys" / node)
             subprocess.run(
                 # nsenter, not `ip netns exec`: that one remounts /sys, and
                 # slurmd needs the cgroup file system under it
                 ["nsenter", f"--net=/run/netns/{self.namespace(node)}",
                  "unshare", "--uts", "--mount", "--propagation", "private", "sh", "-c",
-                 'hostname "$1" && mount --bind "$2" /etc/hosts && exec "$3" -f "$4" -N "$1"',
-                 "sh", node, str(self.root / "hosts"), _sbin("slurmd"), str(self.conf)],
+                 'hostname "$1" && mount --bind "$2" /etc/hosts || exit 1\n' + SYS_WITH_COUNTERS
+                 + 'exec "$3" -f "$4" -N "$1"',
+                 "sh", node, str(self.root / "hosts"), _sbin("slurmd"), str(self.conf),
+                 counters, new_sys],
                 check=True, env=self.env)
 
     def _pid_files(self) -> list[Path]:

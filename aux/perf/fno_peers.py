@@ -1,31 +1,40 @@
-"""Training throughput of the operator benchmark's own step (its FNO, data
-source and Adam step, as the driver wires them) side by side with a plain
-neuraloperator training loop of the same model, batch and precision: the
-FNO built straight from `neuralop.models.FNO`, Adam, MSE, autocast where
-the precision asks for it, the batch already on the device. One process,
-one device, interleaved round by round for every problem, so a clock
-change or another job hits both loops alike. Each round is timed by the
-wall clock and by the process's CPU time: on a host that other jobs load,
-the wall-clock ratio wanders with their load, while the CPU time a step
-costs this process does not (it counts every thread of the process, so it
-compares the loops' work, not their parallelism). With more threads than
-free cores, OpenMP's waiting threads spin and inflate both clocks; on a
-shared host, `--threads 1` gives figures that hold still.
+"""The operator benchmark against plain loops, in two ways:
+
+- as it runs: the FNO driver started as JUBE starts it (synthetic data,
+  its loop, timing and stop condition, jpwr measuring) by turns with a
+  plain loop in a process of its own over the same network (the suite's
+  FNO), optimizer (its Adam) and batch, on the first problem
+  (aux/perf/as_run.py);
+- the step alone: the benchmark's own step (its FNO, data source and Adam
+  step, as the driver wires them) side by side with a plain neuraloperator
+  training loop (the FNO built straight from `neuralop.models.FNO`, Adam,
+  MSE, autocast where the precision asks for it, the batch already on the
+  device), in one process, interleaved round by round for every problem.
+
+Each round is timed by the wall clock and by the process's CPU time: on a
+host that other jobs load, the wall-clock ratio wanders with their load,
+while the CPU time a step costs this process does not (it counts every
+thread of the process, so it compares the loops' work, not their
+parallelism). With more threads than free cores, OpenMP's waiting threads
+spin and inflate both clocks; on a shared host, `--threads 1` gives
+figures that hold still.
 
     .venv/bin/python aux/perf/fno_peers.py [--problems rbc2d-small pic2d-small ...]
-        [--precision fp32] [--batch-size 4] [--rounds 10] [--iterations 5] [--threads N]
-        [--out docs/perf]
+        [--precision fp32] [--batch-size 4] [--rounds 5] [--iterations 5]
+        [--as-run-rounds 5] [--as-run-iterations 20] [--threads N] [--out docs/perf]
 
-Writes one JSON file per run into --out (machine, device, versions, every
-round's samples/s, and the suite's ratio to the plain loop per problem) and
-prints a markdown table for docs/operator_benchmark.md. A benchmark, not a
-test: it judges nothing."""
+Defaults that fit the host: the CPU-sized problems on a CPU, the full-sized
+ones on a GPU. Writes one JSON file per run into --out (machine, device,
+versions, every round's figures, the ratios) and prints markdown tables
+for docs/results.md. A benchmark, not a test: it judges nothing."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -34,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import as_run  # noqa: E402
 import peer_record  # noqa: E402
 import torch  # noqa: E402
 from neuralop.models import FNO  # noqa: E402
@@ -79,28 +89,95 @@ def plain_loop(problem: problems.Problem, precision: str, batch: int, device: to
     return step
 
 
-def main() -> int:
+def same_network_loop(problem: problems.Problem, precision: str, batch: int,
+                      device: torch.device):
+    """A plain loop over the suite's FNO and its Adam, written out: the
+    as-run comparison's peer, which differs from the driver only in what
+    runs around the step"""
+    torch.manual_seed(0)
+    net = model.build(problem, device)
+    opt = fno_training.adam(net, LR, WEIGHT_DECAY)
+    x = torch.randn(batch, problem.in_fields, *problem.grid, device=device)
+    y = torch.randn(batch, problem.out_fields, *problem.grid, device=device)
+    dtype = caraml_precision.DTYPES[precision]
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=dtype, enabled=precision == "bf16"):
+            loss = torch.nn.functional.mse_loss(net(x).float(), y)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--problems", nargs="+", default=None,
                    help=f"default on a CPU: {' '.join(CPU_PROBLEMS)}; on a GPU: the full-sized ones")
     p.add_argument("--precision", default="fp32")
     p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--rounds", type=int, default=10)
-    p.add_argument("--iterations", type=int, default=5, help="steps per loop and round")
-    p.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--iterations", type=int, default=5, help="steps per loop and round (step alone)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed rounds (step alone) or steps (as run)")
+    p.add_argument("--as-run-iterations", type=int, default=20,
+                   help="timed iterations of each run of the driver and of the plain loop")
+    p.add_argument("--as-run-rounds", type=int, default=5,
+                   help="runs of the driver and of the plain loop, each (0: the step alone)")
     p.add_argument("--threads", type=int, default=None,
                    help="torch's intra-op threads (default: torch's own choice)")
     p.add_argument("--out", type=Path, default=peer_record.OUT)
+    p.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
+    if a.precision == "fp16":
+        raise SystemExit(config.FP16_REFUSED)
+    a.problems = a.problems or (
+        [n for n in problems.names() if not n.endswith(problems.SMALL_SUFFIX)]
+        if torch.cuda.is_available() else CPU_PROBLEMS)
+    return a
+
+
+def plain_process(a: argparse.Namespace) -> int:
+    """--plain: the same-network loop alone, timed for aux/perf/as_run.py"""
+    dist = caraml_dist.init("auto")
+    caraml_precision.set_fp32_math(a.precision, dist.device)
+    step = same_network_loop(problems.get(a.problems[0]), a.precision, a.batch_size, dist.device)
+    as_run.time_plain(step, a.warmup, a.as_run_iterations, dist.sync)
+    dist.close()
+    return 0
+
+
+def as_run_comparison(a: argparse.Namespace, device: str) -> dict:
+    env = dict(os.environ)
+    if a.threads is not None:  # both sides alike: torch reads it as it starts
+        env["OMP_NUM_THREADS"] = str(a.threads)
+    with tempfile.TemporaryDirectory() as energy:
+        driver_args = [
+            "-m", "operator_benchmark.fno_training", "--problem", a.problems[0],
+            "--global-batch-size", str(a.batch_size), "--precision", a.precision,
+            "--compile", "none", "--train-iters", str(a.warmup + a.as_run_iterations),
+            "--warmup-iters", str(a.warmup), "--energy-dir", energy, "--energy-methods", "auto",
+            "--device", device]
+        plain_args = ["--problems", a.problems[0], "--precision", a.precision, "--batch-size",
+                      str(a.batch_size), "--warmup", str(a.warmup),
+                      "--as-run-iterations", str(a.as_run_iterations)]
+        runs = as_run.interleaved(a.as_run_rounds, lambda: as_run.suite_run(driver_args, env),
+                                  lambda: as_run.plain_run(Path(__file__), plain_args, env))
+    return {"problem": a.problems[0], "driver_args": driver_args} | as_run.summary(runs)
+
+
+def main() -> int:
+    a = parse()
     warnings.filterwarnings("ignore")
     if a.threads is not None:
         torch.set_num_threads(a.threads)
+    if a.plain:
+        return plain_process(a)
+    as_run_figures = (as_run_comparison(a, "cuda" if torch.cuda.is_available() else "cpu")
+                      if a.as_run_rounds else None)
     dist = caraml_dist.init("auto")
     device = dist.device
-    names = a.problems or (CPU_PROBLEMS if device.type == "cpu" else
-                           [n for n in problems.names() if not n.endswith(problems.SMALL_SUFFIX)])
-    if a.precision == "fp16":
-        raise SystemExit(config.FP16_REFUSED)
+    names = a.problems
     caraml_precision.check(a.precision, device)
     caraml_precision.set_fp32_math(a.precision, device)
     results = {}
@@ -131,12 +208,18 @@ def main() -> int:
             torch.cuda.empty_cache()
     record = peer_record.header("fno_peers", dist) | {
         "precision": a.precision, "batch_size": a.batch_size, "rounds": a.rounds,
-        "threads": torch.get_num_threads(),
+        "threads": torch.get_num_threads(), "as_run": as_run_figures,
         "iterations_per_round": a.iterations, "problems": results,
     }
     path = peer_record.write(record, a.out, a.precision)
     print(f"# {record['device']}, FNO {a.precision}, batch {a.batch_size}, "
-          f"{torch.get_num_threads()} thread(s), medians of {a.rounds} interleaved rounds")
+          f"{torch.get_num_threads()} thread(s)")
+    if as_run_figures:
+        print(f"# as run: the driver by turns with a plain loop over the same network, "
+              f"{a.as_run_rounds} rounds of {a.as_run_iterations} timed iterations each, "
+              f"{as_run_figures['problem']}")
+        peer_record.print_table(as_run.COLUMNS, [as_run.row("FNO driver", as_run_figures)])
+    print(f"# the step alone against stock neuraloperator, medians of {a.rounds} interleaved rounds")
     peer_record.print_table(
         ["problem", "suite samples/s", "plain neuraloperator loop samples/s", "suite / plain (wall)",
          "suite CPU ms per step", "plain CPU ms per step", "suite / plain (CPU time)"],

@@ -1,23 +1,33 @@
-"""Training throughput of the image benchmark's own step and data source
-side by side with a plain torchvision training loop (autocast, gradient
-scaler, channels_last, the batch copied from pinned host memory), and with
-the same plain loop on a batch that already sits on the device. One
-process, one device, interleaved round by round at every batch size, so a
-clock change or another job hits every loop alike. Meant for a GPU.
+"""The image benchmark against a plain torchvision training loop (autocast,
+gradient scaler, channels_last, the batch copied from pinned host memory
+on a GPU), in two ways:
 
-    .venv/bin/python aux/perf/ic_peers.py [--model resnet50] [--precision fp16]
-        [--batch-sizes 64 128 256 512 1024] [--rounds 10] [--iterations 5] [--out docs/perf]
+- as it runs: the image driver started as JUBE starts it (synthetic data,
+  its loop, timing and stop condition, jpwr measuring) by turns with a
+  plain loop in a process of its own over the same network, optimizer and
+  batch size (aux/perf/as_run.py), at the first batch size;
+- the step alone: the benchmark's own step and data source and the plain
+  loop (and the plain loop on a batch already on the device) in one
+  process, interleaved round by round at every batch size.
+
+Defaults that fit the host: ResNet-50 fp16 at 224 px on a GPU, ResNet-18
+fp32 at 64 px (the CPU system's configuration) on a CPU.
+
+    .venv/bin/python aux/perf/ic_peers.py [--model M] [--precision P] [--image-size S]
+        [--batch-sizes B ...] [--rounds 5] [--iterations 5] [--as-run-rounds 5] [--as-run-iterations 20]
+        [--out docs/perf]
 
 Writes one JSON file per run into --out (machine, device, driver, versions,
-every round's images/s, and the suite's ratio to the plain loop per batch
-size) and prints a markdown table for docs/results.md. A benchmark, not a
-test: it judges nothing."""
+every round's figures, the ratios) and prints markdown tables for
+docs/results.md. A benchmark, not a test: it judges nothing."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -26,13 +36,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import as_run  # noqa: E402
 import peer_record  # noqa: E402
 import torch  # noqa: E402
 import torchvision  # noqa: E402
 
 from caraml.node import dist as caraml_dist  # noqa: E402
 from caraml.node import precision as caraml_precision  # noqa: E402
-from image_classification import data, model, train  # noqa: E402
+from image_classification import config, data, model, train  # noqa: E402
 from image_classification.image_classification_torch import MOMENTUM, WEIGHT_DECAY  # noqa: E402
 
 LR = 0.1  # the driver's default
@@ -58,7 +69,7 @@ def plain_loop(name: str, precision: str, batch: int, size: int, device: torch.d
     opt = torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
     dtype = caraml_precision.DTYPES[precision]
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
-    images = torch.randn(batch, 3, size, size)
+    images = torch.randn(batch, 3, size, size).contiguous(memory_format=torch.channels_last)
     labels = torch.randint(CLASSES, (batch,))
     if device.type == "cuda":
         images, labels = images.pin_memory(), labels.pin_memory()
@@ -79,19 +90,63 @@ def plain_loop(name: str, precision: str, batch: int, size: int, device: torch.d
     return step
 
 
-def main() -> int:
+GPU_DEFAULTS = {"model": "resnet50", "precision": "fp16", "image_size": 224, "batch_sizes": [256, 1024]}
+CPU_DEFAULTS = {"model": "resnet18", "precision": "fp32", "image_size": 64, "batch_sizes": [16]}
+
+
+def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="resnet50")
-    p.add_argument("--precision", default="fp16")
-    p.add_argument("--image-size", type=int, default=224)
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024])
-    p.add_argument("--rounds", type=int, default=10)
-    p.add_argument("--iterations", type=int, default=5, help="steps per loop and round")
-    p.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    p.add_argument("--model")
+    p.add_argument("--precision")
+    p.add_argument("--image-size", type=int)
+    p.add_argument("--batch-sizes", type=int, nargs="+")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--iterations", type=int, default=5, help="steps per loop and round (step alone)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed rounds (step alone) or steps (as run)")
+    p.add_argument("--as-run-iterations", type=int, default=20,
+                   help="timed iterations of each run of the driver and of the plain loop")
+    p.add_argument("--as-run-rounds", type=int, default=5,
+                   help="runs of the driver and of the plain loop, each (0: the step alone)")
     p.add_argument("--out", type=Path, default=peer_record.OUT)
+    p.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
-    warnings.filterwarnings("ignore")
+    for key, value in (GPU_DEFAULTS if torch.cuda.is_available() else CPU_DEFAULTS).items():
+        if getattr(a, key) is None:
+            setattr(a, key, value)
+    return a
+
+
+def plain_process(a: argparse.Namespace) -> int:
+    """--plain: the plain loop alone, timed for aux/perf/as_run.py"""
     dist = caraml_dist.init("auto")
+    caraml_precision.set_fp32_math(a.precision, dist.device)
+    if dist.device.type == "cuda":
+        torch.backends.cudnn.benchmark = True
+    step = plain_loop(a.model, a.precision, a.batch_sizes[0], a.image_size, dist.device, False)
+    as_run.time_plain(step, a.warmup, a.as_run_iterations, dist.sync)
+    dist.close()
+    return 0
+
+
+def as_run_comparison(a: argparse.Namespace, device: str) -> dict:
+    batch = a.batch_sizes[0]
+    with tempfile.TemporaryDirectory() as energy:
+        driver_args = [
+            "-m", "image_classification.image_classification_torch", "--model", a.model,
+            "--data", config.SYNTHETIC, "--image-size", str(a.image_size),
+            "--global-batch-size", str(batch), "--precision", a.precision, "--channels-last",
+            "--train-iters", str(a.warmup + a.as_run_iterations), "--warmup-iters", str(a.warmup),
+            "--energy-dir", energy, "--energy-methods", "auto", "--device", device]
+        plain_args = ["--model", a.model, "--precision", a.precision, "--image-size",
+                      str(a.image_size), "--batch-sizes", str(batch), "--warmup", str(a.warmup),
+                      "--as-run-iterations", str(a.as_run_iterations)]
+        env = dict(os.environ)
+        runs = as_run.interleaved(a.as_run_rounds, lambda: as_run.suite_run(driver_args, env),
+                                  lambda: as_run.plain_run(Path(__file__), plain_args, env))
+    return {"global_batch": batch, "driver_args": driver_args} | as_run.summary(runs)
+
+
+def step_comparison(a: argparse.Namespace, dist) -> dict:
     device = dist.device
     caraml_precision.check(a.precision, device)
     caraml_precision.set_fp32_math(a.precision, device)
@@ -121,13 +176,31 @@ def main() -> int:
         del loops
         if device.type == "cuda":
             torch.cuda.empty_cache()
+    return results
+
+
+def main() -> int:
+    a = parse()
+    warnings.filterwarnings("ignore")
+    if a.plain:
+        return plain_process(a)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    as_run_figures = as_run_comparison(a, device) if a.as_run_rounds else None
+    dist = caraml_dist.init("auto")
+    results = step_comparison(a, dist)
     record = peer_record.header("ic_peers", dist) | {
         "model": a.model, "precision": a.precision, "image_size": a.image_size,
-        "rounds": a.rounds, "iterations_per_round": a.iterations, "batch_sizes": results,
+        "rounds": a.rounds, "iterations_per_round": a.iterations, "as_run": as_run_figures,
+        "batch_sizes": results,
     }
     path = peer_record.write(record, a.out, a.model, a.precision)
-    print(f"# {record['device']}, {a.model} {a.image_size}px {a.precision} channels_last, "
-          f"median images/s of {a.rounds} interleaved rounds")
+    print(f"# {record['device']}, {a.model} {a.image_size}px {a.precision} channels_last")
+    if as_run_figures:
+        print(f"# as run: the driver by turns with a plain loop, {a.as_run_rounds} rounds of "
+              f"{a.as_run_iterations} timed iterations each, global batch "
+              f"{as_run_figures['global_batch']}")
+        peer_record.print_table(as_run.COLUMNS, [as_run.row("image driver", as_run_figures)])
+    print(f"# the step alone, median images/s of {a.rounds} interleaved rounds")
     peer_record.print_table(
         ["global batch", "suite", "plain loop", "plain, data on device", "suite / plain"],
         [[str(batch), f"{r['median']['suite']:.0f}", f"{r['median']['plain']:.0f}",

@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from caraml.benchmarks import UnknownBenchmark
 from caraml.compare import CompareError, comparison, jobs, output, reference, trend
 from caraml.compare.comparison import BAD_INPUT, BELOW_BAND, DROPPED
 from caraml.compare.jobs import Jobs
@@ -83,10 +84,10 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        return compare(args)
-    except CompareError as err:
+        # the parser reads the benchmark table too (each job's options)
+        return compare(build_parser().parse_args(argv))
+    except (CompareError, UnknownBenchmark) as err:  # the latter: a site's CARAML_BENCHMARKS
         print(f"caraml-compare: error: {err}", file=sys.stderr)
         return BAD_INPUT
 

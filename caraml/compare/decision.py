@@ -2,9 +2,10 @@
 that stands for the job (caraml/benchmarks.py's representative model and
 size; of its like-for-like groups the one most systems measured), each
 system at its best measured batch, ranked best first by throughput per node,
-per accelerator package and by work per Wh of the accelerators alone, the
-ratio to the reference system written on each bar; then time against energy
-to solution with the Pareto front marked. Rows that are no measurements,
+per accelerator package, by work per Wh of the accelerators alone and, where
+every ranked system has the centre's node figure over one window, by work
+per Wh of whole nodes, the ratio to the reference system written on each
+bar; then time against energy to solution with the Pareto front marked. Rows that are no measurements,
 failures and systems without the figure are named under the charts, never
 ranked."""
 
@@ -20,7 +21,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from caraml.compare import plots, repeats
-from caraml.compare.figures import LIKE
+from caraml.compare.figures import LIKE, node_refusal
 from caraml.compare.jobs import Jobs
 from caraml.compare.rows import cause, measured
 from caraml.compare.units import number
@@ -29,10 +30,14 @@ from caraml.compare.units import number
 RANKINGS = [("per_s_per_node", "{unit}/s per node", "per_s_per_node_ratio"),
             ("per_s_per_package", "{unit}/s per accelerator package", "per_s_per_package_ratio"),
             ("work_per_wh_gpu", "{unit}/Wh, accelerators alone (gpu scope), whole run",
-             "work_per_wh_gpu_ratio")]
+             "work_per_wh_gpu_ratio"),
+            ("work_per_node_wh", "{unit}/Wh, whole nodes (node scope, the centre's meter), job window",
+             "work_per_node_wh_ratio")]
+NODE_FIGURE = "work_per_node_wh"
 # what each ranking's sentence calls its first
 LEADS = {"per_s_per_node": "Fastest per node", "per_s_per_package": "Fastest per accelerator package",
-         "work_per_wh_gpu": "Most energy-efficient, like for like"}
+         "work_per_wh_gpu": "Most energy-efficient, like for like",
+         NODE_FIGURE: "Most energy-efficient per whole node"}
 # the error bar: the repeats' min-max; of a single run, the rates at its mean and at its median
 # timed iteration (all its row holds of their spread)
 LOW, HIGH = "rate_low", "rate_high"
@@ -82,6 +87,12 @@ def decide(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, job
         decision = Decision(benchmark, like, reference_system)
         for figure, _, _ in RANKINGS:
             decision.ranked[figure] = _ranked(group, figure)
+        # like for like: whole nodes only where every ranked system has them, over one window
+        refused = node_refusal([line for _, line in group.iterrows()])
+        if refused:
+            decision.ranked[NODE_FIGURE] = decision.ranked[NODE_FIGURE].iloc[:0]
+            decision.unranked.append(f"{refused}; the energy ranking counts the accelerators alone "
+                                     "(gpu scope, whole run)")
         for system, rows_ in table[table["benchmark"] == benchmark].groupby("system", sort=False):
             if system in set(group["system"]):
                 missing = [f for f, _, _ in RANKINGS if system not in set(decision.ranked[f]["system"])]
@@ -138,6 +149,10 @@ def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
         against = (f"; {number(best[ratio])}x {decision.reference}" if pd.notna(best[ratio])
                    and best["system"] != decision.reference else "")
         caveat = " (energy estimated)" if figure == "work_per_wh_gpu" and best["energy_estimated"] else ""
+        if figure == NODE_FIGURE and pd.notna(best["accelerator_share_of_node_pct"]):
+            share = number(best["accelerator_share_of_node_pct"])
+            caveat = f" (accelerators' share of its node energy {share} %, jpwr's " \
+                     f"{best['accelerator_share_basis']})"
         words, figures_ = over_runner_up(LEADS[figure], ranked, figure)
         margins.append({**figures_, "value": best[figure], "unit": unit, "runs": int(best["runs"])})
         lines.append(f"{LEADS[figure]}: {best['system']}, {number(best[figure])} {unit} "
@@ -164,7 +179,7 @@ def _bars(ax, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, tit
 
 
 def ranked_chart(decision: Decision, out: Path) -> Path:
-    """The three rankings of one benchmark side by side, best at the top of each."""
+    """The rankings of one benchmark side by side, best at the top of each."""
     shown = [(f, t, r) for f, t, r in RANKINGS if not decision.ranked[f].empty]
     longest = max(len(decision.ranked[f]) for f, _, _ in shown)
     fig, axes = plt.subplots(1, len(shown), figsize=(4.6 * len(shown), 1.3 + plots.BAR_HEIGHT_IN * longest),
@@ -181,6 +196,31 @@ def ranked_chart(decision: Decision, out: Path) -> Path:
                  fontsize=10)
     fig.tight_layout()
     return plots._save(fig, out / f"decision_{plots._safe(f'{decision.benchmark}_{decision.like}')}.png")
+
+
+def share_chart(decision: Decision, out: Path) -> Path | None:
+    """Each system's node energy split into its accelerators' share and the
+    rest of the node (MAELSTROM's node against accelerator), where jpwr
+    measured both over the run; None where no system has the share."""
+    shares = decision.ranked["per_s_per_node"].dropna(subset=["accelerator_share_of_node_pct"])
+    if shares.empty:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 1.3 + plots.BAR_HEIGHT_IN * len(shares)))
+    y = range(len(shares))
+    accelerators = list(shares["accelerator_share_of_node_pct"])
+    ax.barh(y, accelerators, color=plots.MEASURED, label="accelerators")
+    ax.barh(y, [100 - a for a in accelerators], left=accelerators, color="0.75",
+            label="the rest of the node (CPUs, memory, network, fans)")
+    for i, (share, basis) in enumerate(zip(accelerators, shares["accelerator_share_basis"])):
+        ax.annotate(f" {number(share)} % ({basis})", (share, i), va="center", fontsize=7)
+    ax.set_yticks(list(y), list(shares["system"]), fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 100)
+    ax.set_xlabel("share of the node's energy over the run [%] (jpwr, node scope)", fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title(f"{decision.benchmark} {decision.like}: the accelerators' share of node energy", fontsize=8)
+    return plots._save(fig, out / f"node_share_{plots._safe(f'{decision.benchmark}_{decision.like}')}.png")
 
 
 def pareto(points: pd.DataFrame, time: str = "time_h", energy: str = "gpu_energy_kwh") -> pd.Series:
@@ -201,7 +241,7 @@ def cost_chart(decision: Decision, costs: pd.DataFrame, currency: str, out: Path
     y = range(len(costs))
     ax.barh(y, costs["node_hours_cost"], color=plots.MEASURED, label="node-hours")
     bars = ax.barh(y, costs["electricity_cost"].fillna(0), left=costs["node_hours_cost"], color="tab:green",
-                   label="electricity (gpu scope x PUE)")
+                   label=f"electricity ({costs['energy_scope'].iloc[0]} scope x PUE)")
     for bar, estimated in zip(bars, costs["energy_estimated"]):
         if estimated:
             bar.set_hatch("//")

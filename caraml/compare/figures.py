@@ -18,8 +18,9 @@ __all__ = ["GROUP", "LIKE"]  # the like-for-like columns, declared with the repe
 # The full table's ratios also need the same batch and node count
 MATCH = [*LIKE, "global_batch", "nodes"]
 THROUGHPUT_FIGURES = ["per_s", "per_s_per_device", "per_s_per_package", "per_s_per_node"]
-# work_per_wh_gpu: the accelerators alone over the whole run, the scope every GPU system has
-ENERGY_FIGURES = ["work_per_wh", "work_per_wh_gpu", "power_w_per_device"]
+# work_per_wh_gpu: the accelerators alone over the whole run, the scope every GPU system has;
+# work_per_node_wh: the whole nodes over the job, as the centre's meter gives it
+ENERGY_FIGURES = ["work_per_wh", "work_per_wh_gpu", "work_per_node_wh", "power_w_per_device"]
 RATIO_FIGURES = [*THROUGHPUT_FIGURES, "mfu", *ENERGY_FIGURES]
 EXTRAPOLATED = "estimate: extrapolated from the measured rate"
 NOT_REPRESENTATIVE = "not representative"
@@ -57,6 +58,10 @@ def refusal(row: pd.Series, ref: pd.Series, figure: str) -> str:
             if pd.isna(side["work_per_wh_gpu"]):
                 return f"GPU-scope energy not divided: {side['system']} has no GPU-only energy channel"
         return ""
+    if figure == "work_per_node_wh":
+        # neither has a node figure: no ratio (NaN) and nothing to say beside every row
+        both_lack = pd.isna(row[figure]) and pd.isna(ref[figure])
+        return "" if both_lack else node_refusal([row, ref])
     if figure == "mfu" and row["peak_basis"] != ref["peak_basis"]:
         return (f"MFU not divided: {row['system']} against a {row['peak_basis']} peak, {ref['system']} "
                 f"against a {ref['peak_basis']} peak")
@@ -79,6 +84,31 @@ def refusal(row: pd.Series, ref: pd.Series, figure: str) -> str:
                 return (f"power per device not divided: {row['system']} measures {row['energy_devices']:g} "
                         f"energy devices for {row['devices']:g} {row['device_unit']}s, {ref['system']} "
                         f"{ref['energy_devices']:g} for {ref['devices']:g}")
+    return ""
+
+
+def _no_node_figure(line: pd.Series) -> str:
+    """Why a row has no work per node-Wh, as its record says it."""
+    state, reason = line["node_energy_state"], line["node_energy_reason"]
+    if state == "n/a":
+        return "its row records no node energy"
+    if state == "measured" and reason == "n/a":
+        return "measured, but the row has no work to divide by it"
+    return state if reason == "n/a" else f"{state}: {reason}"
+
+
+def node_refusal(lines: list[pd.Series]) -> str:
+    """Why work per node-Wh of these rows may not be ranked or divided, in
+    one line naming each system without a node figure; empty where every
+    one has one over the same window."""
+    lacking = [f"{line['system']} ({_no_node_figure(line)})" for line in lines
+               if pd.isna(line["work_per_node_wh"])]
+    if lacking:
+        return f"node energy not compared: no node figure for {', '.join(dict.fromkeys(lacking))}"
+    windows = {line["system"]: line["node_energy_window"] for line in lines}
+    if len(set(windows.values())) > 1:
+        return ("node energy not compared: over different windows ("
+                + ", ".join(f"{system} {window}" for system, window in windows.items()) + ")")
     return ""
 
 
@@ -165,13 +195,16 @@ def solution(row: pd.Series, work: float, rate: float, case: str, nodes: float, 
             "energy_estimated": row["energy_estimated"]}
     if how == NOT_REPRESENTATIVE:
         return {**line, "time_h": NOT_REPRESENTATIVE, "energy_kwh": NOT_REPRESENTATIVE,
-                "energy_basis": "", "gpu_energy_kwh": NOT_REPRESENTATIVE, "label": NOT_REPRESENTATIVE}
+                "energy_basis": "", "gpu_energy_kwh": NOT_REPRESENTATIVE,
+                "node_energy_kwh": NOT_REPRESENTATIVE, "label": NOT_REPRESENTATIVE}
     seconds = work / rate
     work_per_wh, basis = solution_work_per_wh(row)
     kind = "estimated" if row["energy_estimated"] else "measured"
     return {**line, "time_h": seconds / 3600, "energy_kwh": work / work_per_wh / 1000,
             # the accelerators alone over the whole run: the scope every GPU system has
             "gpu_energy_kwh": work / row["work_per_wh_gpu"] / 1000,
+            # whole nodes as the centre's meter gives them, over the job window (NaN without a node figure)
+            "node_energy_kwh": work / row["work_per_node_wh"] / 1000,
             "energy_basis": basis, "label": f"{EXTRAPOLATED}; energy {kind}, scope {row['energy_scope']}"}
 
 

@@ -41,9 +41,10 @@ CSV_COLUMNS = ["sweep", "system", "benchmark", "like", "label", "limit", "power_
                "not_a_measurement", "kind", "off", "per_s", "sweep_work_per_wh", "energy_scope", "sweep_basis",
                "energy_estimated", "power_w_per_device", "time_h", "energy_kwh", "time_ratio", "wh_ratio",
                "row_file"]
-# the row model's flags that put a point's limit in doubt (caraml/power_limit.py row_flags), in words
+# the row model's flags that put a point's limit in doubt (caraml/row/power_limit.py flags), in words
 DOUBTS = {"power-limit-not-set": "the job never set the power limit (its driver takes none)",
-          "power-limit-differs-on-ranks": "the devices reported other limits than rank 0's on ranks {}"}
+          "power-limit-differs-on-ranks": "the devices reported other limits than rank 0's on ranks {}",
+          "power-limit-put-back-early": "a stop signal ({}) put the limit back before the last iteration ended"}
 ON_FRONT, DOMINATED, FLAGGED, NOT_MEASURED, FAILED = ("Pareto-optimal", "dominated", "flagged",
                                                       "not a measurement", "failed")
 

@@ -72,7 +72,8 @@ def _decisions(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
     pages = []
     for decided in c.decided:
         chosen = decided.decision
-        charts = [decision.ranked_chart(chosen, out), decision.solution_chart(chosen, out)]
+        charts = [decision.ranked_chart(chosen, out), decision.solution_chart(chosen, out),
+                  decision.share_chart(chosen, out)]
         if not decided.costs.empty:
             charts.append(decision.cost_chart(chosen, decided.costs, c.currency, out))
         charts = [chart for chart in charts if chart is not None]

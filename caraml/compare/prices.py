@@ -2,9 +2,11 @@
 node-hour costs (a price per node-hour, or a node's capital cost spread
 over its lifetime), what a kWh of electricity costs and the PUE. The job's
 time to solution on one node times the node-hour, plus its energy to
-solution times the PUE times the electricity price, is its cost; the
-energy is the accelerators' own (GPU scope, whole run), the one every GPU
-system has, so the cost says so and leaves the rest of the node out."""
+solution times the PUE times the electricity price, is its cost. The
+energy is the whole nodes' (node scope, the centre's meter over the job)
+where every system costed has it, like for like; otherwise the
+accelerators' own (GPU scope, whole run), the one every GPU system has, and
+the cost says so and leaves the rest of the node out."""
 
 from __future__ import annotations
 
@@ -32,9 +34,13 @@ def _positive(where: str, entry: dict, key: str) -> float:
 def load(path: Path) -> tuple[str, dict[str, dict[str, float]]]:
     """The currency and, per system, its node-hour price, electricity price and PUE."""
     try:
-        document = yaml.safe_load(Path(path).read_text())
+        document = yaml.safe_load(Path(path).read_bytes().decode("utf-8"))
     except OSError as err:
         raise CompareError(f"{path}: cannot read the prices file ({err.strerror})") from None
+    except UnicodeDecodeError as err:  # e.g. a spreadsheet's file in place of its YAML
+        raise CompareError(f"{path}: not a text file (byte {err.object[err.start]:#04x} at offset "
+                           f"{err.start} is no UTF-8): the prices file is YAML text; see "
+                           f"docs/compare.md for the format") from None
     except yaml.YAMLError as err:
         raise CompareError(f"{path}: not a YAML prices file ({' '.join(str(err).split())[:200]})") from None
     if not isinstance(document, dict) or not isinstance(document.get("prices"), list):
@@ -75,27 +81,36 @@ def unused(path: Path, prices: dict[str, dict[str, float]], systems: list[str]) 
             f"({', '.join(systems)}); check the spelling where one was meant")
 
 
-COLUMNS = ["system", "node_hours_cost", "electricity_cost", "cost", "energy_estimated", "electricity_missing"]
+# the energy a cost counts: (its scope, the solution table's column), whole nodes first
+SCOPES = (("node", "node_energy_kwh"), ("gpu", "gpu_energy_kwh"))
+COLUMNS = ["system", "node_hours_cost", "electricity_cost", "cost", "energy_scope", "energy_estimated",
+           "electricity_missing"]
 
 
 def cost(solution: pd.DataFrame, prices: dict[str, dict[str, float]]) -> pd.DataFrame:
     """Per system of the solution table (the job on one node): the cost of
     its node-hours and of its electricity, and their sum, cheapest first;
-    a system without prices is left out. A system without a GPU-scope
-    energy keeps its node-hours' cost, its electricity marked missing with
-    why (and no sum: it is listed after the others)."""
+    a system without prices is left out. Where every system has whole-node
+    energy the electricity counts it, else the accelerators' (gpu scope);
+    a system without that energy keeps its node-hours' cost, its
+    electricity marked missing with why (and no sum: it is listed after
+    the others, never the cheapest)."""
+    costed = solution[[system in prices and not isinstance(time, str)
+                       for system, time in zip(solution["system"], solution["time_h"])]] \
+        if not solution.empty else solution
+    scope, column = next(((scope, column) for scope, column in SCOPES
+                          if not costed.empty and costed[column].notna().all()), SCOPES[-1])
     lines = []
-    for _, row in solution.iterrows():
-        price = prices.get(row["system"])
-        if price is None or isinstance(row["time_h"], str):
-            continue
+    for _, row in costed.iterrows():
+        price = prices[row["system"]]
         nodes = row["time_h"] * row["nodes"] * price["node_hour"]
-        power = row["gpu_energy_kwh"] * price["pue"] * price["electricity_kwh"]
+        power = row[column] * price["pue"] * price["electricity_kwh"]
         missing = "" if pd.notna(power) else (
             f"electricity cost missing: {row['system']} has no accelerator-only (gpu scope) energy; its "
             f"energy scope is {row['energy_scope']}")
         lines.append({"system": row["system"], "node_hours_cost": nodes, "electricity_cost": power,
-                      "cost": nodes + power, "energy_estimated": bool(row["energy_estimated"]),
+                      "cost": nodes + power, "energy_scope": scope,
+                      "energy_estimated": scope == "gpu" and bool(row["energy_estimated"]),
                       "electricity_missing": missing})
     table = pd.DataFrame(lines, columns=COLUMNS)
     return table.sort_values(["cost", "node_hours_cost"], kind="stable", na_position="last") \
@@ -108,12 +123,13 @@ def unpriced(solution: pd.DataFrame, prices: dict[str, dict[str, float]]) -> lis
 
 def _cost_draws(cost_line: pd.Series, line: pd.Series, rng: np.random.Generator) -> np.ndarray | None:
     """Bootstrap draws of a system's cost: node-hours scale with 1/throughput, electricity with
-    1/work per Wh, both of the same resampled runs."""
-    drawn = repeats.draws(line, ["per_s_per_node", "work_per_wh_gpu"], rng)
+    1/work per Wh of the scope the cost counts, both of the same resampled runs."""
+    per_wh = "work_per_node_wh" if cost_line["energy_scope"] == "node" else "work_per_wh_gpu"
+    drawn = repeats.draws(line, ["per_s_per_node", per_wh], rng)
     if drawn is None:
         return None
     return (cost_line["node_hours_cost"] * line["per_s_per_node"] / drawn["per_s_per_node"]
-            + cost_line["electricity_cost"] * line["work_per_wh_gpu"] / drawn["work_per_wh_gpu"])
+            + cost_line["electricity_cost"] * line[per_wh] / drawn[per_wh])
 
 
 def cheapest(costs: pd.DataFrame, lines: pd.DataFrame, currency: str) -> tuple[str, dict] | None:

@@ -28,7 +28,7 @@ GROUP = ["system", *LIKE]
 CONFIG = [*GROUP, "backend", "global_batch", "nodes", "devices", "tp", "pp", "micro_batch"]
 # the figures a configuration's line holds as the median of its repeats
 FIGURES = ["per_s", "per_s_per_device", "per_s_per_package", "per_s_per_node", "per_s_median", "mfu",
-           "work_per_wh", "work_per_wh_gpu", "work_per_wh_timed", "power_w_per_device"]
+           "work_per_wh", "work_per_wh_gpu", "work_per_wh_timed", "power_w_per_device", "work_per_node_wh"]
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 # fixed, so that the same rows give the same interval on every run of the command

@@ -30,6 +30,11 @@ METHOD = [
     "the accelerators alone; module: a superchip with its CPU and memory; host or cpu: the node's CPU "
     "package). Estimated energy (no power sensor: jpwr's utilisation model) is marked estimated "
     "wherever it appears, and so is any ratio with an estimated side.",
+    "Node energy: the centre's meter as Slurm's energy accounting reads it (node scope, job window: the job "
+    "script's run, start-up included, summed over the job's nodes), a figure of its own beside the "
+    "accelerators', never added to them; work per node-Wh is ranked and divided only where every system has "
+    "it over the same window. The accelerators' share of node energy is jpwr's, where it measured both over "
+    "the run.",
     "MFU: model FLOP/s per device over the peak in the peak column; the basis says whether that peak is "
     "the datasheet's dense figure or a matmul rate measured on the node.",
     "Measurements only: a row of fewer than {} timed iterations or {:g} timed seconds, or whose energy is "
@@ -92,6 +97,32 @@ def _per_wh(unit: str, scope: str, window: str, value: float, est: str) -> dict:
     return {per_wh_title(unit, scope, window): NA if pd.isna(value) else number(value) + est}
 
 
+def _node_cells(row, unit: str) -> dict:
+    """Work per node-Wh (the centre's meter, its own scope and window) and
+    its ratio where the row has it, and the accelerators' share of the node
+    energy where jpwr measured both; nothing where the row has neither."""
+    cells = {}
+    if pd.notna(row["work_per_node_wh"]):
+        cells[per_wh_title(unit, "node", row["node_energy_window"])] = number(row["work_per_node_wh"])
+        cells["per node-Wh x ref (node scope, same window)"] = _ratio(row.get("work_per_node_wh_ratio"))
+    if pd.notna(row["accelerator_share_of_node_pct"]):
+        cells["accelerators' share of node energy"] = (f"{number(row['accelerator_share_of_node_pct'])} % "
+                                                       f"({row['accelerator_share_basis']}, jpwr)")
+    return cells
+
+
+def node_energy(row) -> str:
+    """The row's node energy in words: its figure with scope, window and
+    source, or its state and why there is none."""
+    if pd.notna(row["node_wh"]):
+        return (f"{energy(row['node_wh'])}, {row['node_energy_scope']} scope, {row['node_energy_window']} "
+                f"window, {number(row['node_power_w_per_node'], 'W')} per node ({row['node_energy_source']})")
+    if row["node_energy_state"] == NA:
+        return "not recorded"
+    reason = row["node_energy_reason"]
+    return row["node_energy_state"] + ("" if reason == NA else f": {reason}")
+
+
 def _row_cells(row, unit: str, headline: bool) -> dict:
     if row["state"] not in MEASURED:
         return {"system": row["system"], "configuration": row.get("like", NA),
@@ -118,6 +149,7 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
                                                        bool(row.get("ratio_estimated"))),
         **_per_wh(unit, "gpu", "run", row["work_per_wh_gpu"], est),
         "GPU-scope per Wh x ref": _ratio(row.get("work_per_wh_gpu_ratio"), bool(row.get("ratio_estimated"))),
+        **_node_cells(row, unit),
         "mean power per energy device": _e(row["power_w_per_device"], "W")
         + (est if not pd.isna(row["power_w_per_device"]) else ""),
         **_energy_cells(row),
@@ -125,7 +157,8 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
         "flags": row["flags"],
     }
     if not headline:
-        cells.update({"Wh by scope": row["energy_by_scope"] or NA}, best="best" if row.get("best") else "",
+        cells.update({"Wh by scope": row["energy_by_scope"] or NA, "node energy": node_energy(row)},
+                     best="best" if row.get("best") else "",
                      refused=row.get("ratio_note", ""))
     return cells
 
@@ -182,6 +215,7 @@ def cards(rows: pd.DataFrame) -> list[dict]:
             "container": _values(src["container"]), "date": _values(src["date"]),
             "energy methods": _values(src["energy_methods"]), "energy scope": _values(src["energy_scope"]),
             "energy is": " and ".join(energy) or NA,
+            "node energy from": _values(src["node_energy_source"]),
             "rows": f"{len(ok)} measured of {len(group)}",
         }
         out.append({"name": system, "table": pd.DataFrame({"": list(items), " ": list(items.values())})})
@@ -206,6 +240,9 @@ def solution_display(table: pd.DataFrame) -> pd.DataFrame:
                       **({} if isinstance(r["gpu_energy_kwh"], str) or pd.isna(r["gpu_energy_kwh"])
                          else {"energy to solution, gpu scope, whole run": energy(r["gpu_energy_kwh"] * 1000)
                                + est}),
+                      **({} if isinstance(r["node_energy_kwh"], str) or pd.isna(r["node_energy_kwh"])
+                         else {"energy to solution, node scope, job window":
+                               energy(r["node_energy_kwh"] * 1000)}),
                       "figures are": r["label"]})
     columns = _together(list(dict.fromkeys(c for line in lines for c in line)), "energy to solution")
     return pd.DataFrame(lines, columns=columns).fillna("")

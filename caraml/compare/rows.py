@@ -117,7 +117,11 @@ def line(row: Row, run: RunDir, path: Path) -> dict:
         "row_file": str(path), "run_dir": str(run.path)}
 
 
-COLUMNS = list(line(Row(), RunDir(Path("."), None), Path("x/work/row.json")))
+def columns() -> list[str]:
+    """The comparison's columns, as line gives them (read when a table is
+    made: a site's CARAML_BENCHMARKS that fails is then caraml-compare's
+    one-line error, not a traceback as the module is imported)."""
+    return list(line(Row(), RunDir(Path("."), None), Path("x/work/row.json")))
 
 
 def _failed(run: RunDir, path: Path, reason: str) -> dict:
@@ -141,7 +145,7 @@ def load(arguments: list[str], all_runs: bool = False) -> pd.DataFrame:
     """Every line of every run the arguments name, failed ones included."""
     lines = [found for argument in arguments for run in find_run_dirs(argument, all_runs)
              for found in read_run(run)]
-    rows = pd.DataFrame(lines, columns=COLUMNS)
+    rows = pd.DataFrame(lines, columns=columns())
     # a failed line without a benchmark belongs to each benchmark its system ran
     known = rows[rows["benchmark"] != "n/a"].groupby("system")["benchmark"].first()
     rows.loc[rows["benchmark"] == "n/a", "benchmark"] = rows["system"].map(known).fillna("n/a")

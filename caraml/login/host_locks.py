@@ -44,10 +44,35 @@ def jube_folder_lock(script: str | Path) -> Path:
 def held(lock: Path) -> Iterator[Callable[[], None]]:
     """Waits for the lock and holds it for the block, or until the block
     calls the release it is given (released when the process ends, whatever
-    ends it)."""
-    with open(lock, "a") as handle:
+    ends it). The file goes when it is released, so that no lock outlives
+    its run on a shared login node (only a process killed while holding it
+    leaves it, for the next taker to remove)."""
+    while True:
+        handle = open(lock, "a")
         fcntl.flock(handle, fcntl.LOCK_EX)
-        yield lambda: fcntl.flock(handle, fcntl.LOCK_UN)
+        try:
+            # a holder that released it removed the file this handle may have
+            # opened: then it locks nothing, and the lock is taken anew
+            mine = os.path.samestat(os.fstat(handle.fileno()), os.stat(lock))
+        except FileNotFoundError:
+            mine = False
+        if mine:
+            break
+        handle.close()
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        if not released:
+            released = True
+            lock.unlink(missing_ok=True)  # while held: a waiter then sees it gone
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+    try:
+        yield release
+    finally:
+        release()
+        handle.close()
 
 
 def jube_script(command: list[str]) -> str:

@@ -29,8 +29,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from caraml import report, rocm_tf32  # noqa: E402
-from caraml.login import systems  # noqa: E402
+from caraml import power_limit, report, rocm_tf32  # noqa: E402
+from caraml.login import node_energy, systems  # noqa: E402
 from caraml.row.status import SIGNAL_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,9 @@ FACTS = (
     "samples_per_device", "threads_per_proc", "procs_per_task", "device_kind",
     "devices_per_node", "visible_devices", "master_addr_suffix", "env_setup", "launcher",
     "container", "container_flags", "container_python", "jpwr_python", "energy_methods",
-    "energy_dir", "srun_flags", "srun_env", "data", "job_command", "job_precision",
+    "energy_dir", "node_meter", "srun_flags", "srun_env", "data", "job_command", "job_precision",
+    "power_limit", "power_limit_mode", "power_limit_scope", "power_limit_sbatch", "tdp_w",
+    "devices_per_package",
 )
 
 # which devices a process sees, unless Slurm binds them per task
@@ -107,7 +109,25 @@ def sbatch_lines(f: dict[str, str]) -> list[str]:
     lines.insert(7, f"#SBATCH --signal=B:USR1@{int(f['signal_lead_s'])}")
     if f["additional_sbatch"].strip():
         lines.append(f["additional_sbatch"])
-    return lines
+    return lines + external_limit_line(f)
+
+
+def external_limit_line(f: dict[str, str]) -> list[str]:
+    """In power_limit_mode external, the point's W per device through the
+    sbatch option the centre's SPANK plugin or prolog reads
+    (power_limit_sbatch); none for the default point or without an option."""
+    option = f["power_limit_sbatch"].strip().removeprefix("--")
+    if not option or f["power_limit_mode"] != power_limit.EXTERNAL or not f["power_limit"].strip():
+        return []
+    if len(option.split()) != 1:
+        raise PlanError(f"power_limit_sbatch {option!r} is not one sbatch option name (platform.xml)")
+    tdp = power_limit.point_tdp_w(float(f["tdp_w"]) if f["tdp_w"].strip() else None,
+                                  f["power_limit_scope"], int(f["devices_per_package"] or 1))
+    try:
+        watts = power_limit.asked_w(f["power_limit"].strip(), tdp)
+    except power_limit.BenchmarkInputError as err:
+        raise PlanError(str(err)) from None
+    return [] if watts is None else [f"#SBATCH --{option}={watts:g}"]
 
 
 def variables(f: dict[str, str], root: Path) -> list[str]:
@@ -124,8 +144,16 @@ def variables(f: dict[str, str], root: Path) -> list[str]:
         # the signals that reached the job script (caraml/row.py reads it)
         "SIGNAL_FILE": SIGNAL_FILE,
         "SAMPLES_PER_DEVICE": f["samples_per_device"],
+        # the nodes' energy as Slurm meters it, beside the energy folder
+        # (caraml/login/node_energy.py), and the meter platform.xml declares
+        "NODE_ENERGY_FILE": node_energy.FILE_NAME,
+        "NODE_METER": f["node_meter"],
         "SUBMIT_MODE": f["submit_mode"],
         "MASTER_ADDR_SUFFIX": f["master_addr_suffix"],
+        # the power guard's records, one a node (caraml/node/power_guard.py)
+        "GUARD_FILES": power_limit.GUARD_FILES,
+        # an earlier point of the sweep found no privilege: this one does not run
+        "POWER_LIMIT_REFUSED": str(power_limit.refusal_marker(rundir)) if refused_here(f) else "",
     }
     return [f"{name}={shlex.quote(value)}" for name, value in values.items()]
 
@@ -186,6 +214,37 @@ def launcher_words(f: dict[str, str], python: str) -> list[str]:
                     "platform.xml knows torchrun, torchrun-jsc, srun and jpwr")
 
 
+def guarded(f: dict[str, str]) -> bool:
+    """Whether the job starts a power guard on each node: a job on GPUs, or
+    one that asks for a power limit (caraml/node/power_guard.py)."""
+    return f["building_container"] != "yes" and (
+        f["device_kind"] in VISIBLE_DEVICES or bool(f["power_limit"].strip()))
+
+
+def refused_here(f: dict[str, str]) -> bool:
+    """Whether the job sets a power limit itself, and so does not run once
+    an earlier point of its sweep found no privilege to."""
+    return bool(f["power_limit"].strip()) and f["power_limit_mode"] == power_limit.SUITE
+
+
+def guard_line(f: dict[str, str], root: Path) -> str:
+    """The command that starts the power guard: one per node, beside the
+    job's own step under Slurm (--overlap: it holds no CPU or GPU of its
+    own), watching the job script without Slurm; empty where none runs."""
+    if not guarded(f):
+        return ""
+    python = shlex.quote(python_for_job(f, root))
+    guard = [python, "-m", "caraml.node.power_guard", "guard", "--dir", "."]
+    if f["submit_mode"] != "slurm":
+        return " ".join(container_words(f, root) + guard + ["--watch-pid", "$$"])
+    nodes = int(f["nodes"])
+    # every GPU of the job on the node: a job of one GPU per task would give its one task one
+    gpus = [f"--gpus-per-task={int(f['devices_per_node'])}"] if f["gpus_per_task"].strip() else []
+    srun = ["srun", "--overlap", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
+            *gpus, f["srun_flags"], f["srun_env"]]
+    return " ".join(word for word in srun + container_words(f, root) + guard if word.strip())
+
+
 def container_words(f: dict[str, str], root: Path) -> list[str]:
     """apptainer exec with everything the container sees: the checkout, this
     run's folder and what CARAML_CONTAINER_BINDS adds (space-separated)."""
@@ -229,6 +288,10 @@ def job_script(f: dict[str, str], template: Path = TEMPLATE) -> str:
         "#DEVICE_ENV#": device_env(f),
         "#PRECISION_ENV#": precision_env(f),
         "#ENV_SETUP#": f["env_setup"],
+        # the guard in the background, or nothing where none runs (guard_nodes 0)
+        "#GUARD#": f"{guard_line(f, root)} &" if guarded(f) else ":",
+        "#GUARD_NODES#": str(int(f["nodes"]) if f["submit_mode"] == "slurm" else 1)
+        if guarded(f) else "0",
         "#LAUNCH#": launch_line(f, root),
     }
     # one pass: a value that holds a placeholder's name stays as it is
@@ -249,6 +312,9 @@ def account_warning(f: dict[str, str]) -> str | None:
 def submit(facts_path: Path) -> int:
     """Writes job.sh beside the facts and starts it the system's way."""
     facts = read_facts(facts_path)
+    refused = power_limit.refused_before(Path(facts["rundir"])) if refused_here(facts) else None
+    if refused and facts["dry_run"] != "yes":
+        raise PlanError(f"not submitted: {refused}")
     work = facts_path.resolve().parent
     job = work / "job.sh"
     job.write_text(job_script(facts))

@@ -32,7 +32,8 @@ SELECT = "CARAML_LOCAL_DEVICES"
 class Host:
     kind: str  # cuda | rocm | cpu
     names: list[str] = field(default_factory=list)  # one per device granted
-    power_limits_w: list[float] = field(default_factory=list)
+    # each granted GPU's default power limit: LOCAL's TDP, whatever limit is set now
+    default_limits_w: list[float] = field(default_factory=list)
     problem: str = ""  # a driver that is there and does not work, a grant that names no GPU
     # the granted devices as the variable the job exports names them (device_env)
     ids: list[str] = field(default_factory=list)
@@ -129,7 +130,7 @@ def _nvidia() -> Host | None:
     if not shutil.which("nvidia-smi"):
         return None
     try:
-        proc = _run(["nvidia-smi", "--query-gpu=pci.bus_id,uuid,name,power.limit",
+        proc = _run(["nvidia-smi", "--query-gpu=pci.bus_id,uuid,name,power.default_limit",
                      "--format=csv,noheader,nounits"])
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Host("cpu", problem=f"nvidia-smi did not answer ({exc})")
@@ -226,13 +227,13 @@ def detect() -> Host:
 
 def value(what: str, host: Host) -> str:
     """One parameter of platform.xml's LOCAL block."""
-    limits = host.power_limits_w
+    limits = host.default_limits_w
     return {
         "kind": host.kind,
         "devices": str(host.requested),
         "unit": host.unit,
         "description": host.description(),
-        "power_limit": f"{limits[0]:g}" if limits else "",
+        "default_power_limit": f"{limits[0]:g}" if limits else "",
         "visible_devices": host.visible(),
     }[what]
 

@@ -8,9 +8,12 @@ import os
 import re
 import socket
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as tdist
+
+from caraml.node import startup
 
 
 @dataclass(frozen=True)
@@ -77,10 +80,12 @@ def _env_int(*names: str, default: int) -> int:
     return default
 
 
-def init(device: str = "auto") -> Dist:
+def init(device: str = "auto", startup_timeout_s: float = startup.DEFAULT_TIMEOUT_S) -> Dist:
     """Joins the launcher's process group (or makes one for a single process)
     and picks this rank's device: `auto` takes the GPU (CUDA or ROCm) of the
-    local rank when there is one, else the CPU."""
+    local rank when there is one, else the CPU. Every rank must come within
+    startup_timeout_s, to the group and its first collective, or every rank
+    that came raises startup.StartupTimeout naming the ones that did not."""
     # torchrun sets RANK/WORLD_SIZE/LOCAL_RANK; with one Slurm task per device
     # (srun without torchrun) only the SLURM_* variables exist.
     rank = _env_int("RANK", "SLURM_PROCID", default=0)
@@ -110,9 +115,41 @@ def init(device: str = "auto") -> Dist:
     if "MASTER_ADDR" in os.environ:
         os.environ.setdefault("RANK", str(rank))
         os.environ.setdefault("WORLD_SIZE", str(world))
-        tdist.init_process_group(backend=backend, rank=rank, world_size=world)
-    else:
-        # A plain `python -m ...`: no launcher, no rendezvous address; an
-        # in-process store is all one rank needs.
-        tdist.init_process_group(backend=backend, store=tdist.HashStore(), rank=0, world_size=1)
+        made = Dist(rank, world, local_rank, local_world, dev, backend)
+        _join(made, startup_timeout_s)
+        return made
+    # A plain `python -m ...`: no launcher, no rendezvous address; an
+    # in-process store is all one rank needs.
+    tdist.init_process_group(backend=backend, store=tdist.HashStore(), rank=0, world_size=1)
     return Dist(rank, world, local_rank, local_world, dev, backend)
+
+
+def _join(d: Dist, timeout_s: float) -> None:
+    """The process group with a start-up deadline (caraml/node/startup.py): every
+    rank at the store, in the group and through its first collective, or
+    StartupTimeout. The group's own timeout is the default again after."""
+    try:
+        kv = startup.store(d.rank, d.world_size, timeout_s)
+    except (RuntimeError, tdist.DistError) as err:  # the store's host (rank 0) never served it
+        raise startup.StartupTimeout(
+            f"rank {d.rank} found no start-up store at {os.environ['MASTER_ADDR']}:"
+            f"{os.environ['MASTER_PORT']} within {timeout_s:g} s (--startup-timeout-s): rank 0 "
+            f"did not come or cannot be reached ({str(err).splitlines()[0]})") from None
+    startup.meet(kv, "arrived", d.rank, d.world_size, d.local_world_size, timeout_s, "come")
+    deadline = timedelta(seconds=timeout_s)
+    try:
+        tdist.init_process_group(backend=d.backend, store=kv, rank=d.rank, world_size=d.world_size,
+                                 timeout=deadline)
+        startup.meet(kv, "joined", d.rank, d.world_size, d.local_world_size, timeout_s,
+                     "join the process group")
+        d.any_rank(False)  # the first collective, within the deadline too
+    except (RuntimeError, tdist.DistError) as err:
+        if isinstance(err, startup.StartupTimeout):
+            raise
+        raise startup.StartupTimeout(
+            f"the process group did not form within {timeout_s:g} s (--startup-timeout-s): "
+            f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+    c10d = tdist.distributed_c10d
+    if hasattr(c10d, "_set_pg_timeout") and hasattr(c10d, "_get_default_timeout"):  # torch 2.3 on
+        # training's own collectives may wait as long as torch lets them (a rank still compiling)
+        c10d._set_pg_timeout(c10d._get_default_timeout(c10d.Backend(d.backend)))

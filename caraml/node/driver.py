@@ -3,29 +3,34 @@ status. A benchmark brings its options, its set-up and one training step;
 everything a row's figures depend on is defined here once:
 
 - a timed iteration: from the start of one step to the end of the
-  all-ranks decision whether to stop after it, with the step's batch
-  fetched and its work done on the device (synchronised); the first
-  `--warmup-iters` are run and not timed. What lies between two timed
-  iterations is not timed: the progress line every `--log-interval`
-  iterations (a gather over the ranks and a print), so the timed iterations
-  add up to less than the wall time of the timed phase, and the whole run
-  (set-up, warm-up, the summary) takes longer still; time per iteration is
-  the timed iterations' own.
+  decision whether to stop after it, with the step's batch fetched and its
+  work done on the device (synchronised); the first `--warmup-iters` are
+  run and not timed. What lies between two timed iterations is not timed:
+  the progress line every `--log-interval` iterations (a gather over the
+  ranks and a print), so the timed iterations add up to less than the wall
+  time of the timed phase, and the whole run (set-up, warm-up, the
+  summary) takes longer still; time per iteration is the timed
+  iterations' own.
 - the stop: the iteration count (a floor where a measurement window is
   given: the run goes on until it has timed --min-timed-iterations lasting
   --min-timed-seconds), the wall-clock budget or a signal, taken by all
   ranks after the same iteration, and named once (with the rank that saw a
-  signal first);
+  signal first). The counts need no agreement; a signal, the budget and a
+  window's seconds, which one rank may see before the others, are agreed
+  on by a collective about once a second of training (never on one
+  process), so all but about one timed iteration a second carry no
+  collective of the driver's own;
 - the summary: rank 0 prints the stop line, one line per rank and the
   global line; a run without a timed iteration prints what it has, an
   error that says why, and exits EXIT_NO_FIGURE;
 - energy: jpwr's methods are checked before the process group exists, and
   each rank measures around the loop with the timed iterations as a window;
 - peak memory: counted over the timed iterations (reset after the warm-up);
-- a power-limit sweep's point: every rank sets its own device's limit before
-  the driver's set-up and puts the previous one back when the run ends,
-  however it ends (caraml/power_limit.py); a rank that cannot set it fails
-  the run on every rank before training;
+- power limits: every rank records its device's limit and default at the
+  start; a sweep's point is set (or checked) before the driver's set-up and
+  put back at the first stop signal and when the run ends, however it ends
+  (caraml/node/power_limit_run.py); a rank that cannot read or set it fails the
+  run on every rank before training;
 - exit status: EXIT_INPUT for bad input, on any rank, or out of memory.
 """
 
@@ -35,19 +40,20 @@ import contextlib
 import math
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from caraml import power_limit, report
+from caraml import benchmarks, report
 from caraml.node import dist as caraml_dist
-from caraml.node import energy, memory, numerics, provenance
+from caraml.node import energy, memory, numerics, power_limit_run, provenance
 from caraml.node.dist import Dist
 from caraml.node.energy import TimedWindow
 from caraml.node.options import EnergyOptions, RunOptions
-from caraml.report import BenchmarkInputError
+from caraml.node.startup import StartupTimeout
 from caraml.node.stopping import StopCondition
-from caraml.node.timing import IterationTimer, TimingStats, slowest_per_iteration, summarize
+from caraml.node.timing import IterationTimer, Timed, TimingStats, slowest_per_iteration, summarize
+from caraml.report import BenchmarkInputError
 
 EXIT_OK = 0
 EXIT_NO_FIGURE = 1  # the run ended before any iteration was timed
@@ -99,6 +105,43 @@ def stop_reason(reasons_by_rank: Sequence[str | None]) -> str:
     return reason if rank == 0 else f"{reason} on rank {rank}"
 
 
+# How often, in seconds of training, the ranks agree whether one of them
+# must stop: a stop then comes within about a second, and the collective
+# adds nothing measurable to the timed iterations it falls in.
+STOP_CHECK_S = 1.0
+
+
+@dataclass
+class _StopVote:
+    """Whether the ranks stop after this iteration, the same answer on all:
+    the counts need no word between them; a signal, the budget or a
+    window's seconds are agreed on at check points, every `every`
+    iterations (every iteration until the warm-up has shown how long one
+    takes)."""
+
+    dist: Dist
+    stop: StopCondition
+    every: int = 1
+
+    def __call__(self, done: int, timed: Timed) -> tuple[str | None, bool]:
+        reason = self.stop.reason(done, timed)
+        if self.dist.world_size == 1:
+            return reason, reason is not None
+        if self.stop.count_reached(done, timed):
+            return reason, True
+        if done % self.every:
+            return reason, False
+        return reason, self.dist.any_rank(reason is not None)
+
+    def pace(self, seconds_per_iteration: float) -> None:
+        """The check points from the warm-up's time per iteration, the
+        slowest rank's, so that every rank has the same ones"""
+        if self.dist.world_size == 1:
+            return
+        slowest = max(r[0] for r in self.dist.gather_floats([seconds_per_iteration]))
+        self.every = max(1, int(STOP_CHECK_S / slowest)) if slowest > 0 else 1
+
+
 @dataclass
 class LoopResult:
     iterations: int  # all, warm-up included
@@ -107,6 +150,12 @@ class LoopResult:
     loss: float  # mean over the last progress interval and all ranks (nan: none)
     stop_reason: str  # the same on every rank
     numerics: dict = field(default_factory=dict)  # the summary line's (caraml/node/numerics.py)
+    # this process's CPU time (all its threads, not its loader workers) from
+    # the first timed iteration to the loop's end; nan where none was timed
+    cpu_s: float = math.nan
+    # the share of the busiest host's CPU time other processes used while the
+    # loop ran, the same on every rank (None: not measured)
+    foreign_cpu_pct: float | None = None
 
 
 @dataclass
@@ -148,7 +197,8 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
     hostnames = dist.gather_objects(dist.hostname)
     provenance.record(dist, opts.energy_dir if opts.measures_energy else None, hostnames)
     timer = IterationTimer(opts.warmup_iters, sync=dist.sync, clock=clock)
-    interval, loss, done = _Interval(), math.nan, 0
+    interval, loss, done, warmup_s, cpu_at_start = _Interval(), math.nan, 0, 0.0, math.nan
+    vote = _StopVote(dist, stop)
     account = numerics.Numerics()
     with meter(dist.rank) as scope:
         window = TimedWindow(scope, dist.sync)
@@ -156,23 +206,29 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
         stopping = dist.any_rank(reason is not None)
         while not stopping:
             if done == opts.warmup_iters:
+                if done:
+                    vote.pace(warmup_s / done)
                 memory.reset_peak(dist.device)
                 window.begin()
+                cpu_at_start = time.process_time()
             timer.start()
             step_loss, skipped = numerics.outcome(step())
             done += 1
             account.add(done, step_loss, skipped, timed=done > opts.warmup_iters)
             # a measurement window counts this iteration too, its timer still running
-            reason = stop.reason(done, timer.so_far())
-            stopping = dist.any_rank(reason is not None)
-            interval.add(step_loss, timer.stop())
+            reason, stopping = vote(done, timer.so_far())
+            seconds = timer.stop()
+            warmup_s += seconds if done <= opts.warmup_iters else 0.0
+            interval.add(step_loss, seconds)
             if stopping or done % opts.log_interval == 0:
                 loss = _progress(dist, done, interval, progress)
                 interval = _Interval()
         window.end()
-    provenance.report_load_at_end(dist, hostnames)
+    cpu_s = time.process_time() - cpu_at_start
+    foreign = provenance.report_load_at_end(dist, hostnames)
     return LoopResult(done, timer.durations, len(set(hostnames)), loss,
-                      stop_reason(dist.gather_objects(reason)), account.fields(dist))
+                      stop_reason(dist.gather_objects(reason)), account.fields(dist),
+                      cpu_s=cpu_s, foreign_cpu_pct=foreign)
 
 
 def report_result(dist: Dist, result: LoopResult, *,
@@ -194,36 +250,13 @@ def report_result(dist: Dist, result: LoopResult, *,
     report.emit("global", **global_line(job), **(job.spread() if job else {}), nodes=result.nodes,
                 iterations=len(result.durations),
                 iterations_total=result.iterations, loss=result.loss, **result.numerics,
-                **peak_memory)
+                **peak_memory,
+                cpu_s_per_iteration=result.cpu_s / len(result.durations) if timed else "-")
     if not timed:
         report.error(f"no throughput figure: the run stopped ({result.stop_reason}) after "
                      f"{result.iterations} iteration(s), all of them warm-up")
         return EXIT_NO_FIGURE
     return EXIT_OK
-
-
-@contextlib.contextmanager
-def limited_power(opts: EnergyOptions, dist: Dist) -> Iterator[None]:
-    """The sweep point's limit on this rank's device for the block, each end
-    said in a line (caraml/power_limit.py); BenchmarkInputError (one line)
-    where it cannot be set."""
-    from jpwr.gpu.power_limit import PowerLimitError, limited
-    watts = power_limit.asked_w(opts.power_limit, opts.tdp_w)
-    limit = None
-    try:
-        with limited(watts, local_index=dist.local_rank, scope=opts.power_limit_scope,
-                     system_range=power_limit.parse_range(opts.power_limit_range_w)) as limit:
-            report.write_line(report.line(power_limit.SET_SCOPE, {
-                "rank": dist.rank, "device": limit.device, "scope": limit.scope,
-                "asked": opts.power_limit, "asked_w": "-" if watts is None else watts,
-                "before_w": limit.before_w, "reported_w": limit.reported_w}))
-            yield
-    except PowerLimitError as err:
-        raise BenchmarkInputError(str(err)) from None
-    finally:
-        if limit is not None:
-            report.emit(power_limit.RESTORED_SCOPE, rank=dist.rank, device=limit.device,
-                        restored="yes" if limit.restored else "no", limit_w=limit.before_w)
 
 
 def _release_frames(error: BaseException | None) -> None:
@@ -260,7 +293,8 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
         if isinstance(opts, int):
             return opts
         meter = energy_meter(opts)
-    except BenchmarkInputError as e:
+        benchmarks.all_benchmarks()  # a site's registry (CARAML_BENCHMARKS) that fails, before training
+    except (BenchmarkInputError, benchmarks.UnknownBenchmark) as e:
         report.error(str(e))
         return EXIT_INPUT
     if before_init is not None:
@@ -271,14 +305,19 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
                        min_timed_iterations=opts.min_timed_iterations,
                        min_timed_seconds=opts.min_timed_seconds) as stop:
         try:
-            dist = caraml_dist.init(opts.device)
+            dist = caraml_dist.init(opts.device, opts.startup_deadline_s)
+        except StartupTimeout as e:  # a rank that never came: named, on every rank that did
+            report.error(str(e))
+            return EXIT_NO_FIGURE
         except (RuntimeError, ValueError) as e:  # e.g. --device cuda without a GPU
             report.error(f"--device {opts.device}: {e}")
             return EXIT_INPUT
         try:
             with contextlib.ExitStack() as held:
+                # every rank reads its limit before any sets one (caraml/node/power_limit_run.py)
+                agreed(dist, lambda: power_limit_run.record_at_start(opts, dist))
                 if opts.power_limit is not None:
-                    agreed(dist, lambda: held.enter_context(limited_power(opts, dist)))
+                    agreed(dist, lambda: held.enter_context(power_limit_run.limited_power(opts, dist)))
                 return train(opts, dist, stop, meter)
         except BenchmarkInputError as e:
             _release_frames(e)

@@ -11,12 +11,15 @@ footprint of training."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
+from collections.abc import Iterator
 
 import torch
 
 from caraml.node.dist import Dist
+from caraml.report import BenchmarkInputError
 
 GIB = 2**30
 
@@ -68,3 +71,26 @@ def out_of_memory(samples_per_device: int, device: torch.device, what_to_lower: 
     capacity = f" of {capacity_bytes(device) / GIB:.0f} GiB" if device.type == "cuda" else ""
     return (f"out of memory at {samples_per_device} samples per device on "
             f"{device.type}{capacity}: {what_to_lower}")
+
+
+# torch's CPU allocator raises a plain RuntimeError where a device's raises OutOfMemoryError
+_CPU_ALLOCATOR = "DefaultCPUAllocator: can't allocate memory"
+
+
+def is_out_of_memory(err: BaseException) -> bool:
+    """A device's allocator, or the CPU's, could not give the memory asked for."""
+    return isinstance(err, torch.OutOfMemoryError) or (
+        isinstance(err, RuntimeError) and _CPU_ALLOCATOR in str(err))
+
+
+@contextlib.contextmanager
+def out_of_memory_is_input(samples_per_device: int, device: torch.device,
+                           what_to_lower: str) -> Iterator[None]:
+    """Out of memory in the block, on a device or the CPU, as the one-line
+    input error the failed row shows (out_of_memory)."""
+    try:
+        yield
+    except RuntimeError as err:  # torch.OutOfMemoryError is one
+        if not is_out_of_memory(err):
+            raise
+        raise BenchmarkInputError(out_of_memory(samples_per_device, device, what_to_lower)) from None

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import MISSING, dataclass
 
 from caraml import power_limit, report
+from caraml.power_limit import MODES as POWER_LIMIT_MODES
 from caraml.power_limit import SCOPES as POWER_LIMIT_SCOPES
 from caraml.report import BenchmarkInputError
 
@@ -204,6 +205,10 @@ class RunOptions:
     seed: int = option(42, doc="random seed (each rank adds its rank where data differ)")
     device: str = option("auto", choices=DEVICES,
                          doc="cuda: fail unless a GPU is there; auto: a GPU where there is one")
+    startup_timeout_s: float = option(
+        300.0, rule=POSITIVE,
+        doc="seconds every rank has to come to the process group and its first collective "
+            "(at most the wall-clock budget); then each rank that came stops, naming the others")
 
     @property
     def planned(self) -> str:
@@ -215,6 +220,12 @@ class RunOptions:
     @property
     def budget_s(self) -> float | None:
         return None if self.exit_duration_in_mins is None else self.exit_duration_in_mins * 60
+
+    @property
+    def startup_deadline_s(self) -> float:
+        """A run that must end within its budget does not wait longer than
+        the budget for its ranks either."""
+        return min(self.startup_timeout_s, self.budget_s or self.startup_timeout_s)
 
     def check_run(self) -> None:
         if self.train_iters <= self.warmup_iters:
@@ -241,8 +252,16 @@ class EnergyOptions:
         None, doc="the limits the system allows, LOW:HIGH in W (either end may be empty)")
     power_limit_scope: str = option(
         POWER_LIMIT_SCOPES[0], choices=POWER_LIMIT_SCOPES,
-        doc="what --power-limit limits: 'gpu' (the GPU's own limit) or 'module' (a GH200 "
-            "superchip's, through NVML's power scopes)")
+        doc="what --power-limit limits: 'gpu' (the GPU's own limit), 'module' (a GH200 "
+            "superchip's, through NVML's power scopes) or 'package' (an MI250 card's, set once "
+            "for its --devices-per-package devices)")
+    power_limit_mode: str = option(
+        POWER_LIMIT_MODES[0], choices=POWER_LIMIT_MODES,
+        doc="who sets --power-limit: 'suite' (each rank, which needs the privilege to) or "
+            "'external' (the centre before the job; each rank checks and records it)")
+    devices_per_package: int = option(
+        1, rule=POSITIVE, doc="devices of one package (a package's --power-limit is its devices' "
+                              "together, a fraction of --tdp-w times this)")
 
     @property
     def measures_energy(self) -> bool:
@@ -258,7 +277,8 @@ class EnergyOptions:
                 "--energy-dir is needed to measure energy (or pass --energy-methods none)")
         if self.power_limit is not None:
             try:
-                power_limit.asked_w(self.power_limit, self.tdp_w)
+                power_limit.asked_w(self.power_limit, power_limit.point_tdp_w(
+                    self.tdp_w, self.power_limit_scope, self.devices_per_package))
                 power_limit.parse_range(self.power_limit_range_w)
             except BenchmarkInputError as e:
                 raise BenchmarkInputError(f"--power-limit: {e}") from None
@@ -271,7 +291,10 @@ class TrainingOptions:
     global_batch_size: int | None = option(None, rule=POSITIVE,
                                            doc="samples per iteration over all devices")
     compile: bool = option(False, doc="torch.compile the model (compiled in the warm-up)")
-    num_workers: int = option(2, rule=NON_NEGATIVE, doc="data loader processes per rank")
+    num_workers: int | str = option(
+        "auto", rule=NON_NEGATIVE, words=("auto",),
+        doc="data loader processes per rank, or 'auto': none on a CPU device, else the rank's "
+            "cores less one, at most 2 (caraml/node/loader_workers.py)")
     lr: float = option(1e-4, rule=POSITIVE, doc="learning rate")
 
     def check_compile(self: typing.Any) -> None:

@@ -32,7 +32,11 @@ FILE_NAME = "provenance.json"
 LINE_FIELDS = PROVENANCE_KEYS
 # What a benchmark process of this suite has in its command line: each
 # driver of the benchmark table, as a module or a file
-BENCHMARK_MARKERS = tuple(marker for entry in benchmarks.all_benchmarks() for marker in entry.markers)
+def benchmark_markers() -> tuple[str, ...]:
+    """What a process of any benchmark of the table has in its command line
+    (read when counted: a site's registry that fails is the driver's input
+    error, said before training, caraml/node/driver.py)."""
+    return tuple(marker for entry in benchmarks.all_benchmarks() for marker in entry.markers)
 # The job script's identity of its job, which every process it starts
 # inherits (the launcher too: torchrun hands its workers a MASTER_PORT of its
 # own, so that cannot tell a job's processes from another job's).
@@ -182,6 +186,7 @@ def other_benchmarks(proc: Path = Path("/proc")) -> int | None:
         pids = [p.name for p in proc.iterdir() if p.name.isdigit()]
     except OSError:
         return None
+    markers = benchmark_markers()
     for pid in pids:
         if int(pid) == os.getpid():
             continue
@@ -189,7 +194,7 @@ def other_benchmarks(proc: Path = Path("/proc")) -> int | None:
             command = (proc / pid / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue  # gone meanwhile
-        if not any(marker in command for marker in BENCHMARK_MARKERS):
+        if not any(marker in command for marker in markers):
             continue
         if mine and _read_environ(proc, pid).get(JOB_KEY) == mine:
             continue  # a rank or the launcher of this job
@@ -339,24 +344,26 @@ def _first_on_its_host(rank: int, hostnames: list[str]) -> bool:
     return hostnames.index(hostnames[rank]) == rank
 
 
-def report_load_at_end(dist: Dist, hostnames: list[str]) -> None:
+def report_load_at_end(dist: Dist, hostnames: list[str]) -> float | None:
     """One line for the table on how busy the hosts were while training ran:
     a benchmark that started beside this one after its start shows here, and
     the share of the host CPU time that went outside the job on the busiest
-    host of the job (foreign_cpu_pct, the row model's contention flag), with
-    each host's own (foreign_cpu_pct_by_host). Every rank calls it."""
+    host of the job (foreign_cpu_pct, the contention both the LLM driver's
+    MFU and the row model read, report.CONTENTION_PCT), with each host's own
+    (foreign_cpu_pct_by_host). Every rank calls it; it returns that busiest
+    host's share on every rank (None where a host could not measure it)."""
     mine = _RUN_WINDOW.end() if _first_on_its_host(dist.rank, hostnames) else None
     shares = [r[0] for r in dist.gather_floats([math.nan if mine is None else mine])]
-    if not dist.is_main:
-        return
     by_host = {hostnames[rank]: share for rank, share in enumerate(shares)
                if _first_on_its_host(rank, hostnames) and share == share}
     foreign = max(by_host.values()) if len(by_host) == len(set(hostnames)) else None
-    report.emit("host at end", load=round(os.getloadavg()[0], 2), cpus=os.cpu_count(),
-                other_benchmarks="-" if (n := other_benchmarks()) is None else n,
-                foreign_cpu_pct="-" if foreign is None else round(foreign, 1),
-                foreign_cpu_pct_by_host=";".join(f"{h}={v:.1f}" for h, v in by_host.items())
-                or "-")
+    if dist.is_main:
+        report.emit("host at end", load=round(os.getloadavg()[0], 2), cpus=os.cpu_count(),
+                    other_benchmarks="-" if (n := other_benchmarks()) is None else n,
+                    foreign_cpu_pct="-" if foreign is None else round(foreign, 1),
+                    foreign_cpu_pct_by_host=";".join(f"{h}={v:.1f}" for h, v in by_host.items())
+                    or "-")
+    return foreign
 
 
 def record(dist: Dist, folder: str | Path | None, hostnames: list[str]) -> None:

@@ -7,15 +7,20 @@ A measurement window (min_timed_iterations, min_timed_seconds) makes the
 iteration count a floor: the run goes on past it until it has timed at
 least so many iterations lasting at least so long together, the length a
 row needs to be a measurement (the row model's verdict), however fast the
-device."""
+device.
+
+Every rank reaches the counts after the same iteration (count_reached); a
+signal, the budget and a window's seconds may come to one rank first, so
+the ranks agree on those (the driver's stop vote)."""
 
 from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from caraml.node.timing import Timed
 from caraml.report import WINDOW_REACHED
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2)
@@ -58,18 +63,28 @@ class StopCondition:
     def windowed(self) -> bool:
         return self.min_timed_iterations is not None or self.min_timed_seconds is not None
 
-    def _window_open(self, timed: Sequence[float]) -> bool:
+    def _window_open(self, timed: Timed) -> bool:
         """Whether the timed iterations so far fall short of the window."""
-        return (len(timed) < (self.min_timed_iterations or 0)
-                or sum(timed) < (self.min_timed_seconds or 0.0))
+        return (timed.iterations < (self.min_timed_iterations or 0)
+                or timed.seconds < (self.min_timed_seconds or 0.0))
 
-    def reason(self, iterations_done: int, timed: Sequence[float] = ()) -> str | None:
+    def _iterations_reached(self, iterations_done: int) -> bool:
+        return self.max_iterations is not None and iterations_done >= self.max_iterations
+
+    def count_reached(self, iterations_done: int, timed: Timed = Timed()) -> bool:
+        """Whether the run stops on counts alone, which every rank reaches
+        after the same iteration: the iteration count and a window's timed
+        iterations. A window's seconds are each rank's own clock's, so a
+        window with seconds never closes here: the ranks must agree on it."""
+        return (self._iterations_reached(iterations_done) and self.min_timed_seconds is None
+                and timed.iterations >= (self.min_timed_iterations or 0))
+
+    def reason(self, iterations_done: int, timed: Timed = Timed()) -> str | None:
         """Why the run should stop now, or None to go on; timed: the
-        durations of the iterations timed so far."""
+        iterations timed so far."""
         if self.signal_received:
             return f"signal {self.signal_received}"
-        if self.max_iterations is not None and iterations_done >= self.max_iterations \
-                and not (self.windowed and self._window_open(timed)):
+        if self._iterations_reached(iterations_done) and not (self.windowed and self._window_open(timed)):
             if self.windowed:
                 return (f"{WINDOW_REACHED}: at least {self.min_timed_iterations or 0} timed iterations "
                         f"lasting {self.min_timed_seconds or 0:g} s")

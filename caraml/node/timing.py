@@ -24,6 +24,14 @@ class TimingStats:
                 "time_per_iteration_p90_s": self.p90_s}
 
 
+@dataclass(frozen=True)
+class Timed:
+    """The iterations timed so far: how many, and how long together."""
+
+    iterations: int = 0
+    seconds: float = 0.0
+
+
 @dataclass
 class IterationTimer:
     """Times iterations; the first `warmup` ones are run but not recorded."""
@@ -34,6 +42,9 @@ class IterationTimer:
     durations: list[float] = field(default_factory=list)
     seen: int = 0
     _t0: float | None = None
+    # the durations' sum, kept as they come: so_far() runs every iteration,
+    # and a sum over thousands of them would cost the loop more each time
+    _timed_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.warmup < 0:
@@ -52,16 +63,17 @@ class IterationTimer:
         self.seen += 1
         if self.seen > self.warmup:
             self.durations.append(elapsed)
+            self._timed_s += elapsed
         return elapsed
 
 
-    def so_far(self) -> list[float]:
-        """The timed iterations' durations with the running one's time so far
+    def so_far(self) -> Timed:
+        """The timed iterations with the running one as long as it has run
         where it is timed: a lower bound of what it will take (the clock is
         read without the device's sync), so a window it closes stays closed."""
         if self._t0 is None or self.seen < self.warmup:
-            return list(self.durations)
-        return [*self.durations, self.clock() - self._t0]
+            return Timed(len(self.durations), self._timed_s)
+        return Timed(len(self.durations) + 1, self._timed_s + self.clock() - self._t0)
 
 
 def summarize(durations: Sequence[float]) -> TimingStats:

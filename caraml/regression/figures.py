@@ -16,6 +16,7 @@ perflog in `flags`."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -70,15 +71,45 @@ def references(row: Row, refs: pd.DataFrame, key: str) -> dict[str, dict[str, tu
     return {key: out} if out else {}
 
 
-def reframe_reference(row: Row, refs: pd.DataFrame, key: str, xfail) -> dict[str, dict]:
+def _bounds(ref: tuple) -> tuple[float, float]:
+    """A ReFrame reference's band as figures: (value, lower, upper[, unit]),
+    the thresholds fractions of the value, None unbounded."""
+    value, lower, upper = ref[:3]
+    return (value * (1 + lower) if lower is not None else -math.inf,
+            value * (1 + upper) if upper is not None else math.inf)
+
+
+def stricter(a: tuple | None, b: tuple | None, unit: str) -> tuple | None:
+    """Two references of one figure as one: a figure must meet both, so
+    the higher lower bound and the lower upper bound apply, around the
+    value of the reference that sets the lower bound (ReFrame's form:
+    value, thresholds as fractions of it, unit)."""
+    if a is None or b is None:
+        return a if b is None else b
+    (a_low, a_high), (b_low, b_high) = _bounds(a), _bounds(b)
+    low, high = max(a_low, b_low), min(a_high, b_high)
+    value = a[0] if a_low >= b_low else b[0]
+    return (value, None if math.isinf(low) else round(low / value - 1, 12),
+            None if math.isinf(high) else round(high / value - 1, 12), unit)
+
+
+def reframe_reference(row: Row, refs: pd.DataFrame, key: str, xfail,
+                      centre: dict[str, tuple] | None = None) -> dict[str, dict]:
     """ReFrame's whole reference for this row: the bands of references(),
-    and each figure the row lacks or that is no measurement (NaN in the
-    perflog, whose columns never change) as an expected failure that says
-    why, made by ReFrame's builtin xfail(message, reference), which the
-    check passes in. ReFrame turns the dict into its scoped form when the
-    check assigns it, so it is made whole here."""
+    merged with the reference a centre's subclass gives the ReFrame way
+    (`centre`: variable -> tuple, as resolved for this partition), the
+    stricter bound of each side applying; and each figure the row lacks or
+    that is no measurement (NaN in the perflog, whose columns never change)
+    as an expected failure that says why, made by ReFrame's builtin xfail(message,
+    reference), which the check passes in. ReFrame turns the dict into its
+    scoped form when the check assigns it, so it is made whole here."""
     out = references(row, refs, key)
     units = {name: unit for name, (_, unit) in perf_values(row).items()}
+    for name, theirs in (centre or {}).items():
+        if name in units:
+            merged = stricter(out.get(key, {}).get(name), tuple(theirs), units[name]) \
+                if isinstance(theirs, (tuple, list)) else theirs  # a centre's own xfail stays
+            out.setdefault(key, {})[name] = merged
     for name, why in render.missing(row).items():
         out.setdefault(key, {})[name] = xfail(why, (0, None, None, units[name]))
     return out

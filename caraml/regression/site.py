@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from pathlib import Path
 
 from caraml.login import systems
@@ -99,7 +100,23 @@ def _system(name: str, descr: str, hostnames: list[str], partitions: list[dict])
             "partitions": partitions}
 
 
-def site_configuration(platform_xml: Path = systems.PLATFORM_XML, environ=os.environ) -> dict:
+def reframe_log(argv: list[str], environ) -> Path:
+    """Where ReFrame's own log goes: reframe.log under the run's prefix
+    (`--prefix`, else RFM_PREFIX, else the folder ReFrame runs in, its
+    default prefix). ReFrame's builtin configuration writes a new
+    rfm-<random>.log into the temporary folder at every run and leaves it
+    there; on a shared login node every user's runs would add more."""
+    prefix = environ.get("RFM_PREFIX") or "."
+    for i, word in enumerate(argv):
+        if word == "--prefix" and i + 1 < len(argv):
+            prefix = argv[i + 1]
+        elif word.startswith("--prefix="):
+            prefix = word.split("=", 1)[1]
+    return Path(prefix).resolve() / "reframe.log"
+
+
+def site_configuration(platform_xml: Path = systems.PLATFORM_XML, environ=os.environ,
+                       argv: list[str] | None = None) -> dict:
     found = systems.load(platform_xml)
     cpus = os.cpu_count()
     listed = []
@@ -125,10 +142,15 @@ def site_configuration(platform_xml: Path = systems.PLATFORM_XML, environ=os.env
              "access": [f"--partition={slurm_part}"] if environ.get("CARAML_REFRAME_PARTITION") else []}]))
     # last: ReFrame takes the first system whose host names match
     listed.append(_system("local", "this host", [".*"], local_parts))
+    log = reframe_log(sys.argv if argv is None else argv, environ)
+    log.parent.mkdir(parents=True, exist_ok=True)  # ReFrame opens it before it makes the prefix
     return {
         "systems": listed,
         "environments": [{"name": ENVIRONMENT, "target_systems": ["*"]}],
         "logging": [{
+            # ReFrame's own debug log, as its builtin configuration has it, in one place
+            "handlers": [{"type": "file", "name": str(log), "level": "debug2", "append": False,
+                          "format": "[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s"}],
             "handlers_perflog": [{
                 "type": "filelog", "prefix": "%(check_system)s/%(check_partition)s",
                 "level": "info", "append": True,

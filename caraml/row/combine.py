@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from caraml import benchmarks, report
-from caraml.row import history, row_json
+from caraml import report
+from caraml.row import history
 from caraml.row.jube_lines import print_lines
 from caraml.row.run import decide_or_fail
 
@@ -26,7 +26,9 @@ UNDECIDED = "the row model could not decide"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m caraml.row", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--benchmark", required=True, choices=benchmarks.names())
+    # checked as the row is decided: an unknown name, or a site's registry that
+    # fails, is then the failed row's cause rather than a traceback here
+    parser.add_argument("--benchmark", required=True, help="its name in caraml/benchmarks.py")
     parser.add_argument("--execute", type=Path, default=Path("execute"),
                         help="the execute step's work folder (default: JUBE's link to it)")
     parser.add_argument("--jpwr-status", type=int, default=0,
@@ -41,7 +43,6 @@ def main(argv: list[str] | None = None) -> int:
                          jpwr_err=args.jpwr_err, jpwr_status=args.jpwr_status)
     if row.reason.startswith(UNDECIDED):
         report.error(row.reason)
-    row_json.write(row, Path.cwd())
-    history.record(row, Path.cwd())
+    row = history.keep(row, Path.cwd())
     print_lines(row)
     return 0

@@ -1,25 +1,22 @@
 """Deciding a row: from the evidence of one work package (caraml/row/evidence.py)
 and its benchmark's entry of the table (caraml/benchmarks.py) to the whole
 record (caraml/row/record.py), once: its system and configuration,
-throughput, MFU with its peak, energy, peak memory, the values of its
-benchmark's own columns, status (caraml/row/status.py), flags and the one
-verdict (caraml/row/verdict.py). Standard library only (login node)."""
+throughput, MFU with its peak, energy, the nodes' energy, peak memory, the
+values of its benchmark's own columns, status (caraml/row/status.py), flags
+and the one verdict (caraml/row/verdict.py). Standard library only (login node)."""
 
 from __future__ import annotations
 
 from caraml import benchmarks, device_peaks
 from caraml.benchmark_entry import Benchmark, number, whole
-from caraml.report import MEMORY, last_kv
+from caraml.report import CONTENTION_PCT, MEMORY, last_kv
 from caraml.row import power_limit
 from caraml.row.evidence import Evidence
-from caraml.row.facts import Facts, energy, energy_flags, headline, measured_peak, mfu_refusal, provenance
+from caraml.row.facts import (Facts, energy, energy_flags, headline, measured_peak, mfu_refusal, node_energy,
+                              provenance)
 from caraml.row.record import Row, judged, make, timed_span
 from caraml.row.status import MEASURED, Status, decide, slurm_state
 
-# Another process's share of the host's CPUs over the run above which a row
-# is flagged: a competitor this large moves throughput by more than the
-# run-to-run spread of a quiet host.
-CONTENTION_PCT = 10.0
 _num, _int = number, whole
 
 
@@ -115,12 +112,13 @@ def _details(benchmark: Benchmark, ev: Evidence, g: dict[str, str]) -> dict[str,
 
 
 def flags(ev: Evidence, status: Status, energy_fields: dict, limit: dict) -> list[str]:
-    """Doubt in a row whose job ran to its figures, one word each; none for
-    another (its status says what went wrong)."""
+    """Doubt in a row whose job ran to its figures, one word each; for
+    another (its status says what went wrong) only what it found or left on
+    the node: a power limit away from the default, or not put back."""
     if status.state not in MEASURED:
-        return []
+        return power_limit.flags(limit, measured=False)
     out = energy_flags(energy_fields) if energy_fields else []
-    out += power_limit.flags(limit, ev.text("job.out"))
+    out += power_limit.flags(limit, measured=True)
     start = last_kv(ev.text("job.out"), "provenance")
     end = last_kv(ev.text("job.out"), "host at end")
     for when, line in (("running", start), ("at-end", end)):
@@ -134,7 +132,7 @@ def flags(ev: Evidence, status: Status, energy_fields: dict, limit: dict) -> lis
     done, planned = _int(g.get("iterations_total")), _int(ev.params.get("planned_iterations"))
     if done is not None and planned and done < planned:
         out.append(f"stopped-early({done}-of-{planned}-iterations)")
-    why = mfu_refusal(g, end, CONTENTION_PCT)
+    why = mfu_refusal(g, end)
     return out + ([f"mfu-not-available({why})"] if why else [])
 
 
@@ -158,10 +156,13 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
     energy_fields = energy(ev.text("jpwr"), facts) if ev.texts.get("jpwr") else {}
     if energy_fields and not ran:
         energy_fields = _not_run(energy_fields)
+    # the node meter's figure is the job's; work per node-Wh only where the job ran to its work
+    node = node_energy(ev.node_energy, work_total if ran else None, system["nodes"]) \
+        if ev.node_energy is not None else {}
     limit = power_limit.fields(ev.params.get("power_limit"), system["tdp_w"], job_out,
-                               ev.params.get("power_limit_scope_run"))
-    figures = {**throughput, **(_mfu(g) if not mfu_refusal(g, last_kv(job_out, "host at end"),
-                                                           CONTENTION_PCT) else {}),
+                               ev.params.get("power_limit_scope_run"), guard=ev.text("power_guard"),
+                               devices_per_package=_int(ev.params.get("devices_per_package")))
+    figures = {**throughput, **(_mfu(g) if not mfu_refusal(g, last_kv(job_out, "host at end")) else {}),
                **{f"memory_{name}": _num(g.get(f"memory_{name}")) for name in MEMORY},
                **_numerics(benchmark, ev, g)} if ran else {}
     if ran:
@@ -171,7 +172,7 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
     return judged(make({
         "benchmark": benchmark.name, "work_package": ev.work_package, **system,
         **_config(benchmark, ev.params, g), "details": _details(benchmark, ev, g),
-        "unit": benchmark.unit, **figures, **energy_fields, **limit,
+        "unit": benchmark.unit, **figures, **energy_fields, **node, **limit,
         "state": status.state, "reason": status.reason,
         "flags": flags(ev, status, energy_fields, limit),
         "dry_run": ev.params.get("dry_run") == "yes", "repeat": _int(ev.params.get("repeat")),

@@ -1,7 +1,8 @@
 """What the row model reads of a work package: its job's texts (job.out,
 job.err, the driver's stderr, the error and signal markers, the data step's
-errors, jpwr combine's output) and its parameters, from JUBE's own record of
-the run (caraml/jube_run.py). Standard library only (login node)."""
+errors, the power guards' records, jpwr combine's output), its node energy
+file and its parameters, from JUBE's own record of the run
+(caraml/jube_run.py). Standard library only (login node)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml import jube_run
+from caraml.login.node_energy import FILE_NAME as NODE_ENERGY_FILE
+from caraml.login.node_energy import NodeEnergy, read_node_energy
+from caraml.power_limit import GUARD_FILES
 
 # The job script writes each signal that reached it here, one name a line
 # (aux/job.sh.in); jobwatch.py reads it too
@@ -24,6 +28,8 @@ class Evidence:
     texts: dict[str, str] = field(default_factory=dict)
     params: dict[str, str] = field(default_factory=dict)
     work_package: str = ""
+    # the job's node_energy.json as read; None where no job folder was read
+    node_energy: NodeEnergy | None = None
 
     def text(self, *names: str) -> str:
         return "\n".join(self.texts.get(n, "") for n in names)
@@ -62,10 +68,17 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     texts = {name: _read(execute_work / name)
              for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
     texts.update(data_step(run_dir, wp))
+    # the power guard's record of each node (caraml/node/power_guard.py)
+    texts["power_guard"] = "".join(_read(p) for p in sorted(execute_work.glob(f"{GUARD_FILES}*")))
     # the job script's done marker, an empty file: whether it is there
     texts[DONE] = "yes" if (execute_work / (wp.params.get("done_file") or "ready")).exists() else ""
     if jpwr_out is not None:
         texts["jpwr"] = _read(jpwr_out)
         texts["jpwr.err"] = _read(jpwr_err) if jpwr_err else ""
         texts["jpwr.status"] = str(jpwr_status if jpwr_status is not None else 0)
-    return Evidence(texts, wp.params, str(execute_work))
+    return Evidence(texts, wp.params, str(execute_work), node_energy(execute_work))
+
+
+def node_energy(job_folder: Path) -> NodeEnergy:
+    """The node energy the job script left in the folder it ran in (aux/job.sh.in)."""
+    return read_node_energy(job_folder / NODE_ENERGY_FILE)

@@ -1,14 +1,16 @@
 """What the row model reads from the lines a run left: the driver's
 `CARAML <scope>: key=value` lines (caraml/report.py) and the energy lines of
 `jpwr combine` (jpwr-summary, jpwr-scope, jpwr-window, jpwr-scopes,
-jpwr-hosts). Standard library only (login node)."""
+jpwr-hosts), and the job's node energy as its file gives it
+(caraml/login/node_energy.py). Standard library only (login node)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from caraml.report import kv, kv_lines, last_kv
+from caraml.login.node_energy import MEASURED, NodeEnergy
+from caraml.report import contended_peak_refusal, kv, kv_lines, last_kv
 from caraml.row.record import gpu_work_per_wh
 
 
@@ -47,20 +49,17 @@ def measured_peak(g: dict[str, str]) -> dict:
             "peak_spread_pct": _num(g.get("peak_spread_pct"))}
 
 
-def mfu_refusal(g: dict[str, str], at_end: dict[str, str], contention_pct: float) -> str | None:
+def mfu_refusal(g: dict[str, str], at_end: dict[str, str]) -> str | None:
     """Why the row has no MFU, or None: the driver refused its measured peak
-    (the LLM driver's metrics.py), or other processes kept the host busy while
-    it trained (at_end: the `host at end` line), where a load that holds
-    every matmul window down alike gives a rate no rule inside the
-    measurement can tell from the device's."""
+    (the LLM driver's metrics.py, which refuses one measured under
+    contention as well), or, for a job whose driver did not yet, other
+    processes kept the host busy while it trained (at_end: the `host at
+    end` line; report.contended_peak_refusal)."""
     why = _value(g.get("mfu_unavailable"))
     if why:
         return why
-    foreign = _num(at_end.get("foreign_cpu_pct"))
-    if g.get("peak_basis") == "measured-matmul" and foreign is not None \
-            and foreign >= contention_pct:
-        return (f"matmul-rate-measured-on-a-host-whose-CPU-other-processes-used-"
-                f"{foreign:.0f}%")
+    if g.get("peak_basis") == "measured-matmul":
+        return contended_peak_refusal(_num(at_end.get("foreign_cpu_pct")))
     return None
 
 
@@ -83,17 +82,20 @@ def _num(value: str | None) -> float | None:
 
 
 def _window(name: str, wh: float | None, devices: int | None, seconds: float | None,
-            work: float | None, complete: bool) -> dict:
+            work: float | None, complete: bool, answered_w: float | None = None) -> dict:
     """One energy window's figures under the record's names (wh_<name>, ...).
     A window that is not whole keeps its partial Wh (labelled: the row's
     energy source says incomplete) and has no work per Wh, so it is never a
-    headline ratio."""
+    headline ratio. Its power per device is jpwr's, from the samples the
+    sensors answered (answered_w), where given: a gap adds no energy, so Wh
+    over the whole window would read low."""
     per_device = wh / devices if wh is not None and devices else None
     complete = complete and wh is not None
+    if answered_w is None and per_device is not None and seconds:
+        answered_w = per_device * 3600 / seconds
     return {f"wh_{name}": wh, f"wh_per_device_{name}": per_device,
             f"work_per_wh_{name}": work / wh if work is not None and wh and complete else None,
-            f"power_w_per_device_{name}": per_device * 3600 / seconds
-            if per_device is not None and seconds else None,
+            f"power_w_per_device_{name}": answered_w,
             f"window_s_{name}": seconds, f"energy_complete_{name}": complete}
 
 
@@ -123,13 +125,18 @@ def energy(jpwr_text: str, facts: Facts) -> dict:
     timed = next((w for w in windows if w.get("window") == "timed"
                   and (w.get("counted") == "yes" if counted else w.get("scope") == scope)), None)
     missing = _num(s.get("missing_pct"))
-    incomplete = s.get("source") == "incomplete"
     methods = s.get("methods") or ""
-    # jpwr calls a figure incomplete where its samples cover under 95 % of
-    # the run (aggregate.MISSING_LIMIT) or files were lost; the share
-    # covered is unknown (None) where jpwr could not count what is missing
+    # jpwr says whether its figure covers the whole run, whatever its source
+    # (complete=, covered_pct=: a partial estimate is as partial as a
+    # measurement); older lines say it in their source alone. The share
+    # covered is unknown (None) where jpwr could not count what is missing.
+    if "complete" in s:
+        incomplete, covered = s["complete"] != "yes", _num(s.get("covered_pct"))
+    else:
+        incomplete = s.get("source") == "incomplete"
+        covered = None if missing is None else 100.0 - missing
     out = _window("run", wh, int(devices) if devices else None, _num(s.get("duration_s")),
-                  facts.work_total, not incomplete)
+                  facts.work_total, not incomplete, _num(s.get("mean_w_per_device")) if counted else None)
     window = "run"
     if timed is not None:
         # jpwr gives a window with a gap no total; a counter or whole samples
@@ -144,14 +151,52 @@ def energy(jpwr_text: str, facts: Facts) -> dict:
                energy_incomplete=incomplete, energy_methods=methods or None,
                energy_basis=s.get("basis") or None, energy_devices=int(devices) if devices else None,
                energy_missing_pct=missing,
-               energy_covered_pct=100.0 if out["energy_complete_run"]
-               else None if missing is None else 100.0 - missing,
+               energy_covered_pct=100.0 if out["energy_complete_run"] else covered,
                work_per_wh_gpu=gpu_work_per_wh(scope, out["work_per_wh_run"], out["wh_run"],
                                                by_scope.get("gpu")),
                energy_by_scope=by_scope,
                energy_by_node={k: _num(v) for k, v in kv(_last(jpwr_text, "jpwr-hosts:")).items()},
-               counter_vs_integrated_pct=_num(s.get("counter_vs_integrated_pct")))
+               counter_vs_integrated_pct=_num(s.get("counter_vs_integrated_pct")),
+               **accelerator_share(by_scope))
     return headline(out, window)
+
+
+# The scopes of jpwr's that count the accelerators alone, the first found
+# taken: the node meter's own accelerator channels (pm_counters accelN,
+# read by the same meter as the node figure), else the GPUs' sensors
+ACCELERATOR_SCOPES = ("accelerator", "gpu")
+
+
+def accelerator_share(by_scope: dict[str, float | None]) -> dict:
+    """The accelerators' share of the nodes' energy where jpwr measured a
+    node scope beside them: both from its by-scope line, so over one window
+    (the whole run) and one set of hosts' samples; none elsewhere."""
+    node = by_scope.get("node")
+    scope = next((s for s in ACCELERATOR_SCOPES if by_scope.get(s)), None)
+    if not node or scope is None:
+        return {}
+    return {"accelerator_share_of_node_pct": 100 * by_scope[scope] / node,
+            "accelerator_share_basis": f"{scope}/node(run)"}
+
+
+def node_energy(found: NodeEnergy, work_total: float | None, nodes: int | None) -> dict:
+    """The node energy fields of a row from its job's node_energy.json
+    (read once, with the evidence): the state, why there is no figure and
+    the job's notes on its meter, the meter's source, scope and window, and
+    the figures where it metered whole nodes."""
+    node_wh, seconds = found.node_wh, found.duration_s
+    whole = "" if found.state != MEASURED or node_wh is not None else \
+        f"{found.source} meters scope {found.scope}, not whole nodes: the row has no node figure"
+    # why there is no figure, then what the job noted of its meter (a platform.xml that says otherwise)
+    reason = "; ".join(filter(None, [found.reason, whole, *found.notes]))
+    mean_w = node_wh * 3600 / seconds if node_wh is not None and seconds else None
+    return {"node_energy_state": found.state, "node_energy_reason": reason or None,
+            "node_energy_source": found.source, "node_energy_scope": found.scope,
+            "node_energy_window": found.window, "node_wh": node_wh,
+            "node_window_s": seconds if node_wh is not None else None,
+            "node_power_w_per_node": mean_w / nodes if mean_w is not None and nodes else None,
+            # the job's work over the job's node energy: the window holds the whole run
+            "work_per_node_wh": work_total / node_wh if work_total is not None and node_wh else None}
 
 
 def _last(text: str, prefix: str) -> str:

@@ -35,7 +35,12 @@ FILE = Path("result") / "result_csv.dat"
 # Samples/Wh (and TimedEnergy(Wh)) the timed iterations alone, as in the
 # short table; Energy(Wh) and RunTokens/Wh... the whole measured loop,
 # warm-up included; EnergyScope and EnergyWindow say what the short table's
-# W/dev counts, WindowEnergy(Wh) the energy in that window.
+# W/dev counts, WindowEnergy(Wh) the energy in that window. The Node...
+# columns are the centre's node meter as Slurm read it, over the job
+# (NodeEnergyWindow job: the job script's run, start-up included), summed
+# over the job's nodes; Work/NodeWh the run's work (in the row's unit) over
+# it. AcceleratorShareOfNode(%) is jpwr's: its accelerators' Wh over its
+# node scope's, both over the run (AcceleratorShareBasis names the two).
 HEAD = (Column("System", "system_name"), Column("Precision", "precision"), Column("Nodes", "nodes"),
         Column("Devices", "devices"), Column("NodesxDevices", "layout"), Column("DeviceUnit", "device_unit"),
         Column("TDP/device(W)", "tdp_w"), Column("PowerLimit", "power_limit"),
@@ -52,14 +57,24 @@ TAIL = (Column("Time/iteration-p10(s)", "time_per_iteration_p10_s", format=".4g"
         Column("EnergyDevices", "energy_devices_shown"), Column("MeanPower/device(W)", "power_w_per_device"),
         Column("EnergySource", "energy_source"), Column("EnergyMethods", "energy_methods"),
         Column("EnergyBasis", "energy_basis"), Column("EnergyByScope(Wh)", "energy_by_scope"),
-        Column("EnergyByNode(Wh)", "energy_by_node"), Column("Flags", "flags"),
+        Column("EnergyByNode(Wh)", "energy_by_node"),
+        Column("AcceleratorShareOfNode(%)", "accelerator_share_of_node_pct"),
+        Column("AcceleratorShareBasis", "accelerator_share_basis"),
+        Column("NodeEnergy(Wh)", "node_wh"), Column("NodeEnergyScope", "node_energy_scope"),
+        Column("NodeEnergyWindow", "node_energy_window"), Column("NodeEnergyWindow(s)", "node_window_s"),
+        Column("NodeMeanPower/node(W)", "node_power_w_per_node"), Column("Work/NodeWh", "work_per_node_wh"),
+        Column("NodeEnergySource", "node_energy_source"), Column("NodeEnergyState", "node_energy_state"),
+        Column("NodeEnergyNote", "node_energy_reason"), Column("Flags", "flags"),
         Column("Commit", "suite_version"), Column("Torch", "torch"), Column("Date", "date"),
         Column("Status", "state"), Column("Error", "reason"), Column("WorkPackage", "work_package"))
 
 
 def columns(benchmark: str | None) -> tuple[Column, ...]:
     """The head, the benchmark's own set and the tail."""
-    entry = benchmarks.find(benchmark)
+    try:
+        entry = benchmarks.find(benchmark)
+    except benchmarks.UnknownBenchmark:  # a site's registry that fails: the row's cause names it
+        entry = None
     return (*HEAD, *(entry.table_columns if entry else ()), *TAIL)
 
 
@@ -68,6 +83,7 @@ def cells(row: Row) -> dict[str, object]:
     tables' labels), its details, and the reason and flags whole (the
     verdict of a row that is no measurement with its reason)."""
     return {**row.details, **render.words(row), "reason": report.one_line(render.cause(row)),
+            "node_energy_reason": report.one_line(row.node_energy_reason or "") or None,
             "flags": " ".join(row.flags) or "none", "work_package": row.work_package}
 
 

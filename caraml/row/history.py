@@ -16,6 +16,7 @@ only: the login node's python3 runs it."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import socket
 import sqlite3
@@ -101,19 +102,35 @@ def write(row: Row, work: Path, db: Path) -> None:
     con.close()
 
 
-def record(row: Row, work: Path) -> None:
+def record(row: Row, work: Path) -> Row:
     """The row model's hook: a row of a real run into the history (none of a
     dry run, a job not yet ended). The row is already in row.json, so a
     history that cannot be written (read-only checkout, full disk, locked
-    file) costs one line on stderr, never the row."""
+    file, a file that is no SQLite database) costs one line on stderr,
+    never the row: the row comes back with history_error naming why."""
     if row.dry_run or row.state not in KEPT:
-        return
+        return row
     db = path()
     try:
         write(row, work, db)
     except (OSError, sqlite3.Error) as err:
+        why = f"{db}: not written ({report.one_line(str(err))}); set {ENV} to a writable file"
         report.error(f"{db}: the row is in row.json but not in the history ({err}); "
                      f"set {ENV} to a writable file and run the combine step again")
+        return dataclasses.replace(row, history_error=why)
+    return row
+
+
+def keep(row: Row, work: Path) -> Row:
+    """The decided row into row.json, then into the history; where the
+    history was not written, row.json again with why (history_error), so
+    that every table, the `issues` table's cause and the main command's
+    exit status say it (caraml/login/rows.py). The row as kept."""
+    row_json.write(row, work)
+    kept = record(row, work)
+    if kept != row:
+        row_json.write(kept, work)
+    return kept
 
 
 def read(db: Path) -> list[dict]:

@@ -117,13 +117,44 @@ class Row:
     energy_by_scope: dict[str, float] = field(default_factory=dict)
     energy_by_node: dict[str, float] = field(default_factory=dict)
     counter_vs_integrated_pct: float | None = None
-    # a power-limit sweep's point: as asked, its watts, scope, the limit before and as reported
+    # the nodes' energy from the centre's meter, as Slurm's energy accounting
+    # read it (caraml/login/node_energy.py): its own figure beside jpwr's,
+    # never added to it. Its state (measured, none, failed, missing,
+    # unreadable, incomplete) and why there is no figure; node_wh only where
+    # the meter covers whole nodes (scope node), over its window (job: the job
+    # script's run, warm-up and start-up included), summed over the job's nodes
+    node_energy_state: str | None = None
+    node_energy_reason: str | None = None
+    node_energy_source: str | None = None
+    node_energy_scope: str | None = None
+    node_energy_window: str | None = None
+    node_wh: float | None = None
+    node_window_s: float | None = None
+    node_power_w_per_node: float | None = None
+    # the run's work over node_wh: the work of the job over its nodes' energy
+    work_per_node_wh: float | None = None
+    # the accelerators' share of the node's energy where jpwr measured both
+    # over one window (its by-scope line: the whole run), and which two scopes
+    accelerator_share_of_node_pct: float | None = None
+    accelerator_share_basis: str | None = None
+    # every run's power limit (caraml/row/power_limit.py): rank 0's device's at the start, before
+    # the job set any, and its default; the groups of ranks whose device began away from its default
+    power_limit_at_start_w: float | None = None
+    power_limit_default_w: float | None = None
+    power_limit_not_default_at_start: tuple[str, ...] = ()
+    # a power-limit sweep's point: as asked, its watts, scope, who set it (suite or external), the
+    # limit before and as reported, whether it was put back and by whom (ranks or guard), the ranks
+    # that reported another limit than rank 0's, the stop signals that put it back before the end
     power_limit: str | None = None
     power_limit_asked_w: float | None = None
     power_limit_scope: str | None = None
+    power_limit_mode: str | None = None
     power_limit_before_w: float | None = None
     power_limit_w: float | None = None
     power_limit_restored: bool | None = None
+    power_limit_restored_by: str | None = None
+    power_limit_differs_on_ranks: tuple[str, ...] = ()
+    power_limit_put_back_early: tuple[str, ...] = ()
     # peak device memory over the timed iterations
     memory_max_allocated_gib: float | None = None
     memory_max_reserved_gib: float | None = None
@@ -135,6 +166,8 @@ class Row:
     measurement: bool = False
     not_a_measurement: str = ""
     dry_run: bool = False
+    # why the row is not in the results history (caraml/row/history.py); "" where it is or need not be
+    history_error: str = ""
     # where it came from (commit: 12 hex digits; suite_version adds +changes where not clean)
     commit: str | None = None
     clean: bool | None = None

@@ -16,8 +16,10 @@ from caraml import benchmarks, report
 from caraml.row.record import FIELDS, KINDS, Row
 from caraml.row.verdict import shown as verdict_shown
 
-# the fields with lines of their own (free text a JUBE cell wraps)
-OWN_LINES = ("reason", "flags")
+# the fields with lines of their own (free text a JUBE cell wraps; a
+# history error is said in the cause's)
+OWN_LINES = ("reason", "flags", "history_error")
+HISTORY_NOT_WRITTEN = "not in the results history"
 SQL_TYPES = {"number": "REAL", "whole": "INTEGER", "flag": "INTEGER", "text": "TEXT", "words": "TEXT",
              "pairs": "TEXT"}
 
@@ -63,7 +65,7 @@ def _energy_source(row: Row) -> str:
 
 def notable(row: Row) -> bool:
     """Whether the `issues` table lists the row: it is no plain measurement."""
-    return row.state != "ok" or bool(row.flags) or not row.measurement
+    return row.state != "ok" or bool(row.flags) or not row.measurement or bool(row.history_error)
 
 
 def labels(row: Row) -> dict[str, object]:
@@ -91,12 +93,14 @@ def words(row: Row) -> dict[str, str]:
 
 
 def cause(row: Row) -> str:
-    """The `issues` table's cause: the status's reason, and the verdict on a
+    """The `issues` table's cause: the status's reason, the verdict on a
     row whose job ran to its figures and is no measurement (another row's
-    state and reason say why already)."""
-    if row.measurement or row.state not in ("ok", "ok-stopped-early"):
-        return row.reason
-    return "; ".join(filter(None, [row.reason, verdict_shown(row.not_a_measurement)]))
+    state and reason say why already), and why the row is not in the
+    results history."""
+    ran = row.state in ("ok", "ok-stopped-early")
+    verdict = verdict_shown(row.not_a_measurement) if ran and not row.measurement else ""
+    history = f"{HISTORY_NOT_WRITTEN}: {row.history_error}" if row.history_error else ""
+    return "; ".join(filter(None, [row.reason, verdict, history]))
 
 
 def history_columns() -> list[tuple[str, str]]:

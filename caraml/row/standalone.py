@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 
 from caraml import benchmarks, report
-from caraml.row import history, row_json
+from caraml.row import history
 from caraml.row.decide import decide_row
-from caraml.row.evidence import SIGNAL_FILE, Evidence, data_errors
+from caraml.row.evidence import SIGNAL_FILE, Evidence, data_errors, node_energy
 from caraml.row.jube_lines import print_lines
 from caraml.row.record import Row
 from caraml.row.run import undecided
@@ -60,13 +60,14 @@ def decide(benchmark: str, params: dict[str, str], stage: Path) -> Row:
     if step is not None:
         texts.update(data_errors(stage / step.step))
     texts.update(combine_energy(stage, params.get("energy_dir") or "energy"))
-    return decide_row(benchmark, Evidence(texts, params, str(stage)), slurm_state=None)
+    return decide_row(benchmark, Evidence(texts, params, str(stage), node_energy(stage)),
+                      slurm_state=None)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m caraml.row.standalone",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("--benchmark", required=True, choices=benchmarks.names())
+    parser.add_argument("--benchmark", required=True, help="its name in caraml/benchmarks.py")
     parser.add_argument("--params", required=True, type=Path,
                         help="the work package's parameters as JSON (what JUBE planned)")
     parser.add_argument("stage", type=Path, help="the folder the job ran in")
@@ -80,8 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, subprocess.SubprocessError) as error:
         row = undecided(args.benchmark, stage, error)
         report.error(f"{args.params}: {row.reason}")
-    row_json.write(row, stage)
-    history.record(row, stage)
+    row = history.keep(row, stage)
     print_lines(row)
     return 0
 

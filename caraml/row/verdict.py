@@ -12,14 +12,20 @@ names the row's why):
   MAX_SKIPPED_SHARE of its timed iterations with their update skipped by
   a gradient scaler, and its loss within the band its benchmark declares
   (caraml/benchmark_entry.py LossBand): the first loss near that of a
-  model that has learnt nothing, and on a real corpus a fall by the
-  declared share. A device or precision that computes garbage fast, or a
-  run that diverged, would otherwise rank first;
+  model that has learnt nothing. A device or precision that computes
+  garbage fast, or a run that diverged, would otherwise rank first;
+- it ran at the power limit it names: a run whose devices began away from
+  their default limit ran at a limit an earlier point or job left behind
+  (caraml/row/power_limit.py), which neither a plain run nor a `default`
+  point nor a point the suite sets on top of it may compare; only a point
+  the centre set before the job (mode external) begins at its own limit;
 - it timed at least MIN_TIMED_ITERATIONS iterations lasting at least
   MIN_TIMED_SECONDS together: a shorter run reports clock boosts before
   the device is warm, data-loader start-up and single slow steps rather
   than a steady rate, and gives a 1 Hz power sensor too few samples
   (docs/compare.md says why these two);
+- on a real corpus its loss fell by the share its benchmark declares
+  (after the length rule: a run too short to learn is named too short);
 - where it measured energy, its headline window is whole and counts one
   scope on every host: a figure with lost samples or added scopes is not
   what it claims.
@@ -39,6 +45,7 @@ import os
 import sys
 
 from caraml import report
+from caraml.power_limit import DEFAULT, EXTERNAL
 from caraml.row.status import MEASURED
 
 MIN_TIMED_ITERATIONS = 20
@@ -48,6 +55,13 @@ MIN_TIMED_SECONDS = 60.0
 PLANNED_WINDOW_S = MIN_TIMED_SECONDS + 1
 WINDOW_ENV = "CARAML_MEASURE_S"
 NOT_A_MEASUREMENT = "not a measurement"
+# why a row of a run still going is no measurement yet, where its status
+# gives no reason (a job that has not ended has none)
+UNFINISHED = {
+    "running": "the job has not ended yet: its row is decided once `jube continue` has seen it end",
+    "queued": "the job has not started yet: its row is decided once it has run (`jube continue`)",
+    "pending": "Slurm has not started the job yet: its row is decided once it has run (`jube continue`)",
+}
 # A gradient scaler that has found its scale skips an update only where it
 # tries a larger one (once in its growth interval, 2000 steps by default)
 # or the gradients overflow; a run that skips more than this share of its
@@ -58,7 +72,8 @@ MAX_SKIPPED_SHARE = 0.05
 def _ran(row) -> str:
     if row.state in MEASURED:
         return ""
-    return f"{row.state}: {row.reason}" if row.reason else row.state
+    reason = row.reason or UNFINISHED.get(row.state, "")
+    return f"{row.state}: {reason}" if reason else row.state
 
 
 def _numerics(row) -> str:
@@ -72,11 +87,26 @@ def _numerics(row) -> str:
     if None not in (first, untrained, tolerance) and abs(first - untrained) > tolerance * untrained:
         return (f"first loss {first:.4g}, outside {untrained:.4g} ± {tolerance * 100:g} % (the loss "
                 f"of a model that has learnt nothing)")
-    fall, last = row.loss_fall_needed, row.loss_last
+    return ""
+
+
+def _learns(row) -> str:
+    # after the length rule: a run too short to learn is named too short, not a loss that did not fall
+    fall, first, last = row.loss_fall_needed, row.loss_first, row.loss_last
     if None not in (fall, first, last) and last > first * (1 - fall):
         return (f"loss {first:.4g} to {last:.4g} over the run: a run on a real corpus falls by at "
                 f"least {fall * 100:g} %")
     return ""
+
+
+def _at_its_limit(row) -> str:
+    off = row.power_limit_not_default_at_start
+    if not off or (row.power_limit_mode == EXTERNAL and row.power_limit != DEFAULT):
+        return ""
+    return (f"its devices' power limit was not their default at the job's start ({', '.join(off)}): a "
+            "limit left by an earlier point or job that was not put back; reset the node's limits "
+            "(the epilog site/slurm-epilog-power-limits.sh, or nvidia-smi -i N -pl W as root) and run "
+            "it again")
 
 
 def _long_enough(row) -> str:
@@ -103,7 +133,7 @@ def _energy_whole(row) -> str:
 
 
 # each rule gives why a row is not a measurement, or "" where it passes
-RULES = (_ran, _numerics, _long_enough, _energy_whole)
+RULES = (_ran, _numerics, _at_its_limit, _long_enough, _learns, _energy_whole)
 
 
 def judge(row) -> str:

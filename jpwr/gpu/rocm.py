@@ -2,8 +2,9 @@
 the older stack is installed, pyrsmi. amdsmi gives socket power in W and an
 energy accumulator (ticks of counter_resolution microjoules) used as
 hardware counter; pyrsmi gives average power only. The job's GPUs are those
-left by ROCR_VISIBLE_DEVICES and then HIP_VISIBLE_DEVICES, in that order, as
-the ROCm runtime applies them. Channels are named gpu<N> with N the
+left by ROCR_VISIBLE_DEVICES and then HIP_VISIBLE_DEVICES (or
+CUDA_VISIBLE_DEVICES, where HIP's is unset), in that order, as the ROCm
+runtime applies them (jpwr/gpu/visible.py). Channels are named gpu<N> with N the
 library's index of the GPU on the node."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import importlib
 import math
 
-from jpwr.gpu.visible import restrict
+from jpwr.gpu.visible import hip_visible
 from jpwr.method import Channel, Method, MethodUnavailable
 from jpwr.notice import one_line
 
@@ -94,10 +95,8 @@ class RocmPower(Method):
     def __init__(self) -> None:
         super().__init__()
         self._lib = _open_library()
-        candidates = list(range(len(self._lib.handles)))
         try:
-            for variable in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
-                candidates = restrict(candidates, self._lib.uuids, variable, self.name)
+            candidates = hip_visible(self._lib.uuids, self.name)
             if not candidates:
                 raise MethodUnavailable(f"rocm: no AMD GPU visible (the library lists "
                                         f"{len(self._lib.handles)})")

@@ -3,6 +3,10 @@ environment variables (CUDA_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES,
 HIP_VISIBLE_DEVICES) whose entries are indices, UUIDs or MIG instance ids;
 the management libraries ignore them and always list every GPU of the node.
 
+The ROCm runtime applies ROCR_VISIBLE_DEVICES first and then, on what
+that left, HIP_VISIBLE_DEVICES, or CUDA_VISIBLE_DEVICES where HIP's own is
+unset (hip_visible); NVIDIA's runtime reads CUDA_VISIBLE_DEVICES alone.
+
 The forms the drivers accept: an index; a GPU UUID, whole or abbreviated,
 with or without its `GPU-` prefix; a MIG instance as `MIG-<uuid>` or, from
 older drivers, `MIG-GPU-<parent uuid>/<gi>/<ci>`. A MIG instance has no
@@ -89,3 +93,24 @@ def cuda_order(bus_ids: list[str], names: list[str], method: str) -> list[int]:
             f"fastest first, and this node's differ ({', '.join(sorted(set(names)))}), so which "
             f"ones it means is not known; set CUDA_DEVICE_ORDER=PCI_BUS_ID or give their UUIDs")
     return by_bus
+
+
+# The variables HIP reads, ROCR's applied first; the second is HIP's own,
+# else CUDA's, which HIP honours where its own is unset
+HIP_VARIABLES = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def hip_variables() -> tuple[str, ...]:
+    """The variables that select a job's AMD GPUs here, in the order HIP applies them."""
+    inner = next((v for v in HIP_VARIABLES[1:] if os.environ.get(v) is not None), None)
+    return (HIP_VARIABLES[0],) + ((inner,) if inner else ())
+
+
+def hip_visible(uuids: list[str], method: str) -> list[int]:
+    """The library's indices of the AMD GPUs a process sees, in the order
+    HIP counts them: ROCR_VISIBLE_DEVICES on all of them, then HIP's (or
+    CUDA's) variable on what ROCR's left."""
+    picked = list(range(len(uuids)))
+    for variable in hip_variables():
+        picked = restrict(picked, uuids, variable, method)
+    return picked

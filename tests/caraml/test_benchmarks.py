@@ -6,6 +6,8 @@ site's registered benchmark is checked as the suite's own are."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -46,7 +48,31 @@ def test_a_registered_file_adds_a_benchmark_and_a_wrong_one_is_named(tmp_path):
 def test_every_driver_is_a_contention_marker():
     from caraml.node import provenance
     for entry in benchmarks.BUILT_IN:
-        assert entry.driver in provenance.BENCHMARK_MARKERS
+        assert entry.driver in provenance.benchmark_markers()
+
+
+def test_a_registered_file_that_raises_is_named_in_one_line(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import caraml_no_such_site_module\n")
+    with pytest.raises(benchmarks.UnknownBenchmark) as err:
+        benchmarks.names({benchmarks.REGISTRY_ENV: str(broken)})
+    assert str(err.value) == (f"CARAML_BENCHMARKS names {broken}, which fails as it is read "
+                              "(ModuleNotFoundError: No module named 'caraml_no_such_site_module'): "
+                              "fix the file or take it out of CARAML_BENCHMARKS")
+
+
+@pytest.mark.parametrize("command", [["-m", "caraml.benchmarks", "scripts"],
+                                     ["-m", "caraml.compare.cli", "{run}", "--out", "out"]])
+def test_the_commands_say_a_missing_registered_file_in_one_line(tmp_path, command):
+    from tests.compare import rowfixtures as fx
+    run = fx.write_run(tmp_path, "a", [fx.a100()])
+    command = [word.replace("{run}", str(run)) for word in command]
+    missing = tmp_path / "nowhere.py"
+    done = subprocess.run([sys.executable, *command], cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, benchmarks.REGISTRY_ENV: str(missing)}, timeout=120)
+    assert "Traceback" not in done.stderr and done.returncode != 0, done.stderr
+    [line] = done.stderr.splitlines()
+    assert f"CARAML_BENCHMARKS names {missing}, which is no Python file" in line, line
 
 
 def test_every_entrys_data_step_and_job_are_whole():

@@ -193,13 +193,16 @@ def test_every_host_of_the_job_is_measured_and_the_busiest_flags_the_row(monkeyp
     hostnames = ["cn1", "cn1", "cn2", "cn2"]
     monkeypatch.setattr(provenance._RUN_WINDOW, "end", lambda: 3.0)
     # ranks 0 and 2 measure their hosts; 1 and 3 share theirs and send nan
-    provenance.report_load_at_end(TwoHosts(0, [3.0, float("nan"), 41.5, float("nan")]), hostnames)
+    assert provenance.report_load_at_end(TwoHosts(0, [3.0, float("nan"), 41.5, float("nan")]),
+                                         hostnames) == 41.5
     line = capsys.readouterr().out
     assert "foreign_cpu_pct=41.5 foreign_cpu_pct_by_host=cn1=3.0;cn2=41.5" in line
     # a host that could not measure leaves the job's figure unknown, not low
-    provenance.report_load_at_end(TwoHosts(0, [3.0, float("nan"), float("nan"), float("nan")]),
-                                  hostnames)
+    assert provenance.report_load_at_end(TwoHosts(0, [3.0, float("nan"), float("nan"), float("nan")]),
+                                         hostnames) is None
     assert "foreign_cpu_pct=- foreign_cpu_pct_by_host=cn1=3.0" in capsys.readouterr().out
-    # the other ranks print nothing
-    provenance.report_load_at_end(TwoHosts(2, [3.0, float("nan"), 41.5, float("nan")]), hostnames)
+    # the other ranks print nothing and know the job's figure as rank 0 does
+    # (the LLM driver's summary refuses a measured peak from it)
+    assert provenance.report_load_at_end(TwoHosts(2, [3.0, float("nan"), 41.5, float("nan")]),
+                                         hostnames) == 41.5
     assert capsys.readouterr().out == ""

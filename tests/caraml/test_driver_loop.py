@@ -14,6 +14,7 @@ import pytest
 from caraml.node import driver, numerics
 from caraml.node.options import EnergyOptions, RunOptions
 from caraml.node.stopping import StopCondition
+from caraml.node.timing import Timed
 from tests.dist_fixtures import single_cpu  # noqa: F401
 
 
@@ -72,7 +73,7 @@ def test_everything_between_two_steps_is_timed(single_cpu):  # noqa: F811
     step = steps_taking(clock, [1.0] * 3)
 
     class SlowStop(StopCondition):
-        def reason(self, done, timed=()):
+        def reason(self, done, timed=Timed()):
             clock.now += 0.25  # e.g. a slow clock read or signal check
             return super().reason(done, timed)
 
@@ -144,6 +145,84 @@ def test_progress_lines_give_the_intervals_time_and_loss(single_cpu, capsys):  #
     # every second iteration, and at the stop (iteration 5)
     assert lines == ["progress 2: 4.500 s, loss 0.5", "progress 4: 1.500 s, loss 2.5",
                      "progress 5: 3.000 s, loss 4.0"]
+
+
+class OneOfTwoRanks:
+    """Rank 0's view of a two-rank job whose other rank sees no stop of its
+    own and takes twice as long per iteration; it counts the collectives"""
+
+    world_size, rank = 2, 0
+
+    def __init__(self):
+        self.votes = 0
+
+    def any_rank(self, flag):
+        self.votes += 1
+        return flag
+
+    def gather_floats(self, values):
+        return [values, [2 * v for v in values]]
+
+
+class OneRank:
+    world_size, rank = 1, 0
+
+    def any_rank(self, flag):
+        raise AssertionError("no collective on one process")
+
+    gather_floats = any_rank
+
+
+def test_ranks_agree_on_a_stop_about_once_a_second_from_the_slowest_ranks_pace():
+    dist = OneOfTwoRanks()
+    stop = StopCondition(max_iterations=1000)
+    vote = driver._StopVote(dist, stop)
+    vote.pace(0.1)  # the other rank's 0.2 s: a check point every 5 iterations
+    assert vote.every == 5
+    decisions = [vote(done, Timed())[1] for done in range(1, 21)]
+    assert not any(decisions) and dist.votes == 4  # after iterations 5, 10, 15 and 20
+    stop.signal_received = "SIGUSR1"
+    assert [vote(done, Timed())[1] for done in (21, 22, 23, 24, 25)] == [False] * 4 + [True]
+    assert vote(25, Timed())[0] == "signal SIGUSR1"
+
+
+def test_the_iteration_count_stops_every_rank_without_a_collective():
+    dist = OneOfTwoRanks()
+    vote = driver._StopVote(dist, StopCondition(max_iterations=12))
+    vote.pace(0.1)
+    assert [vote(done, Timed())[1] for done in (11, 12)] == [False, True]
+    assert dist.votes == 0
+
+
+def test_one_process_decides_every_iteration_without_a_collective():
+    stop = StopCondition(max_iterations=1000)
+    vote = driver._StopVote(OneRank(), stop)
+    vote.pace(0.001)
+    assert vote(1, Timed()) == (None, False)
+    stop.signal_received = "SIGTERM"
+    assert vote(2, Timed()) == ("signal SIGTERM", True)
+
+
+def test_a_window_of_timed_iterations_closes_on_every_rank_without_a_collective():
+    dist = OneOfTwoRanks()
+    vote = driver._StopVote(dist, StopCondition(max_iterations=4, min_timed_iterations=6))
+    vote.pace(0.1)  # check points every 5 iterations: none falls on 4, 6 or 7
+    assert vote(4, Timed(3, 0.3)) == (None, False)
+    assert vote(6, Timed(5, 0.5)) == (None, False)
+    assert vote(7, Timed(6, 0.6))[1] is True
+    assert dist.votes == 0
+
+
+def test_a_windows_seconds_are_agreed_on_at_the_next_check_point():
+    """Each rank times its own iterations, so one may reach the window's
+    seconds first: it stops only with the others, at a check point."""
+    dist = OneOfTwoRanks()
+    vote = driver._StopVote(dist, StopCondition(max_iterations=4, min_timed_seconds=2.0))
+    vote.pace(0.1)  # a check point every 5 iterations
+    reason, stopping = vote(6, Timed(5, 2.5))
+    assert reason.startswith("measurement window reached") and not stopping
+    assert dist.votes == 0
+    assert vote(10, Timed(9, 4.5)) == (reason, True) and dist.votes == 1
 
 
 def test_every_loss_and_skipped_update_is_kept_for_the_summary_line(single_cpu):  # noqa: F811

@@ -13,8 +13,11 @@ from caraml.login.local_host import Host
 
 
 def fake_nvidia_smi(directory, output: str, status: int = 0):
+    """An nvidia-smi that prints output, its last column (the power limit)
+    420 W where the query asks for the limit set now, not the default."""
     script = directory / "nvidia-smi"
-    script.write_text(f"#!/bin/sh\nprintf '%s' '{output}'\nexit {status}\n")
+    script.write_text(f"#!/bin/sh\ncase \"$*\" in *power.default_limit*) printf '%s' '{output}' ;;\n"
+                      f"*) printf '%s' '{output}' | sed 's/[0-9.]*$/420.00/' ;; esac\nexit {status}\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     return directory
 
@@ -27,13 +30,14 @@ def no_amd(monkeypatch, tmp_path):
         monkeypatch.delenv(variable, raising=False)
 
 
-def test_nvidia_gpus_are_found_with_names_and_power_limits(tmp_path, monkeypatch, no_amd):
+def test_nvidia_gpus_are_found_with_names_and_default_power_limits(tmp_path, monkeypatch, no_amd):
     out = ("00000000:01:00.0, GPU-aaaa, NVIDIA H100 80GB HBM3, 700.00\n"
            "00000000:02:00.0, GPU-bbbb, NVIDIA H100 80GB HBM3, 700.00\n")
     monkeypatch.setenv("PATH", f"{fake_nvidia_smi(tmp_path, out)}{os.pathsep}{os.environ['PATH']}")
     host = local_host.detect()
     assert (host.kind, host.found, host.requested) == ("cuda", 2, 2)
-    assert local_host.value("power_limit", host) == "700"
+    # LOCAL's TDP: the default limit, not a cap left at 420 W
+    assert local_host.value("default_power_limit", host) == "700"
     assert local_host.value("unit", host) == "GPU"
     assert "2x NVIDIA H100 80GB HBM3" in local_host.value("description", host)
     local_host.check(2, host)

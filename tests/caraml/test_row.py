@@ -558,8 +558,9 @@ def test_a_sweep_points_row_has_its_limit_everywhere(tmp_path, capsys):
     row = decide(tmp_path, params={"power_limit": "0.75", "power_limit_scope_run": "module"},
                  job_out=_LIMIT_LINES + finished_job())
     assert state(row) == ("ok", "") and list(row.flags) == []
-    assert (row.power_limit, row.power_limit_asked_w, row.power_limit_scope, row.power_limit_before_w,
-            row.power_limit_w, row.power_limit_restored) == ("0.75", 300.0, "module", 400.0, 300.0, True)
+    assert (row.power_limit, row.power_limit_asked_w, row.power_limit_scope, row.power_limit_mode,
+            row.power_limit_before_w, row.power_limit_w, row.power_limit_restored,
+            row.power_limit_restored_by) == ("0.75", 300.0, "module", "suite", 400.0, 300.0, True, "ranks")
     assert row.power_w_per_device_timed > 0
     columns = render.history_values(row)
     assert (columns["power_limit_asked_w"], columns["power_limit_w"]) == (300.0, 300.0)

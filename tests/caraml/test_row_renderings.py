@@ -45,9 +45,11 @@ def test_every_field_is_known_in_the_test_row(row):
 
 def test_the_jube_row_line_holds_every_field_under_its_name(row):
     words = render.words(row)
-    lines = {"reason": render.cause(row), "flags": " ".join(row.flags)}  # the lines of their own
+    # the lines of their own: the cause (with why the row is not in the history) and the flags
+    lines = {"reason": render.cause(row), "flags": " ".join(row.flags), "history_error": render.cause(row)}
     missing = [name for name in FIELDS if name not in words and name not in lines]
     assert missing == []
+    assert row.history_error and row.history_error in render.cause(row)
     assert [name for name in words
             if name in FIELDS and not _same_word(getattr(row, name), words[name], name)] == []
 
@@ -58,7 +60,8 @@ def test_the_full_table_shows_each_field_under_its_name(row):
                for column in full_table.columns(entry.name)}
     shown = [name for name in FIELDS if name in columns]
     assert {"per_s", "work_per_wh_timed", "wh_run", "timed_iterations", "global_batch"} <= set(shown)
-    assert [name for name in shown if name not in ("reason", "flags", "work_package")
+    # the free texts stand whole in their cells, not as the row line's words
+    assert [name for name in shown if name not in ("reason", "flags", "work_package", "node_energy_reason")
             and not _same_word(getattr(row, name), cells[name], name)] == []
 
 

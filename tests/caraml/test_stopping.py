@@ -4,6 +4,7 @@ import signal
 import pytest
 
 from caraml.node.stopping import StopCondition
+from caraml.node.timing import Timed
 
 
 def test_iteration_count():
@@ -42,12 +43,12 @@ def test_a_measurement_window_makes_the_iteration_count_a_floor():
     """The run goes on past its iterations until it has timed at least so
     many lasting at least so long: a row long enough to be a measurement."""
     stop = StopCondition(max_iterations=4, min_timed_iterations=3, min_timed_seconds=2.0)
-    assert stop.reason(4, [0.5, 0.5]) is None  # two timed iterations: too few
-    assert stop.reason(6, [0.5, 0.5, 0.5, 0.4]) is None  # four, 1.9 s: too short
+    assert stop.reason(4, Timed(2, 1.0)) is None  # two timed iterations: too few
+    assert stop.reason(6, Timed(4, 1.9)) is None  # four, 1.9 s: too short
     window = "measurement window reached: at least 3 timed iterations lasting 2 s"
-    assert stop.reason(7, [0.5, 0.5, 0.5, 0.5]) == window
+    assert stop.reason(7, Timed(4, 2.0)) == window
     # a long run reaches the window before its count: the count ends it
-    assert stop.reason(3, [5.0, 5.0, 5.0]) is None
-    assert stop.reason(4, [5.0, 5.0, 5.0]) == window
+    assert stop.reason(3, Timed(3, 15.0)) is None
+    assert stop.reason(4, Timed(3, 15.0)) == window
     with pytest.raises(ValueError):
         StopCondition(max_iterations=4, min_timed_seconds=0)

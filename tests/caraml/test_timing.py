@@ -1,6 +1,6 @@
 import pytest
 
-from caraml.node.timing import IterationTimer, rate, slowest_per_iteration, summarize
+from caraml.node.timing import IterationTimer, Timed, rate, slowest_per_iteration, summarize
 
 
 class FakeClock:
@@ -61,14 +61,23 @@ def test_so_far_counts_the_running_iteration_once_it_is_timed():
     timer = IterationTimer(warmup=1, clock=lambda: now[0])
     timer.start()
     now[0] = 1.0
-    assert timer.so_far() == []  # the warm-up's iteration is never timed
+    assert timer.so_far() == Timed(0, 0.0)  # the warm-up's iteration is never timed
     timer.stop()
     timer.start()
     now[0] = 1.5
-    assert timer.so_far() == [0.5]  # the running iteration, as long as it has run
+    assert timer.so_far() == Timed(1, 0.5)  # the running iteration, as long as it has run
     now[0] = 3.0
     timer.stop()
-    assert timer.so_far() == [2.0]
+    assert timer.so_far() == Timed(1, 2.0)
+
+
+def test_so_far_is_the_durations_count_and_sum_without_going_over_them_again():
+    ticks = iter(range(100))
+    timer = IterationTimer(warmup=2, clock=lambda: 0.1 * next(ticks) ** 2)
+    for _ in range(12):
+        timer.start()
+        timer.stop()
+    assert timer.so_far() == Timed(10, sum(timer.durations))
 
 
 def test_the_spread_of_the_iteration_times_is_p10_p50_p90():

@@ -122,3 +122,15 @@ def test_a_run_path_holding_an_equals_sign_is_compared_with_or_without_a_label(t
     [labelled] = find_run_dirs(f"A100x={outpath}")
     assert (plain.path, plain.system) == (outpath / "000000", None)
     assert (labelled.path, labelled.system) == (outpath / "000000", "A100x")
+
+
+def test_a_row_of_a_run_still_going_says_why_it_is_no_measurement_yet(tmp_path, capsys):
+    good = fx.write_run(tmp_path, "a", [fx.a100()])
+    live = fx.write_run(tmp_path, "g", [fx.gh200(state="running")])
+    assert cli.main([f"A100={good}", f"GH200={live}", "--out", str(tmp_path / "out"),
+                     "--no-references"]) == 1
+    out = capsys.readouterr().out
+    assert ("not a measurement: GH200 llm 800M bf16 seq 2048: running: the job has not ended yet: "
+            "its row is decided once `jube continue` has seen it end") in out, out
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "running: the job has not ended yet" in page

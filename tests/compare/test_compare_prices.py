@@ -61,3 +61,14 @@ def test_a_bad_prices_file_is_one_line_naming_file_and_entry(tmp_path, document,
     with pytest.raises(CompareError) as err:
         prices.load(path)
     assert str(err.value).startswith(path) and message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_binary_prices_file_is_refused_in_one_line_by_the_command(tmp_path, capsys):
+    path = tmp_path / "prices.xlsx"
+    path.write_bytes(b"PK\x03\x04\x14\x00\x06\x00\x08\x00\xff\xfe\x00\x00")  # a spreadsheet's start
+    run = fx.write_run(tmp_path, "a", [fx.a100()])
+    assert cli.main([str(run), "--out", str(tmp_path / "out"), "--no-references", "--prices", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"caraml-compare: error: {path}: not a text file (byte 0xff at offset 10 "
+                                "is no UTF-8): the prices file is YAML text; see docs/compare.md for "
+                                "the format"], err

@@ -192,3 +192,42 @@ def test_a_drop_against_the_series_own_earlier_runs_alone_exits_4(tmp_path, db, 
     printed = capsys.readouterr().out
     assert "DROP: A100 16 % below its 2 runs of 2026-11-18 to 2026-11-20" in printed
     assert "BELOW BAND" not in printed
+
+
+@pytest.mark.parametrize("broken", ["a directory", "no database", "a damaged database"])
+def test_a_history_that_cannot_be_written_is_said_once_in_each_rows_cause_and_in_the_exit_status(
+        tmp_path, monkeypatch, capsys, broken):
+    """The issue's cases: CARAML_HISTORY a directory, a file that is no
+    SQLite database, a history whose pages are damaged. The main command
+    (caraml/login/rows.py) says it once for the run, naming its rows, and
+    exits 1; each row's `issues` cause names it; the rows stay in row.json."""
+    from caraml.login import rows as main_rows
+    from caraml.row import render
+    from caraml.row.jube_lines import print_lines
+
+    db = tmp_path / "history.sqlite"
+    if broken == "a directory":
+        db.mkdir()
+    elif broken == "no database":
+        db.write_bytes(b"\x00not sqlite\xff" * 512)
+    else:
+        history.write(row_json.from_dict(fx.a100()), tmp_path, db)
+        data = bytearray(db.read_bytes())
+        data[100:4096] = b"\xff" * (4096 - 100)  # the first page's b-tree after the header
+        db.write_bytes(bytes(data))
+    monkeypatch.setenv(history.ENV, str(db))
+    outpath = fx.write_run(tmp_path, "a", [fx.a100(), fx.a100()])
+    run = outpath / "000000"
+    for work in sorted(run.glob("*_execute/work")):
+        kept = history.keep(row_json.read(work / "row.json"), work)
+        assert kept.history_error.startswith(f"{db}: not written (")
+        # in row.json, so every reader of the run sees it; in the issues table's cause
+        assert row_json.read(work / "row.json") == kept and render.notable(kept)
+        assert render.cause(kept) == f"not in the results history: {kept.history_error}"
+        print_lines(kept)
+    assert capsys.readouterr().out.count("CARAML row reason: not in the results history:") == 2
+    assert main_rows.main([str(run)]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"CARAML: the results history was not written, rows 1, 2 of {run} not in it: "
+                           f"{db}: not written (")
+    assert line.endswith(f"set {history.ENV} to a writable file; the rows are in their row.json")

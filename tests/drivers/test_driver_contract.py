@@ -105,6 +105,19 @@ def test_one_signalled_rank_stops_both_after_the_same_iteration_and_is_named(drv
         assert sorted(p.name for p in tmp_path.glob(f"*_rank{rank}.*"))
 
 
+def test_two_ranks_close_a_measurement_window_after_the_same_iteration():
+    """Each rank times its own iterations, so the window's seconds may be
+    reached on one rank first: the ranks agree on it and stop together (a
+    rank that went on alone would hang the job), past the iteration count."""
+    code, lines, _, err = run(GPT, "--train-iters", "3", "--warmup-iters", "1",
+                              "--min-timed-seconds", "0.5", "--energy-methods", "none", ranks=2)
+    assert code == 0, err
+    assert lines["stop"].startswith("measurement window reached")
+    g = lines["global"]
+    assert int(g["iterations"]) == int(g["iterations_total"]) - 1 > 2
+    assert float(g["time_per_iteration_s"]) * int(g["iterations"]) >= 0.5 * (1 - ROUNDING)
+
+
 @DRIVERS
 def test_a_run_that_times_no_iteration_prints_what_it_has_and_exits_1(drv):
     # A budget of 6 ms is spent while the model is built: the run stops

@@ -127,3 +127,28 @@ def test_a_path_jube_cannot_run_is_refused_before_jube_starts(tmp_path, char, co
                            "expand or run a command); move the checkout to a path without "
                            "\" $ ` \\ or line breaks\n")
     assert not commands_ran(tmp_path) and not (checkout / ".venv").exists()
+
+
+@pytest.mark.parametrize("script, outpath, tags", [JUBE_RUNS[0], JUBE_RUNS[2]])
+def test_jube_run_from_a_path_with_a_double_quote_fails_its_rows_naming_it(tmp_path, script, outpath, tags):
+    """JUBE's own line for a step (`<command> && env > "<work dir>/..."`) does
+    not parse with a " in the path; the path check runs on the step's first
+    line all the same, and every row fails naming the character."""
+    from caraml.row import rows_of_run
+
+    checkout = copy_tree(tmp_path / 'a"b' / "repo")
+    env = {**os.environ, "CARAML_VENV": str(ROOT / ".venv")}
+    env.pop("CARAML_ROOT", None)
+    subprocess.run(["jube", "run", script, "--hide-animation", "--tag", *tags], cwd=checkout,
+                   env=env, capture_output=True, text=True, timeout=600)
+    [run_dir] = [p for p in (checkout / outpath).iterdir() if p.is_dir()]
+    rows = rows_of_run(run_dir)
+    reason = (f"the checkout path {checkout} holds '\"', which JUBE puts into a double-quoted shell "
+              "line (it would end the quotes, expand or run a command); move the checkout to a path "
+              "without \" $ ` \\ or line breaks")
+    assert rows and all(row["status"] == {"state": "failed", "reason": reason} for row in rows), \
+        [row["status"] for row in rows]
+    # JUBE's own table, as a user looks at it: Status and Cause filled
+    shown = jube(checkout, env, "result", outpath, "-i", "last")
+    issues = shown.split("issues:")[1]
+    assert "| failed |" in issues and "holds '\"'" in " ".join(issues.replace("|", " ").split()), shown

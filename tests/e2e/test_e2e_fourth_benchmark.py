@@ -96,3 +96,16 @@ def test_no_core_file_names_the_tiny_benchmark():
     named = subprocess.run(["git", "grep", "-l", "-i", "tiny_benchmark\\|tests/tiny", "--", *CORE],
                            cwd=ROOT, capture_output=True, text=True)
     assert named.stdout == ""
+
+
+@pytest.mark.jube
+def test_a_registry_that_fails_as_it_is_read_is_the_rows_cause_under_jube_run(tmp_path):
+    broken = tmp_path / "site_benchmark.py"
+    broken.write_text("raise RuntimeError('site module broken')\n")
+    run = JubeRun("tests/tiny_benchmark.xml", tmp_path / "run",
+                  env={**os.environ, benchmarks.REGISTRY_ENV: str(broken), "PYTHONPATH": str(ROOT)})
+    run.run("CPU", "smoke")
+    [row] = run.table().to_dict("records")
+    assert row["Status"] == "failed", row
+    assert (f"CARAML_BENCHMARKS names {broken}; which fails as it is read (RuntimeError: site module "
+            "broken): fix the file or take it out of CARAML_BENCHMARKS") in row["Error"], row["Error"]

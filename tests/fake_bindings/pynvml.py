@@ -1,19 +1,25 @@
 """nvidia-ml-py as a job's own processes see it in the end-to-end tests: the
-fake NVML of tests/jpwr/jpwr_fakes.py with its GPUs kept in the JSON file
-$CARAML_FAKE_NVML_STATE, so that a limit a job sets and puts back is seen
-by the test (and by every process of the job) after the job has ended;
-the state's `set_mw` lists every limit set, in order. A test puts this
-folder first on PYTHONPATH.
+fake NVML of tests/jpwr/jpwr_fakes.py (with the power scopes) with its GPUs
+kept in the JSON file $CARAML_FAKE_NVML_STATE, so that a limit a job sets
+and puts back is seen by the test (and by every process of the job, the
+power guard's too) after the job has ended; the state's `set_mw` lists
+every limit set, in order. A test puts this folder first on PYTHONPATH;
+where the variable is not set, the binding is not installed.
 
-The GPU draws 60 % of its power limit, and its energy counter counts that
-since boot. What a job meets at a limit is the state's `at_limit_mw`
-entry for that limit, in milliwatts:
+The GPU draws 60 % of its power limit, and its energy counter counts what
+it drew since boot, at each limit for as long as that held. What a job
+meets at a limit is the state's `at_limit_mw` entry for that limit, in
+milliwatts:
   refuse  setting the limit fails as without privilege;
   term    the process gets SIGTERM when the timed window begins (the
           main thread reads the energy counter there first), as from scancel;
   raise   once the timed window has begun, the next power reading (the
           sampler's thread) makes the training step (the main thread)
-          raise, as a GPU that fails."""
+          raise, as a GPU that fails;
+  kill    the process kills itself with SIGKILL when the timed window
+          begins, as the OOM killer or `kill -9` would;
+  stuck   as kill, and the GPU then refuses the next set (the limit stays:
+          the power guard cannot put it back either); once."""
 
 from __future__ import annotations
 
@@ -26,16 +32,18 @@ import threading
 import time
 from pathlib import Path
 
-from tests.jpwr.jpwr_fakes import FakeNvml
+from tests.jpwr.jpwr_fakes import FakeScopedNvml
 
 STATE_ENV = "CARAML_FAKE_NVML_STATE"
+if STATE_ENV not in os.environ:
+    raise ImportError(f"the fake NVML has no state ({STATE_ENV} is not set)")
 
 
 class FakeGpuFailed(RuntimeError):
     pass
 
 
-class FileNvml(FakeNvml):
+class FileNvml(FakeScopedNvml):
     def __init__(self, path: Path) -> None:
         self._path = path
         self._loaded: list[dict] = []
@@ -56,19 +64,32 @@ class FileNvml(FakeNvml):
         gpu = self.gpus[handle]
         return json.loads(self._path.read_text()).get("at_limit_mw", {}).get(str(gpu["limit_mw"]), "")
 
+    @staticmethod
+    def _energy_mj(gpu: dict, now: float) -> float:
+        """What the GPU drew since boot: at each limit for as long as it held."""
+        return gpu.get("energy_banked_mj", 0) + 0.6 * gpu["limit_mw"] * (now - gpu.get("limit_since", 0.0))
+
     def limits_changed(self) -> None:
         state = json.loads(self._path.read_text())
+        now = time.monotonic()
+        for before, after in zip(state["gpus"], self._loaded):
+            if before["limit_mw"] != after["limit_mw"]:  # the counter goes on from what it drew so far
+                after["energy_banked_mj"], after["limit_since"] = self._energy_mj(before, now), now
         state["gpus"] = self._loaded
         # every limit set, in order, for the test to read
-        state.setdefault("set_mw", []).extend(mw for _, mw in self.limit_calls)
+        state.setdefault("set_mw", []).extend(call[1] for call in self.limit_calls)
         self.limit_calls.clear()
         temporary = self._path.with_suffix(f".{os.getpid()}")
         temporary.write_text(json.dumps(state))
         os.replace(temporary, self._path)
 
     def nvmlDeviceSetPowerManagementLimit(self, handle, milliwatts):
-        actions = json.loads(self._path.read_text()).get("at_limit_mw", {})
-        if actions.get(str(milliwatts)) == "refuse":
+        state = json.loads(self._path.read_text())
+        if state.get("at_limit_mw", {}).get(str(milliwatts)) == "refuse":
+            raise self.NVMLError(self.NVML_ERROR_NO_PERMISSION)
+        if state.get("refuse_next_set"):
+            state["refuse_next_set"] = False
+            self._path.write_text(json.dumps(state))
             raise self.NVMLError(self.NVML_ERROR_NO_PERMISSION)
         super().nvmlDeviceSetPowerManagementLimit(handle, milliwatts)
 
@@ -85,9 +106,17 @@ class FileNvml(FakeNvml):
     def nvmlDeviceGetTotalEnergyConsumption(self, handle):
         if threading.current_thread() is threading.main_thread() and not self._window_begun:
             self._window_begun = True
-            if self._action(handle) == "term":
+            action = self._action(handle)
+            if action == "term":
                 os.kill(os.getpid(), signal.SIGTERM)
-        return int(self._power_mw(handle) * time.monotonic())
+            if action == "stuck":  # once: the next job at this limit is one that found it left
+                state = json.loads(self._path.read_text())
+                state["refuse_next_set"] = True
+                del state["at_limit_mw"][str(self.gpus[handle]["limit_mw"])]
+                self._path.write_text(json.dumps(state))
+            if action in ("kill", "stuck"):
+                os.kill(os.getpid(), signal.SIGKILL)
+        return int(self._energy_mj(self.gpus[handle], time.monotonic()))
 
 
 sys.modules[__name__] = FileNvml(Path(os.environ[STATE_ENV]))

@@ -8,6 +8,7 @@ import types
 from pathlib import Path
 
 from jpwr.method import MEASURED, Channel, Method
+from tests.pm_counters_files import PmCounterFolder
 
 VENDOR_MODULES = ("pynvml", "amdsmi", "pyrsmi", "pyrsmi.rocml", "gcipuinfo")
 
@@ -35,6 +36,10 @@ class FakeSysfs:
         self.write(directory / "name", "power_meter")
         self.write(directory / "device" / "power1_oem_info", oem_info)
         return self.write(directory / "device" / "power1_average", microwatts)
+
+    def pm_counters(self, **settings) -> PmCounterFolder:
+        """HPE Cray's counters folder, cray/pm_counters, empty until written."""
+        return PmCounterFolder(self.root / "cray" / "pm_counters", **settings)
 
     def rapl_zone(self, zone: str, name: str, energy_uj: int,
                   max_range_uj: int = 262_143_328_850) -> Path:
@@ -69,16 +74,18 @@ class FakeNvml(types.ModuleType):
     power_mw and energy_mj, optionally bus (PCI bus id; default: in index
     order), name and migs (UUIDs of its MIG instances); a GPU with lost=True
     raises like a fallen-off GPU. MIG handles are (gpu index, slot) pairs.
-    Power limits: limit_mw and limit_range_mw (min, max) of a GPU; with
-    refuse=True setting one fails as without privilege. Every limit set is
+    Power limits: limit_mw, limit_range_mw (min, max) and default_mw (the
+    top of the range where not given) of a GPU; with refuse=True setting one
+    fails as without privilege, with unsupported=True reading one fails as
+    on a vGPU or a MIG instance (NVML's Not Supported). Every limit set is
     logged in `limit_calls` as (handle, milliwatts)."""
 
-    NVML_ERROR_NO_PERMISSION = 4
+    NVML_ERROR_NOT_SUPPORTED, NVML_ERROR_NO_PERMISSION = 3, 4
 
     class NVMLError(Exception):
         # nvidia-ml-py's errors carry their NVML return code as `value`
         def __init__(self, value) -> None:
-            super().__init__("Insufficient Permissions" if value == 4 else value)
+            super().__init__({3: "Not Supported", 4: "Insufficient Permissions"}.get(value, value))
             self.value = value
 
     def __init__(self, gpus: list[dict]) -> None:
@@ -132,11 +139,21 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetTotalEnergyConsumption(self, handle):
         return self._gpu(handle)["energy_mj"]
 
+    def _limits(self, handle):
+        gpu = self._gpu(handle)
+        if gpu.get("unsupported"):
+            raise self.NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        return gpu
+
     def nvmlDeviceGetPowerManagementLimit(self, handle):
-        return self._gpu(handle)["limit_mw"]
+        return self._limits(handle)["limit_mw"]
 
     def nvmlDeviceGetPowerManagementLimitConstraints(self, handle):
-        return list(self._gpu(handle)["limit_range_mw"])
+        return list(self._limits(handle)["limit_range_mw"])
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, handle):
+        gpu = self._limits(handle)
+        return gpu.get("default_mw", gpu["limit_range_mw"][1])
 
     def nvmlDeviceSetPowerManagementLimit(self, handle, milliwatts):
         gpu = self._gpu(handle)
@@ -157,7 +174,8 @@ class FakeScopedNvml(FakeNvml):
     """FakeNvml with NVML's power scopes (a newer nvidia-ml-py on a Grace
     Hopper driver): a GPU's module limit as module_limit_mw and
     module_range_mw (min, max); a GPU without them reports the module
-    fields as not supported. As nvidia-ml-py 13.615's
+    fields as not supported; module_default_mw is its default (the top of
+    module_range_mw where not given). As nvidia-ml-py 13.615's
     nvmlDeviceSetPowerManagementLimit_v2, the set call passes on no NVML
     error: a refused or out-of-range module limit is left as it was. Each
     module limit set is logged in `limit_calls` as (handle, milliwatts,
@@ -166,7 +184,7 @@ class FakeScopedNvml(FakeNvml):
     NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED = 0, 3
     NVML_POWER_SCOPE_GPU, NVML_POWER_SCOPE_MODULE = 0, 1
     NVML_FI_DEV_POWER_MIN_LIMIT, NVML_FI_DEV_POWER_MAX_LIMIT = 187, 188
-    NVML_FI_DEV_POWER_REQUESTED_LIMIT = 192
+    NVML_FI_DEV_POWER_DEFAULT_LIMIT, NVML_FI_DEV_POWER_REQUESTED_LIMIT = 189, 192
 
     def nvmlDeviceGetFieldValues(self, handle, field_ids):
         gpu = self._gpu(handle)
@@ -174,8 +192,11 @@ class FakeScopedNvml(FakeNvml):
         for field, scope in field_ids:
             key = {self.NVML_FI_DEV_POWER_REQUESTED_LIMIT: ("module_limit_mw", None),
                    self.NVML_FI_DEV_POWER_MIN_LIMIT: ("module_range_mw", 0),
-                   self.NVML_FI_DEV_POWER_MAX_LIMIT: ("module_range_mw", 1)}[field]
+                   self.NVML_FI_DEV_POWER_MAX_LIMIT: ("module_range_mw", 1),
+                   self.NVML_FI_DEV_POWER_DEFAULT_LIMIT: ("module_default_mw", None)}[field]
             value = gpu.get(key[0]) if scope == self.NVML_POWER_SCOPE_MODULE else None
+            if key[0] == "module_default_mw" and value is None and "module_range_mw" in gpu:
+                value = gpu["module_range_mw"][1]
             if value is not None and key[1] is not None:
                 value = value[key[1]]
             out.append(types.SimpleNamespace(
@@ -195,11 +216,13 @@ class FakeScopedNvml(FakeNvml):
 
 
 class FakeAmdSmi(types.ModuleType):
-    """amdsmi's calls that jpwr uses; power caps as power_cap_uw and
-    cap_range_uw (min, max) of a GPU, refuse=True as without privilege."""
+    """amdsmi's calls that jpwr uses; power caps as power_cap_uw,
+    cap_range_uw (min, max) and default_cap_uw (the top of the range where
+    not given) of a GPU, refuse=True as without privilege, unsupported=True
+    as a device without a cap of its own (an MI250's second GCD)."""
 
     class AmdSmiRetCode:
-        STATUS_NO_PERM = 10
+        STATUS_NOT_SUPPORTED, STATUS_NO_PERM = 2, 10
 
     class AmdSmiLibraryException(Exception):
         def __init__(self, err_code) -> None:
@@ -228,15 +251,27 @@ class FakeAmdSmi(types.ModuleType):
     def amdsmi_get_energy_count(self, handle):
         return self.gpus[handle]["energy_count"]
 
+    def _capped(self, handle) -> dict:
+        gpu = self.gpus[handle]
+        if gpu.get("unsupported"):
+            raise self.AmdSmiLibraryException(self.AmdSmiRetCode.STATUS_NOT_SUPPORTED)
+        return gpu
+
     def amdsmi_get_power_cap_info(self, handle):
-        low, high = self.gpus[handle]["cap_range_uw"]
-        return {"power_cap": self.gpus[handle]["power_cap_uw"], "min_power_cap": low,
-                "max_power_cap": high, "default_power_cap": high, "dpm_cap": 0}
+        gpu = self._capped(handle)
+        low, high = gpu["cap_range_uw"]
+        return {"power_cap": gpu["power_cap_uw"], "min_power_cap": low, "max_power_cap": high,
+                "default_power_cap": gpu.get("default_cap_uw", high), "dpm_cap": 0}
 
     def amdsmi_set_power_cap(self, handle, sensor, cap):
-        if self.gpus[handle].get("refuse"):
+        gpu = self._capped(handle)
+        if gpu.get("refuse"):
             raise self.AmdSmiLibraryException(self.AmdSmiRetCode.STATUS_NO_PERM)
-        self.gpus[handle]["power_cap_uw"] = cap
+        gpu["power_cap_uw"] = cap
+        self.caps_changed()
+
+    def caps_changed(self) -> None:
+        """Called after a cap was set (the file-backed fake keeps it)."""
 
 
 class FakeRocml(types.ModuleType):

@@ -24,7 +24,8 @@ from jpwr.ctxmgr import get_power
 SUMMARY = re.compile(r"jpwr-summary: total_wh=(\S+) devices=(\d+) wh_per_device=(\S+) "
                      r"mean_w_per_device=(\S+) max_w=(\S+) duration_s=(\S+) "
                      r"methods=([a-z+]+) source=(measured|estimated|incomplete) scope=(\S+) "
-                     r"basis=([a-z+]+) counter_vs_integrated_pct=(\S+) missing_pct=(\S+)")
+                     r"basis=([a-z+]+) counter_vs_integrated_pct=(\S+) missing_pct=(\S+) "
+                     r"complete=(yes|no) covered_pct=(\S+)")
 
 
 def write_rank(directory, rank, host, channels, start=1000.0, duration=100.0):
@@ -64,7 +65,7 @@ def test_two_nodes_sum_up(tmp_path):
         "duration_s": pytest.approx(105.0), "methods": "pynvml", "source": "measured",
         "scope": "gpu", "basis": "integrated", "counter_vs_integrated_pct": pytest.approx(np.nan,
                                                                                           nan_ok=True),
-        "missing_pct": 0.0}
+        "missing_pct": 0.0, "complete": "yes", "covered_pct": 100.0}
 
 
 def test_summary_line_has_the_agreed_form(tmp_path):
@@ -94,6 +95,22 @@ def test_counting_rule_prefers_accelerators_then_gh_then_rapl_then_hwmon_then_es
         True, False, True, False, False, False,
         True, False,
         True]
+
+
+def test_the_node_meter_counts_after_the_accelerators_and_the_superchip_and_before_rapl():
+    rows = host_rows(
+        ("gpus", "rocm", "gpu0"), ("gpus", "pm_counters", "accel0"), ("gpus", "pm_counters", "node"),
+        ("gh", "gh", "module-0"), ("gh", "pm_counters", "accel0"), ("gh", "pm_counters", "node"),
+        ("cray", "pm_counters", "node"), ("cray", "pm_counters", "cpu"),
+        ("cray", "pm_counters", "memory"), ("cray", "pm_counters", "accel0"),
+        ("cray", "pm_counters", "accel1"), ("cray", "rapl", "package-0"),
+        ("cpu", "pm_counters", "node"), ("cpu", "pm_counters", "cpu"), ("cpu", "rapl", "package-0"),
+        ("cpu", "hwmon", "psu/hwmon0/power1"))
+    assert list(counted(rows)) == [
+        True, False, False,
+        True, False, False,
+        False, False, False, True, True, False,
+        True, False, False, False]
 
 
 def test_estimated_counted_channel_makes_the_figure_estimated(tmp_path):
@@ -188,3 +205,35 @@ def test_h5_energy_files_are_read(tmp_path, synthetic, wait):
     (tmp_path / "power.csv").unlink()  # so the figure can only come from the h5 energy file
     table = combine([tmp_path])
     assert table.iloc[0].origin == FROM_ENERGY and table.iloc[0].max_w == pytest.approx(42.0)
+
+
+def _run_times(directory, rank, start, end):
+    meta = directory / f"meta_rank{rank}.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "start_time": start, "end_time": end}))
+
+
+def test_a_requeued_rank_counts_once_from_its_last_attempt(tmp_path):
+    # the first attempt of rank 0 ran on n1, Slurm requeued the job onto n2
+    write_rank(tmp_path / "first", 0, "n1", [("pynvml", "gpu0", 5.0, 300.0)])
+    _run_times(tmp_path / "first", 0, "2026-11-27T10:00:00+00:00", None)  # killed: no end
+    write_rank(tmp_path / "second", 0, "n2", [("pynvml", "gpu0", 2.0, 300.0)])
+    _run_times(tmp_path / "second", 0, "2026-11-27T10:10:00+00:00", "2026-11-27T10:20:00+00:00")
+    # rank 1 ran alongside the first attempt on another node: a process of its own
+    write_rank(tmp_path / "other", 1, "n3", [("pynvml", "gpu0", 1.0, 300.0)])
+    _run_times(tmp_path / "other", 1, "2026-11-27T10:00:01+00:00", "2026-11-27T10:04:00+00:00")
+    table = combine([tmp_path])
+    assert sorted(table["host"]) == ["n2", "n3"]
+    assert summarize(table)["total_wh"] == pytest.approx(3.0)
+    [note] = [line for line in notes(table) if "earlier run" in line]
+    assert note.startswith(f"{tmp_path / 'first' / 'meta_rank0.json'}: an earlier run of rank 0 than "
+                           f"{tmp_path / 'second' / 'meta_rank0.json'}; only the later one counts")
+
+
+def test_runs_of_one_rank_that_overlap_in_time_all_count(tmp_path):
+    write_rank(tmp_path / "a", 0, "n1", [("pynvml", "gpu0", 5.0, 300.0)])
+    _run_times(tmp_path / "a", 0, "2026-11-27T10:00:00+00:00", "2026-11-27T10:10:00+00:00")
+    write_rank(tmp_path / "b", 0, "n2", [("pynvml", "gpu0", 2.0, 300.0)])
+    _run_times(tmp_path / "b", 0, "2026-11-27T10:05:00+00:00", "2026-11-27T10:15:00+00:00")
+    table = combine([tmp_path])
+    assert summarize(table)["total_wh"] == pytest.approx(7.0)
+    assert not [line for line in notes(table) if "earlier run" in line]

@@ -1,9 +1,11 @@
 """The jpwr command: bad input, exit status, signals, a SIGKILL'd run, and
 jpwr combine."""
 
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +50,9 @@ def test_split_command_finds_where_the_command_begins():
     (["--methods", "estimate", "--df-suffix", "_%q{JPWR_TEST_UNSET}", "--df-out", "{tmp}"],
      "JPWR_TEST_UNSET is not set"),
     (["--interval", "10"], "required: --methods"),
+    # upstream's MPI options: refused with the way this jpwr names ranks
+    (["--methods", "estimate", "--use-mpi"], "--df-suffix, e.g. _rank%q{SLURM_PROCID}"),
+    (["--methods", "estimate", "--use-mpi", "--mpi-ranks", "0", "1"], "start it on every rank"),
 ])
 def test_bad_input_is_one_line_and_the_command_never_starts(args, message, tmp_path, proc_stat,
                                                             capsys):
@@ -86,8 +91,10 @@ def test_runs_the_command_and_passes_its_exit_status(tmp_path, monkeypatch, caps
     assert status == 3
     err = capsys.readouterr().err
     assert re.search(r"jpwr: total \S+ Wh over \S+ s, 1 device\(s\) counted \(estimate, ESTIMATED\)", err)
-    assert {p.name for p in out.iterdir()} == {"power_r7.csv", "energy_r7.csv", "meta_r7.json"}
-    assert pd.read_csv(out / "energy_r7.csv").iloc[0].samples >= 2
+    # host and pid end each name, as upstream jpwr's do (this run's pid: main ran here)
+    tail = f"_r7.{socket.gethostname()}.{os.getpid()}"
+    assert {p.name for p in out.iterdir()} == {f"power{tail}.csv", f"energy{tail}.csv", f"meta{tail}.json"}
+    assert pd.read_csv(out / f"energy{tail}.csv").iloc[0].samples >= 2
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 7), (signal.SIGINT, 5), (signal.SIGUSR1, 9)])
@@ -100,7 +107,7 @@ def test_signal_is_forwarded_and_the_data_still_written(sig, code, cli_env, tmp_
     proc = jpwr("--methods", "estimate", "--interval", "10", "--flush-s", "0.01",
                 "--df-out", str(out), sys.executable, "-c", child, env=cli_env,
                 stdout=subprocess.PIPE, text=True)
-    power = out / "power.csv"
+    power = out / f"power.{socket.gethostname()}.{proc.pid}.csv"  # jpwr's own pid
     try:
         assert proc.stdout.readline().strip() == "ready"
         # The energy needs two samples; the child can be ready before the
@@ -112,7 +119,7 @@ def test_signal_is_forwarded_and_the_data_still_written(sig, code, cli_env, tmp_
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    energy = pd.read_csv(out / "energy.csv")
+    energy = pd.read_csv(power.with_name(power.name.replace("power", "energy")))
     assert energy.iloc[0].samples >= 2 and energy.iloc[0].source == "estimated"
 
 
@@ -120,14 +127,14 @@ def test_sigkilled_run_leaves_its_flushed_samples_for_combine(cli_env, tmp_path)
     out = tmp_path / "out"
     proc = jpwr("--methods", "estimate", "--interval", "10", "--flush-s", "0.1",
                 "--df-out", str(out), "--df-suffix", "_rank0", "sleep", "60", env=cli_env)
-    power = out / "power_rank0.csv"
+    power = out / f"power_rank0.{socket.gethostname()}.{proc.pid}.csv"
     try:
         wait_for(lambda: power.exists() and len(power.read_text().splitlines()) > 20,
                  "20 flushed samples")
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert not (out / "energy_rank0.csv").exists()
+    assert not list(out.glob("energy*"))
     flushed = len(power.read_text().splitlines()) - 1
     row = combine([out]).iloc[0]
     assert row.origin == FROM_SAMPLES and row.source == "estimated"
@@ -167,7 +174,7 @@ def test_combine_prints_a_table_and_exactly_one_summary_line(tmp_path, capsys):
     assert summary == ["jpwr-summary: total_wh=1.0 devices=2 wh_per_device=0.5 "
                        "mean_w_per_device=180.0 max_w=200.0 duration_s=10.0 methods=pynvml "
                        "source=measured scope=gpu basis=integrated counter_vs_integrated_pct=nan "
-                       "missing_pct=0.0"]
+                       "missing_pct=0.0 complete=yes covered_pct=100.0"]
     assert any("gpu1" in line and "measured" in line for line in stdout)
     assert len(pd.read_csv(out)) == 2
 
@@ -215,3 +222,44 @@ def test_output_lost_mid_run_keeps_the_commands_status_and_the_summary(sysfs, no
     assert "Traceback" not in err
     assert "jpwr: error: could not write the results" in err
     assert re.search(r"jpwr: total \S+ Wh over", err)
+
+
+def test_an_output_folder_that_cannot_be_written_runs_the_command_as_the_readme_says(tmp_path, proc_stat,
+                                                                                     capsys):
+    """The choice: the command is what the user came for, so it runs and its
+    exit status is jpwr's; one line says the files are lost. The README says
+    the same, and does not list the folder among the refusals."""
+    blocker = tmp_path / "blocker"
+    blocker.write_text("")  # a file: no folder can be made below it, root or not
+    marker = tmp_path / "started"
+    status = main(["--methods", "estimate", "--df-out", str(blocker / "out"), "sh", "-c",
+                   f"touch '{marker}'; exit 4"])
+    err = capsys.readouterr().err
+    assert status == 4 and marker.exists()
+    warned = [line for line in err.splitlines() if f"cannot write to {blocker / 'out'}" in line]
+    assert len(warned) == 1 and warned[0].startswith("jpwr: warning: "), err
+    readme = " ".join((Path(__file__).resolve().parents[2] / "jpwr" / "README.md").read_text().split())
+    refused = readme.split("Bad input is refused with one line and exit status 2", 1)[1].split(".")[0]
+    assert "output" not in refused, refused
+    assert ("An output directory that cannot be written (no permission, a full disk, a path "
+            "below a file) does not stop CMD") in readme
+
+
+def test_two_runs_into_one_folder_keep_their_files_and_combine_says_which_counts(cli_env, tmp_path,
+                                                                              capsys):
+    out = tmp_path / "out"
+    for seconds in ("0.05", "0.3"):  # the second starts after the first ended, as a rerun does
+        run = jpwr("--methods", "estimate", "--interval", "10", "--df-out", str(out), "sleep", seconds,
+                   env=cli_env, stderr=subprocess.DEVNULL)
+        assert run.wait(timeout=60) == 0
+    metas = sorted(out.glob("meta*.json"), key=lambda p: json.loads(p.read_text())["start_time"])
+    assert len(metas) == 2 and len(list(out.glob("energy*.csv"))) == 2
+    host = socket.gethostname()
+    assert all(re.fullmatch(rf"meta\.{re.escape(host)}\.\d+\.json", p.name) for p in metas)
+    assert main(["combine", str(out)]) == 0
+    done = capsys.readouterr()
+    # the later run's figure alone (its 0.3 s), and a note names the earlier one
+    summary = next(line for line in done.out.splitlines() if line.startswith("jpwr-summary:"))
+    assert float(summary.split("duration_s=")[1].split()[0]) > 0.25, summary
+    assert f"{metas[0]}: an earlier run of host {host} than {metas[1]}; only the later one counts" \
+        in done.err, done.err

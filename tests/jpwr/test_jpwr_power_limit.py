@@ -10,12 +10,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from jpwr_fakes import FakeAmdSmi, FakeNvml, FakeScopedNvml
 
 from jpwr.gpu.power_limit import PowerLimitError, limited
+from jpwr.gpu.rocm import RocmPower
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,6 +42,94 @@ def test_the_limit_is_set_read_back_and_the_previous_one_restored_after_the_bloc
     assert nvml.limit_calls == [(0, 250_000), (0, 400_000)]  # set, then restore
     assert limit.restored and nvml.gpus[0]["limit_mw"] == 400_000
     assert nvml.initialised == 0  # NVML shut down again
+
+
+def test_the_default_limit_is_read_beside_the_limit(nvml):
+    nvml.gpus[0].update(limit_mw=180_000, default_mw=400_000)  # a cap left by an earlier job
+    with limited(None) as limit:
+        assert (limit.before_w, limit.default_w) == (180.0, 400.0)
+
+
+def test_the_limit_goes_back_at_once_from_another_thread_and_once_only(nvml):
+    with limited(200.0) as limit:
+        thread = threading.Thread(target=limit.restore_now)  # as at the first stop signal
+        thread.start()
+        thread.join()
+        assert nvml.gpus[0]["limit_mw"] == 400_000  # while the block still runs
+    assert limit.restored and nvml.limit_calls == [(0, 200_000), (0, 400_000)]
+
+
+def test_a_limit_that_does_not_read_back_is_not_restored_and_says_so(nvml, capsys):
+    with limited(200.0) as limit:
+        nvml.gpus[0]["refuse"] = True  # the device no longer takes a limit
+    assert limit.restored is False and nvml.gpus[0]["limit_mw"] == 200_000
+    assert "could not be put back to 400 W" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("library, fake, gpu", [
+    ("nvml", FakeNvml, {"uuid": "GPU-vgpu", "power_mw": 0, "energy_mj": 0, "unsupported": True}),
+    ("amdsmi", FakeAmdSmi, {"uuid": "u1", "unsupported": True}),  # an MI250's second GCD
+])
+def test_a_device_without_a_limit_of_its_own_is_one_line(install, library, fake, gpu):
+    install("pynvml" if library == "nvml" else "amdsmi", fake([gpu]))
+    with pytest.raises(PowerLimitError) as refused:
+        with limited(250.0, library=library):
+            raise AssertionError("the block must not run")
+    message = str(refused.value)
+    assert "\n" not in message and "cannot read the power limit of gpu0" in message
+    assert "(a vGPU or a MIG instance or the second GCD of an MI250)" in message
+
+
+def _amd_host(count: int = 4) -> list[dict]:
+    return [{"uuid": f"u{i}", "power_cap_uw": 500_000_000, "cap_range_uw": (100_000_000, 500_000_000),
+             "power_info": {"socket_power": 100 + i}, "energy_count": {"energy_accumulator": 1000,
+                                                                       "counter_resolution": 15.3}}
+            for i in range(count)]
+
+
+@pytest.mark.parametrize("variables", [
+    {"CUDA_VISIBLE_DEVICES": "2,3"},  # HIP honours CUDA's variable where its own is unset
+    {"ROCR_VISIBLE_DEVICES": "1,2,3", "HIP_VISIBLE_DEVICES": "1,2"},  # HIP's counts within ROCR's
+    {"ROCR_VISIBLE_DEVICES": "u2,u3", "CUDA_VISIBLE_DEVICES": "0,1"},
+])
+def test_amd_limits_and_energy_cover_the_gpus_hip_sees_and_no_others(install, monkeypatch, variables):
+    fake = FakeAmdSmi(_amd_host())
+    install("amdsmi", fake)
+    for name, value in variables.items():
+        monkeypatch.setenv(name, value)
+    with limited(300.0, local_index=0) as first, limited(350.0, local_index=1) as second:
+        assert (first.device, second.device) == ("gpu2", "gpu3")
+        assert [g["power_cap_uw"] for g in fake.gpus] == [500_000_000] * 2 + [300_000_000, 350_000_000]
+    assert [g["power_cap_uw"] for g in fake.gpus] == [500_000_000] * 4
+    method = RocmPower()
+    assert [c.device for c in method.channels] == ["gpu2", "gpu3"]
+    assert method.read() == [102.0, 103.0]
+
+
+def test_an_mi250_card_is_limited_once_through_its_first_gcd(install, monkeypatch):
+    fake = FakeAmdSmi(_amd_host())
+    for gcd in fake.gpus[1::2]:
+        gcd["unsupported"] = True  # the second GCD of each card has no cap of its own
+    install("amdsmi", fake)
+    with limited(400.0, local_index=0, scope="package", devices_per_package=2) as card, \
+            limited(400.0, local_index=1, scope="package", devices_per_package=2) as second:
+        assert (card.device, card.owner, card.reported_w) == ("gpu0+gpu1", True, 400.0)
+        # the card's other GCD sets nothing and reports the card's limit
+        assert (second.device, second.owner, second.asked_w, second.before_w) == ("gpu0+gpu1", False, 400.0,
+                                                                                 400.0)
+        assert fake.gpus[0]["power_cap_uw"] == 400_000_000
+    assert fake.gpus[0]["power_cap_uw"] == 500_000_000
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1,2")  # a job given the first card's second GCD
+    with limited(450.0, local_index=0, scope="package", devices_per_package=2) as card:
+        assert (card.device, card.owner) == ("gpu0+gpu1", True)
+        assert fake.gpus[0]["power_cap_uw"] == 450_000_000
+
+
+def test_nvml_refuses_the_package_scope(install):
+    install("pynvml", FakeNvml([_gpu("GPU-aaaa")]))
+    with pytest.raises(PowerLimitError, match="NVML sets no package power limit"):
+        with limited(300.0, scope="package"):
+            pass
 
 
 def test_an_exception_in_the_block_restores_the_limit_and_goes_on(nvml):
@@ -125,10 +215,11 @@ def test_the_module_limit_is_set_read_back_and_restored_at_module_scope(install)
     assert limit.restored and fake.gpus[0]["limit_mw"] == 900_000  # the GPU's own limit untouched
 
 
-def test_the_default_point_at_module_scope_reports_the_module_limit(install):
-    install("pynvml", FakeScopedNvml([_superchip()]))
+def test_the_default_point_at_module_scope_reports_the_module_limit_and_default(install):
+    install("pynvml", FakeScopedNvml([_superchip(module_default_mw=900_000)]))
     with limited(None, scope="module") as limit:
-        assert (limit.scope, limit.before_w, limit.reported_w) == ("module", 680.0, 680.0)
+        assert (limit.scope, limit.before_w, limit.reported_w, limit.default_w) == \
+            ("module", 680.0, 680.0, 900.0)
 
 
 def _refusal(asked_w: float, **kwargs) -> str:

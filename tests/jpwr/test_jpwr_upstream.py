@@ -1,11 +1,18 @@
 """Scripts written for upstream jpwr keep working: the client below follows
 the CARAML image benchmark's use of it (a list of methods, `with
 get_power(methods, 100) as scope`, columns added to `scope.df`, `energy()`
-and its additional tables written to CSV)."""
+and its additional tables written to CSV), and a script in the style of
+upstream's own tests runs as a process of its own."""
 
+import json
 import math
+import os
 import platform
+import re
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -48,11 +55,14 @@ class StepCounterNvml(FakeNvml):
         return self.gpus[handle]["energy_mj"]
 
 
-def test_an_upstream_client_gets_upstream_shapes_without_warnings(install, tmp_path, wait):
+def test_an_upstream_client_gets_upstream_shapes_without_warnings_of_jpwr(install, tmp_path, wait):
     install("pynvml", StepCounterNvml([{"uuid": "GPU-a", "power_mw": 300_000, "energy_mj": 0},
                                        {"uuid": "GPU-b", "power_mw": 150_000, "energy_mj": 0}]))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        # pandas' own, as with upstream jpwr's float Series: a text label
+        # (energy["nodename"] = host) turns it into an object Series
+        warnings.filterwarnings("ignore", message="Setting an item of incompatible dtype")
         scope, power_file, energy_file = upstream_client(["pynvml"], tmp_path, 0, wait)
     node = platform.node()
 
@@ -90,6 +100,9 @@ def test_energy_is_a_series_and_df_an_attribute_before_any_change(install, tmp_p
     assert "df" in vars(scope)  # a plain attribute, so assignments persist
     energy, additional = scope.energy()
     assert isinstance(energy, pd.Series) and list(energy.index) == ["pynvml:0"]
+    # numbers, as upstream's: describe() gives mean and std, not counts of values
+    assert energy.dtype == "float64"
+    assert energy.describe()["mean"] == pytest.approx(energy["pynvml:0"])
     assert set(additional) == {"energy_from_counter"}
     assert list(additional["energy_from_counter"].columns) == ["pynvml:0"]
     # the suite's own tables are unchanged under their names
@@ -207,3 +220,48 @@ def test_columns_stay_apart_and_only_real_counters_are_reported(wait):
     assert float(energy["a:0"]) * 7 == pytest.approx(float(energy["b:0"]) * 5)
     counter = additional["energy_from_counter"]
     assert list(counter.columns) == ["half:0"] and counter.iloc[0, 0] == pytest.approx(1.0)
+
+
+# A script in the style of upstream jpwr's own tests (test/test_pynvml.py):
+# a main() measured with `with get_power([power()], 100) as measured_scope`,
+# then the power table, energy() and the counter's energy printed.
+UPSTREAM_STYLE_SCRIPT = """
+import time
+
+from jpwr.ctxmgr import get_power
+from jpwr.gpu.pynvml import power
+
+
+def main():
+    time.sleep(0.5)
+
+
+if __name__ == "__main__":
+    with get_power([power()], 100) as measured_scope:
+        print("Measuring Energy during main() call")
+        main()
+    print(measured_scope.df)
+    energy_int, energy_cnt = measured_scope.energy()
+    print(f"integrated: {energy_int}")
+    print(f"from counter: {energy_cnt}")
+    print("described:", " ".join(energy_int.describe().index))
+"""
+
+
+def test_an_upstream_style_script_runs_unchanged_and_gets_float_energy(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    state = tmp_path / "nvml.json"
+    state.write_text(json.dumps({"gpus": [{"uuid": "GPU-a", "power_mw": 0, "energy_mj": 0,
+                                           "limit_mw": 300_000, "limit_range_mw": [100_000, 400_000]}]}))
+    script = tmp_path / "test_pynvml_style.py"
+    script.write_text(UPSTREAM_STYLE_SCRIPT)
+    env = {**os.environ, "CARAML_FAKE_NVML_STATE": str(state),  # the GPU draws 60 % of 300 W
+           "PYTHONPATH": os.pathsep.join([str(root / "tests" / "fake_bindings"), str(root)])}
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "Warning" not in done.stderr, done.stderr
+    assert "integrated: pynvml:0 " in done.stdout and "dtype: float64" in done.stdout, done.stdout
+    assert re.search(r"from counter: \{'energy_from_counter':\s+pynvml:0", done.stdout)
+    # numbers: describe() gives mean and std (an object Series gives counts of values)
+    assert done.stdout.strip().splitlines()[-1] == "described: count mean std min 25% 50% 75% max"

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 from llm_helpers import PYTHON, REPO, TINY
 
-from caraml.node import driver
+from caraml.node import driver, provenance
 from caraml.row.decide import decide_row
 from caraml.row.evidence import Evidence
 from llm_training import pretrain_gpt
@@ -123,6 +123,27 @@ def test_measured_peak_is_the_best_window_before_and_after_a_completed_run(
     assert code == 0 and len(measured) == calls
     assert float(g["peak_tflops"]) == peak and int(g["peak_windows"]) == windows
     assert float(g["peak_min_tflops"]) == 0.002
+
+
+@pytest.mark.parametrize("foreign, refused", [(47.0, True), (2.0, False), (None, False)])
+def test_the_summary_refuses_a_peak_measured_while_other_processes_held_the_host(
+        capsys, monkeypatch, foreign, refused):
+    """A load that holds every matmul window down alike passes the windows'
+    own floors: the contention the loop saw (a fake figure here) refuses
+    the peak in the driver's own line, as the row model does."""
+    monkeypatch.setattr(pretrain_gpt.matmul_rate, "measure", lambda *a, **k: MatmulRate((0.5, 0.4)))
+    monkeypatch.setattr(provenance._RUN_WINDOW, "end", lambda: foreign)
+    code, lines, _ = run(capsys, "--train-iters", "3", "--warmup-iters", "1", "--energy-methods", "none",
+                         "--peak-tflops", "measure")
+    g = lines["global"]
+    assert code == 0
+    assert lines["host at end"]["foreign_cpu_pct"] == ("-" if foreign is None else f"{foreign:g}")
+    if refused:
+        assert g["mfu"] == "nan"
+        assert g["mfu_unavailable"] == "matmul-rate-measured-on-a-host-whose-CPU-other-processes-used-47%"
+    else:
+        assert g["mfu_unavailable"] == "-"
+        assert close(g["mfu"], float(g["model_tflops_per_device"]) / 0.5)
 
 
 @pytest.mark.parametrize("flags, seconds", [([], pretrain_gpt.matmul_rate.SECONDS),

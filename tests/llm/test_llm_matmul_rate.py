@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from caraml import device_peaks
+from caraml import device_peaks, report
 from caraml.device_peaks import MEASURED
 from llm_training import matmul_rate
 from llm_training.matmul_rate import MatmulRate
@@ -134,3 +134,21 @@ def test_a_rate_most_windows_fall_far_below_is_refused():
     assert math.isnan(figures["mfu"])
     assert figures["mfu_unavailable"].startswith("only-2-of-6-matmul-windows-reached-half-the-best-")
     assert " " not in figures["mfu_unavailable"] and "," not in figures["mfu_unavailable"]
+
+
+def test_a_peak_measured_on_a_contended_host_is_refused_from_the_shared_threshold():
+    """Windows held down alike pass their own floors; the host's contention
+    (report.CONTENTION_PCT, the row model's threshold too) refuses them. A
+    stated peak is the user's and stays."""
+    workload, model = _model_tflops_at(0.5)
+    ok = _measured(MatmulRate((model * 2, model * 4, model * 4)))
+    at = report.CONTENTION_PCT
+    refused = throughput(workload, 0.5, 0.5, ok, foreign_cpu_pct=at)
+    assert math.isnan(refused["mfu"])
+    assert refused["mfu_unavailable"] == \
+        f"matmul-rate-measured-on-a-host-whose-CPU-other-processes-used-{at:.0f}%"
+    assert " " not in refused["mfu_unavailable"] and "," not in refused["mfu_unavailable"]
+    below = throughput(workload, 0.5, 0.5, ok, foreign_cpu_pct=at - 0.1)
+    assert below["mfu"] == pytest.approx(0.25) and below["mfu_unavailable"] == "-"
+    stated = throughput(workload, 0.5, 0.5, device_peaks.given(model * 4), foreign_cpu_pct=90.0)
+    assert stated["mfu"] == pytest.approx(0.25)

@@ -100,6 +100,16 @@ def test_out_of_memory_names_the_batch_per_device_and_what_to_lower(capsys, monk
     assert "rbc3d-small on 16x16x8 does not fit; lower the global batch size" in error
 
 
+def test_a_batch_too_large_for_the_cpu_allocator_is_one_line_not_a_traceback(capsys):
+    # the real allocator: 10^8 samples of rbc2d-small ask for terabytes at once
+    assert fno_training.main(["--problem", "rbc2d-small", "--global-batch-size", "100000000",
+                              *SHORT[:-2], "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == ["CARAML ERROR: out of memory at 100000000 samples per device on cpu: "
+                                "rbc2d-small on 64x16 does not fit; lower the global batch size; use "
+                                "more devices or a smaller problem"], err
+
+
 def test_two_ddp_ranks_share_one_generated_cache_and_report_the_job(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "operator_benchmark.fno_training", *NS_SMALL, *SHORT]

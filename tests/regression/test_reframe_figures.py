@@ -170,3 +170,25 @@ def test_provenance_for_the_perflog():
                     "config": "cpu-small fp32 batch 4", "flags": "cpu-contention(51%)", "status": "ok",
                     "measurement": "yes"}
     assert figures.provenance(_row(energy_scope=None))["energy_scope"] == "n/a"
+
+
+def test_a_centres_reference_the_reframe_way_merges_with_the_file_and_the_stricter_bound_wins(tmp_path):
+    # the file: 1200 tokens/s, 960 .. 1800; the centre's subclass: 1100, at least 1045, no upper bound
+    refs = figures.load_references([_reference_file(tmp_path, 1200.0)], suite=False)
+    centre = {"tokens_per_s": (1100.0, -0.05, None, "tokens/s"),
+              "tokens_per_s_per_node": (500.0, -0.1, 0.1, "tokens/s per node"),
+              "not_a_variable": (1.0, None, None, "x")}
+    merged = figures.reframe_reference(ROW, refs, "k", lambda why, ref: ("xfail", why), centre)["k"]
+    # both apply: the centre's higher lower bound, the file's upper bound
+    value, lower, upper, unit = merged["tokens_per_s"]
+    assert (value * (1 + lower), value * (1 + upper), unit) == \
+        (pytest.approx(1045.0), pytest.approx(1800.0), "tokens/s")
+    # a figure only the centre gives keeps its band; a name that is no variable is left out
+    assert merged["tokens_per_s_per_node"] == (500.0, -0.1, 0.1, "tokens/s per node")
+    assert "not_a_variable" not in merged
+
+
+def test_the_stricter_of_two_references():
+    assert figures.stricter((100.0, -0.1, 0.1, "u"), (120.0, -0.5, None, "u"), "u") == (100.0, -0.1, 0.1, "u")
+    assert figures.stricter((100.0, -0.1, 0.1, "u"), None, "w") == (100.0, -0.1, 0.1, "u")
+    assert figures.stricter(None, (100.0, None, 0.2, "u"), "u") == (100.0, None, 0.2, "u")

@@ -49,6 +49,10 @@ def _reframe(prefix: Path, *args: str, env: dict | None = None,
     # (poll_rate_min 0.1/s, kind to a centre's scheduler); these jobs run on
     # this host or the tests' own cluster, so once a second sees their end sooner
     env["RFM_POLL_RATE_MIN"] = "1"
+    # ReFrame writes its start-up log (rfm-*.log) into the temporary folder
+    # whatever the configuration; the test's own folder takes it
+    env["TMPDIR"] = str(prefix / "tmp")
+    (prefix / "tmp").mkdir(parents=True, exist_ok=True)
     return subprocess.run([*REFRAME, "-C", str(config),
                            "-c", str(ROOT / "regression" / "checks"), "--prefix", str(prefix), *args],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)

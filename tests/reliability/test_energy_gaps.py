@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -58,16 +59,18 @@ def test_a_disk_that_fills_during_the_run_gives_an_incomplete_figure_that_says_s
                     env=power_meter(tmp_path / "sys"))
         assert proc.returncode == 0, proc.stderr
         assert "cannot append samples" in proc.stderr, proc.stderr
-        assert not (disk / "energy_rank0.csv").exists()
+        assert not list(disk.glob("energy*"))
         combined = jpwr("combine", str(disk))
     assert combined.returncode == 0, combined.stderr
     summary = next(ln for ln in combined.stdout.splitlines() if ln.startswith("jpwr-summary:"))
     assert f"source={INCOMPLETE}" in summary, summary
     # the meta file kept room for the run's end: the samples the power file
-    # lacks are counted (32 KiB hold well under half of 3 s at 2 ms)
+    # lacks are counted (32 KiB hold part of 3 s at 2 ms; how much depends
+    # on how many deadlines a busy host let the sampler keep)
     missing = float(summary.split("missing_pct=")[1].split()[0])
-    assert 50 < missing < 100, summary
-    assert f"{disk}/power_rank0.csv: the run did not finish or could not write" in combined.stderr
+    assert 0 < missing < 100, summary
+    assert re.search(rf"{disk}/power_rank0\.\S+\.csv: the run did not finish or could not write",
+                     combined.stderr)
 
 
 def test_a_power_file_cut_before_its_first_line_is_named(tmp_path):
@@ -132,3 +135,64 @@ def test_a_window_with_a_sensor_gap_is_left_empty_not_filled_with_the_last_readi
     table = combine([tmp_path])
     assert summarize(table)["source"] == INCOMPLETE
     assert np.isfinite(table.iloc[0]["energy_wh"])
+
+
+def _row_energy(jpwr_stdout: str):
+    """A row of a run long enough to be a measurement, with the energy the
+    row model decides from jpwr combine's lines, and the one verdict on it."""
+    from caraml.row.facts import Facts, energy
+    from caraml.row.record import judged, make
+    fields = energy(jpwr_stdout, Facts(scope_asked="counted", work_total=1000.0, work_timed=None))
+    return judged(make({"state": "ok", "timed_iterations": 20, "timed_s": 60.0, **fields}))
+
+
+def test_an_estimate_from_part_of_the_run_is_never_whole(tmp_path):
+    """The estimate's disk fills while the command runs: its figure covers
+    part of the run, and says how much, as a measured one would."""
+    with small_disk(tmp_path / "disk") as disk:
+        proc = jpwr("--methods", "estimate", "--interval", "2", "--flush-s", "0.05",
+                    "--df-out", str(disk), "--df-suffix", "_rank0", "--", "sleep", "3")
+        assert proc.returncode == 0, proc.stderr
+        combined = jpwr("combine", str(disk))
+    assert combined.returncode == 0, combined.stderr
+    summary = next(ln for ln in combined.stdout.splitlines() if ln.startswith("jpwr-summary:"))
+    assert "source=estimated" in summary and "complete=no" in summary, summary
+    covered = float(summary.split("covered_pct=")[1].split()[0])
+    assert 0 < covered < 100, summary  # 32 KiB hold part of 3 s at 2 ms
+    row = _row_energy(combined.stdout)
+    assert row.energy_estimated and row.energy_incomplete
+    assert not row.energy_complete_run and row.energy_covered_pct == pytest.approx(covered)
+    assert row.work_per_wh is None and row.work_per_wh_run is None
+    # the one verdict: a partial estimate is no measurement, as a partial measurement is not
+    assert not row.measurement
+    assert row.not_a_measurement == f"its energy is not whole (its samples cover {covered:.0f} % of the run)"
+
+
+class GapSensor(Method):
+    """Answers 100 W, except between `gone` and `back` (epoch seconds), where it raises."""
+
+    name = "hwmon"
+
+    def __init__(self, gone: float, back: float) -> None:
+        super().__init__()
+        self.gone, self.back = gone, back
+        self.channels = [Channel("sensor")]
+
+    def read(self) -> list[float]:
+        if self.gone <= time.time() < self.back:
+            raise OSError("No such device")
+        return [100.0]
+
+
+def test_power_per_device_after_a_gap_is_what_the_sensor_read(tmp_path):
+    start = time.time()
+    with get_power([GapSensor(start + 0.3, start + 0.8)], 20, out_dir=tmp_path, suffix="_rank0"):
+        time.sleep(1.2)
+    combined = jpwr("combine", str(tmp_path))
+    assert combined.returncode == 0, combined.stderr
+    row = _row_energy(combined.stdout)
+    # the sensor read 100 W whenever it answered; the gap added no energy
+    # and must not pull the power down (Wh over the whole span would)
+    assert row.power_w_per_device_run == pytest.approx(100.0)
+    assert not row.energy_complete_run and 30 < row.energy_covered_pct < 80
+    assert not row.measurement

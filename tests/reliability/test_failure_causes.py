@@ -4,13 +4,15 @@ logs/ (see logs/README.md)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from caraml import failure
+from caraml import failure, oom_evidence
+from caraml.oom_evidence import Verdict
 
 LOGS = Path(__file__).parent / "logs"
 
@@ -78,15 +80,72 @@ def test_a_missing_module_is_named(cpu_logs):
     assert "rank 1: missing Python module caraml_no_such_module" in line
 
 
+def _killed_pid(log: Path) -> str:
+    return re.search(r"exitcode\s*:\s*-9 \(pid: (\d+)\)", log.read_text()).group(1)
+
+
 def test_a_killed_rank_is_named_not_the_one_torchrun_stopped_after_it(cpu_logs):
     # rank 0 may or may not see the broken connection before torchrun stops it;
     # either way the row names rank 1 and its signal as the first failure
     line = _line(1, cpu_logs["kill"], samples="256")
     assert "rank 1 killed by SIGKILL" in line and "rank 0 killed" not in line
-    # SIGKILL unasked is the kernel's out-of-memory killer's way: named as memory, with the batch
-    assert ("rank 1 killed by SIGKILL on localhost: most likely out of host memory at 256 samples "
-            "per device (the kernel's OOM killer; dmesg names it): lower the global batch size (or "
-            "the micro-batch size) or use more devices") in line, line
+
+
+def test_a_plain_sigkill_is_not_named_the_oom_killer_where_the_cgroup_and_the_kernel_say_none(cpu_logs):
+    text = cpu_logs["kill"].read_text()
+    pid = _killed_pid(cpu_logs["kill"])
+    looked = []
+
+    def judge(pids):
+        looked.extend(pids)
+        return oom_evidence.judge(text, pids, 2, 2, "[ 1.0] some other kernel line\n")
+    line = failure.summary(1, [cpu_logs["kill"]], "256", oom=judge)
+    assert looked == [pid]  # the killed rank's process, from torchrun's summary
+    assert ("rank 1 killed by SIGKILL on localhost (not by the OOM killer: the job's cgroup counts no "
+            "oom_kill and the kernel's log names no killed rank)") in line, line
+    assert "memory" not in line.split("SIGKILL")[1].split("(")[0] and "batch" not in line
+
+
+@pytest.mark.parametrize("at_start, now, kernel, log_line, said_by", [
+    (0, 1, None, "", "the job's cgroup counted 1 oom_kill(s) in memory.events"),
+    (None, None, "Out of memory: Killed process {pid} (python) total-vm:1kB", "",
+     "the kernel's log names the process"),
+    (5, 5, "Memory cgroup out of memory: Killed process {pid} (python)", "",
+     "the kernel's log names the process"),
+    (None, None, None, "slurmstepd: error: Detected 1 oom_kill event in StepId=42.0. Some of the step "
+     "tasks have been OOM Killed.", "Slurm counted an oom_kill event in the job's step"),
+])
+def test_the_oom_killer_is_named_with_the_batch_where_something_says_it_did(
+        cpu_logs, at_start, now, kernel, log_line, said_by):
+    pid = _killed_pid(cpu_logs["kill"])
+    text = cpu_logs["kill"].read_text() + "\n" + log_line
+    line = failure._summary(1, text, "256", "job", lambda pids: oom_evidence.judge(
+        text, pids, at_start, now, kernel and kernel.format(pid=pid)))
+    assert (f"rank 1 killed by SIGKILL on localhost: out of host memory at 256 samples per device (the "
+            f"OOM killer: {said_by}): lower the global batch size (or the micro-batch size) or use more "
+            "devices") in line, line
+
+
+def test_a_sigkill_where_nothing_can_be_read_says_it_is_not_known(cpu_logs):
+    line = failure.summary(1, [cpu_logs["kill"]], "256", oom=lambda pids: Verdict(False, ""))
+    assert "rank 1 killed by SIGKILL on localhost (whether by the OOM killer is not known here" in line
+
+
+def test_the_job_cgroup_is_slurms_job_above_its_step_on_v2_and_v1(tmp_path, monkeypatch):
+    job = "system.slice/slurmstepd.scope/job_42"
+    (tmp_path / job).mkdir(parents=True)
+    (tmp_path / job / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 2\n")
+    (tmp_path / "self").write_text(f"0::/{job}/step_batch/user/task_0\n")
+    monkeypatch.setattr(oom_evidence, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(oom_evidence, "PROC_CGROUP", tmp_path / "self")
+    assert oom_evidence.cgroup_oom_kills() == 2
+    (tmp_path / "memory" / "user.slice").mkdir(parents=True)
+    (tmp_path / "memory" / "user.slice" / "memory.oom_control").write_text(
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 7\n")
+    (tmp_path / "self").write_text("4:memory:/user.slice\n0::/\n")  # a hybrid host: v1's memory
+    assert oom_evidence.cgroup_oom_kills() == 7
+    (tmp_path / "self").write_text("0::/nowhere\n")
+    assert oom_evidence.cgroup_oom_kills() is None
 
 
 def test_the_cpu_allocators_refusal_is_out_of_memory_with_the_batch(cpu_logs):

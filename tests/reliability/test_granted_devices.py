@@ -46,11 +46,14 @@ def host(tmp_path, monkeypatch):
 def fake_nvidia_smi(tool: Path, names: list[str], power_limits: list[float],
                     mig_list: str = "") -> None:
     """An nvidia-smi in the folder tool that lists one GPU per name, in PCI
-    bus order, with its power limit, and answers -L with mig_list."""
+    bus order, with its default power limit where the query asks for that
+    (and 100 W, a leftover cap, where it asks for the limit set now), and
+    answers -L with mig_list."""
     tool.mkdir(exist_ok=True)
     script = tool / "nvidia-smi"
     script.write_text('#!/bin/sh\nd=$(dirname "$0")\n'
-                      'if [ "$1" = -L ]; then cat "$d/list"; else cat "$d/query"; fi\n')
+                      'case "$*" in -L) cat "$d/list" ;; *power.default_limit*) cat "$d/query" ;;\n'
+                      '*) sed "s/[0-9.]*$/100.00/" "$d/query" ;; esac\n')
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     (tool / "query").write_text("".join(
         f"00000000:{i + 1:02X}:00.0, {UUIDS[i]}, {name}, {limit:.2f}\n"
@@ -62,7 +65,7 @@ def test_a_granted_gpu_is_the_one_counted_and_exported(host, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
     found = host(["NVIDIA A100"] * 2)
     assert (found.found, local_host.value("visible_devices", found)) == (1, "1")
-    assert local_host.value("power_limit", found) == "400"  # GPU 1's, not GPU 0's
+    assert local_host.value("default_power_limit", found) == "400"  # GPU 1's, not GPU 0's
     assert "granted by CUDA_VISIBLE_DEVICES=1" in local_host.value("description", found)
     with pytest.raises(ValueError, match=r"has 1 GPU granted \(CUDA_VISIBLE_DEVICES=1\)"):
         local_host.check(2, found)
@@ -93,7 +96,7 @@ def test_mig_instances_are_devices_of_their_parent_gpu(host, monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-5555,MIG-GPU-bbbb2222/2/0")
     found = host(["NVIDIA A100"] * 2, listing)
     assert found.found == 2 and found.visible() == "MIG-5555,MIG-GPU-bbbb2222/2/0"
-    assert found.power_limits_w == [400.0, 400.0]
+    assert found.default_limits_w == [400.0, 400.0]
 
 
 @pytest.mark.parametrize("grant, named", [

@@ -139,9 +139,10 @@ class Package:
 
     def launch(self) -> list[str]:
         """The launch line (the one the job script sends to the background)."""
-        # not the watcher that local runs start (a continuation line of options)
+        # not the watcher that local runs start (a continuation line of options), nor the power guard
         lines = [ln for ln in self.job.splitlines()
-                 if ln.rstrip().endswith(" &") and not ln.lstrip().startswith("--")]
+                 if ln.rstrip().endswith(" &") and not ln.lstrip().startswith("--")
+                 and "caraml.node.power_guard" not in ln]
         assert len(lines) == 1, lines
         return shlex.split(lines[0].rstrip()[:-1])
 

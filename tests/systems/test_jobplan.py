@@ -28,9 +28,11 @@ FACTS = {
     "threads_per_proc": "8", "procs_per_task": "1", "device_kind": "cpu",
     "devices_per_node": "1", "visible_devices": "", "master_addr_suffix": "", "env_setup": "", "launcher": "torchrun",
     "container": "", "container_flags": "", "container_python": "python3", "jpwr_python": "",
-    "energy_methods": "auto", "energy_dir": "energy", "srun_flags": "", "srun_env": "",
+    "energy_methods": "auto", "energy_dir": "energy", "node_meter": "none", "srun_flags": "",
+    "srun_env": "",
     "data": "synthetic", "job_command": '-m some.driver --data "$CARAML_DATA"',
-    "job_precision": "",
+    "job_precision": "", "power_limit": "", "power_limit_mode": "suite", "power_limit_scope": "gpu",
+    "power_limit_sbatch": "", "tdp_w": "", "devices_per_package": "1",
 }
 
 
@@ -211,3 +213,74 @@ def test_without_the_environment_a_tool_that_needs_it_fails_with_one_line(tmp_pa
     # the checks themselves run without it, and say what is missing
     proc = _run_tool(tmp_path, tmp_path / "missing")
     assert (proc.returncode, proc.stdout) == (0, "['a b']\n")
+
+
+# --- power limits: the guard, a sweep refused its privilege, the centre's limit ----------------
+
+
+def _guard_lines(job: str) -> list[str]:
+    return [ln.strip() for ln in job.splitlines() if "caraml.node.power_guard guard" in ln]
+
+
+@pytest.mark.parametrize("changes, guarded", [
+    ({}, False),  # a CPU job that sets no limit
+    ({"device_kind": "cuda"}, True), ({"device_kind": "rocm"}, True),  # every GPU job
+    ({"power_limit": "0.6"}, True),  # a point, wherever it runs
+    ({"device_kind": "cuda", "building_container": "yes"}, False),
+])
+def test_a_gpu_job_or_a_sweep_point_starts_a_power_guard_before_its_launcher(tmp_path, changes, guarded):
+    job = jobplan.job_script(jobplan.read_facts(write_facts(tmp_path / "job.facts", **changes)))
+    lines = _guard_lines(job)
+    assert len(lines) == int(guarded)
+    if guarded:
+        assert job.index(lines[0]) < job.index(" &\nchild=$!") < job.index("\nend_guard\n")
+        assert shlex.split(lines[0].removesuffix(" &"))[-2:] == ["--watch-pid", "$$"]
+    subprocess.run(["bash", "-n"], input=job, text=True, check=True)
+
+
+def test_under_slurm_the_guard_is_one_task_a_node_beside_the_job_with_every_gpu(tmp_path):
+    facts = write_facts(tmp_path / "job.facts", submit_mode="slurm", nodes="2", device_kind="cuda",
+                        devices_per_node="4", gpus_per_task="1", container="nvidia_arm64",
+                        container_flags="--nv", srun_flags="--mpi=pmi2")
+    [line] = _guard_lines(jobplan.job_script(jobplan.read_facts(facts)))
+    words = shlex.split(line.removesuffix(" &"))
+    assert words[:7] == ["srun", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
+                         "--gpus-per-task=4", "--mpi=pmi2"]
+    assert words[words.index("apptainer"):][:2] == ["apptainer", "exec"]  # where the bindings are
+    assert words[-6:] == ["python3", "-m", "caraml.node.power_guard", "guard", "--dir", "."]
+
+
+def test_after_a_point_refused_its_privilege_the_sweeps_other_points_do_not_run(tmp_path, capsys):
+    line = "point 0.6 was refused: setting the power limit of gpu0 needs root: the centre must provide it"
+    (tmp_path / "power_limit_refused").write_text(line + "\n")
+    facts = write_facts(tmp_path / "job.facts", power_limit="0.7",
+                        caraml_root=str(Path(jobplan.__file__).resolve().parents[2]))
+    # a point not yet submitted is not: the row says why
+    assert jobplan.main(["submit", str(facts)]) == 2
+    assert capsys.readouterr().err == f"CARAML ERROR: not submitted: {line}\n"
+    assert not (tmp_path / "job.sh").exists()
+    # one already queued (Slurm) ends at its start, before any process of its own
+    (tmp_path / "job.sh").write_text(jobplan.job_script(jobplan.read_facts(facts)))
+    with open(tmp_path / "job.out", "w") as out, open(tmp_path / "job.err", "w") as err:  # as sbatch's
+        assert subprocess.run(["bash", "job.sh"], cwd=tmp_path, stdout=out, stderr=err, timeout=120).returncode == 2
+    assert f"CARAML ERROR: not run: {line}" in (tmp_path / "job.err").read_text()
+    assert (tmp_path / "ready").exists() and f"not run: {line}" in (tmp_path / "error").read_text()
+    # the default point sets nothing, and a point the centre sets needs no privilege of the job's
+    for changes in ({"power_limit": "0.7", "power_limit_mode": "external"}, {}):
+        assert "POWER_LIMIT_REFUSED=''" in jobplan.job_script(jobplan.read_facts(
+            write_facts(tmp_path / "job.facts", **changes)))
+
+
+@pytest.mark.parametrize("point, scope, per, line", [
+    ("0.5", "gpu", "1", "#SBATCH --gpu-power-limit=350"),  # W per device
+    ("400", "package", "2", "#SBATCH --gpu-power-limit=400"),
+    ("0.5", "package", "2", "#SBATCH --gpu-power-limit=700"),  # a card's: 2 x 700 W x 0.5
+    ("default", "gpu", "1", None),  # the default point asks the centre for nothing
+])
+def test_in_external_mode_the_job_asks_the_centre_for_its_point(tmp_path, point, scope, per, line):
+    facts = write_facts(tmp_path / "job.facts", submit_mode="slurm", power_limit=point,
+                        power_limit_mode="external", power_limit_scope=scope, devices_per_package=per,
+                        power_limit_sbatch="gpu-power-limit", tdp_w="700")
+    job = jobplan.job_script(jobplan.read_facts(facts))
+    asked = [ln for ln in job.splitlines() if "power-limit" in ln and ln.startswith("#SBATCH")]
+    assert asked == ([line] if line else [])

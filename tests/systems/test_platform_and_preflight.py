@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from caraml import device_peaks
-from caraml.login import jobplan, preflight, systems
+from caraml.login import jobplan, node_energy, preflight, systems
 from llm_training import layout_check
 from tests.systems.conftest import MULTINODE_TEST_SYSTEMS, SYSTEMS
 
@@ -95,6 +95,13 @@ def test_gb200_measures_and_names_the_gpus_only():
     assert gb200["energy_methods"].split() == ["pynvml"] and gb200["energy_scope"] == "gpu"
     assert "Grace CPUs are outside" in gb200["device_unit"]
     assert device_peaks.PEAKS[gb200["peak_tflops"]].tflops == pytest.approx(5000 / 2)
+
+
+def test_every_system_declares_its_node_meter_as_slurm_names_it():
+    meters = {tag: s["node_meter"] for tag, s in systems.load().items()}
+    assert all(meter == "none" or meter in node_energy.PLUGIN_SCOPES for meter in meters.values()), meters
+    # none is known to meter its nodes, as docs/systems.md says
+    assert set(meters.values()) == {"none"}
 
 
 def test_hosts_measure_or_look_up_their_peak():

@@ -1,0 +1,124 @@
+"""A benchmark as it runs, against a plain loop over the same network,
+optimizer and batches. The suite's side is its driver started as JUBE
+starts it (`python -m <driver>` with the job's arguments: its data source,
+loop, timing, stop condition and jpwr); the plain side is a loop of a few
+lines in a process of its own (the peer script with `--plain`), which
+takes its batches from memory and times its iterations the way the
+driver does (the device synchronised before each clock read). The two run
+by turns, the order swapped every round, with the same environment, so a
+clock change or another job on the host hits both alike.
+
+Each run gives its median time per timed iteration and its process's CPU
+time per iteration (all its threads, not a loader's worker processes);
+a round's ratio is the plain loop's time over the suite's (above 1: the
+suite is faster), summarised as the median and the best round."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PLAIN_LINE = "as-run plain:"
+RUN_TIMEOUT_S = 3600
+
+
+@dataclass(frozen=True)
+class Run:
+    median_s: float  # median time per timed iteration
+    cpu_s: float  # process CPU time per timed iteration
+
+
+class RunFailed(RuntimeError):
+    pass
+
+
+def checked(cmd: Sequence[str], env: dict[str, str], what: str) -> str:
+    proc = subprocess.run(list(cmd), cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S)
+    if proc.returncode != 0:
+        tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
+        raise RunFailed(f"{what} ended with status {proc.returncode}: {tail}")
+    return proc.stdout
+
+
+def suite_run(driver_args: Sequence[str], env: dict[str, str]) -> Run:
+    """The driver's own figures from its global line"""
+    out = checked([sys.executable, *driver_args], env, f"the driver ({driver_args[1]})")
+    fields = next((dict(kv.split("=", 1) for kv in line.split(": ", 1)[1].split())
+                   for line in reversed(out.splitlines()) if line.startswith("CARAML global: ")),
+                  None)
+    if fields is None or fields.get("time_per_iteration_median_s") in (None, "-"):
+        raise RunFailed("the driver printed no timed figure")
+    return Run(float(fields["time_per_iteration_median_s"]), float(fields["cpu_s_per_iteration"]))
+
+
+def plain_run(script: Path, plain_args: Sequence[str], env: dict[str, str]) -> Run:
+    """The peer script's plain loop in a process of its own"""
+    out = checked([sys.executable, str(script), "--plain", *plain_args], env, "the plain loop")
+    line = next(line for line in reversed(out.splitlines()) if line.startswith(PLAIN_LINE))
+    return Run(**json.loads(line[len(PLAIN_LINE):]))
+
+
+def time_plain(step: Callable[[], object], warmup: int, iterations: int,
+               sync: Callable[[], None]) -> Run:
+    """The plain loop's side, in its process: `warmup` untimed steps, then
+    `iterations` timed ones; printed for plain_run to read."""
+    for _ in range(warmup):
+        step()
+    sync()
+    times, cpu0 = [], time.process_time()
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    run = Run(statistics.median(times), (time.process_time() - cpu0) / iterations)
+    print(PLAIN_LINE + json.dumps(asdict(run)), flush=True)
+    return run
+
+
+def interleaved(rounds: int, suite: Callable[[], Run], plain: Callable[[], Run],
+                say: Callable[[str], None] = print) -> dict[str, list[Run]]:
+    runs: dict[str, list[Run]] = {"suite": [], "plain": []}
+    sides = {"suite": suite, "plain": plain}
+    for r in range(rounds):
+        for name in (("suite", "plain") if r % 2 == 0 else ("plain", "suite")):
+            runs[name].append(sides[name]())
+        say(f"# round {r + 1}/{rounds}: suite {runs['suite'][-1].median_s:.4f} s, "
+            f"plain {runs['plain'][-1].median_s:.4f} s per iteration")
+    return runs
+
+
+def summary(runs: dict[str, list[Run]]) -> dict:
+    """Per round the plain loop's time over the suite's (wall and CPU), and
+    their median and best over the rounds"""
+    wall = [p.median_s / s.median_s for s, p in zip(runs["suite"], runs["plain"])]
+    cpu = [p.cpu_s / s.cpu_s for s, p in zip(runs["suite"], runs["plain"])]
+    return {
+        "rounds": {name: [asdict(r) for r in rs] for name, rs in runs.items()},
+        "ratio_wall": wall, "ratio_cpu": cpu,
+        "ratio_wall_median": statistics.median(wall), "ratio_wall_best": max(wall),
+        "ratio_cpu_median": statistics.median(cpu),
+        "suite_median_s": statistics.median(r.median_s for r in runs["suite"]),
+        "plain_median_s": statistics.median(r.median_s for r in runs["plain"]),
+        "suite_cpu_s": statistics.median(r.cpu_s for r in runs["suite"]),
+        "plain_cpu_s": statistics.median(r.cpu_s for r in runs["plain"]),
+    }
+
+
+COLUMNS = ["as run", "suite s/iteration", "plain s/iteration", "plain / suite (median)",
+           "plain / suite (best)", "suite CPU s/iteration", "plain CPU s/iteration",
+           "plain / suite (CPU)"]
+
+
+def row(name: str, s: dict) -> list[str]:
+    return [name, f"{s['suite_median_s']:.4f}", f"{s['plain_median_s']:.4f}",
+            f"{s['ratio_wall_median']:.3f}x", f"{s['ratio_wall_best']:.3f}x",
+            f"{s['suite_cpu_s']:.4f}", f"{s['plain_cpu_s']:.4f}", f"{s['ratio_cpu_median']:.3f}x"]
