@@ -113,7 +113,16 @@ def watch(job: Process, done_file: Path, error_file: Path,
         try:
             row_out.main([str(done_file.parent)])
         finally:  # JUBE waits for the done marker, whatever happened before it
-            done_file.touch()
+            mark_done(done_file)
+
+
+def mark_done(done_file: Path) -> None:
+    """The done marker: the one the job script made at its start under another
+    name (aux/job.sh.in), renamed, which needs no new space on a full disk."""
+    try:
+        os.replace(done_file.with_name(done_file.name + ".pending"), done_file)
+    except FileNotFoundError:
+        done_file.touch()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,12 +64,15 @@ class DrivenCounters:
         self.parts = {"": 1.0, **parts}
         self.start_j = start_j
         self._t0 = time.time()
+        self._last = self._t0
+        self.max_gap_s = 0.0  # the longest a reading stood still: the counters' resolution in time
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pm-counters", daemon=True)
         self.update()  # the files exist before anything reads them
 
     def update(self) -> None:
         now = time.time()
+        self.max_gap_s, self._last = max(self.max_gap_s, now - self._last), now
         joules = self.watts * (now - self._t0)
         self.folder.write({name: self.start_j + int(share * joules) for name, share in self.parts.items()},
                           {name: round(share * self.watts) for name, share in self.parts.items()},

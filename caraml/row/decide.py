@@ -11,7 +11,7 @@ from caraml import benchmarks, device_peaks
 from caraml.benchmark_entry import Benchmark, number, whole
 from caraml.report import CONTENTION_PCT, MEMORY, last_kv
 from caraml.row import power_limit
-from caraml.row.evidence import Evidence
+from caraml.row.evidence import Evidence, requeued
 from caraml.row.facts import (Facts, energy, energy_flags, headline, measured_peak, mfu_refusal, node_energy,
                               provenance)
 from caraml.row.record import Row, judged, make, timed_span
@@ -115,9 +115,11 @@ def flags(ev: Evidence, status: Status, energy_fields: dict, limit: dict) -> lis
     """Doubt in a row whose job ran to its figures, one word each; for
     another (its status says what went wrong) only what it found or left on
     the node: a power limit away from the default, or not put back."""
+    times = requeued(ev.text("job.out"))
+    again = [f"requeued({times})"] if times else []
     if status.state not in MEASURED:
-        return power_limit.flags(limit, measured=False)
-    out = energy_flags(energy_fields) if energy_fields else []
+        return again + power_limit.flags(limit, measured=False)
+    out = again + (energy_flags(energy_fields) if energy_fields else [])
     out += power_limit.flags(limit, measured=True)
     start = last_kv(ev.text("job.out"), "provenance")
     end = last_kv(ev.text("job.out"), "host at end")
@@ -174,7 +176,7 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
         **_config(benchmark, ev.params, g), "details": _details(benchmark, ev, g),
         "unit": benchmark.unit, **figures, **energy_fields, **node, **limit,
         "state": status.state, "reason": status.reason,
-        "flags": flags(ev, status, energy_fields, limit),
+        "flags": flags(ev, status, energy_fields, limit), "requeued": requeued(job_out),
         "dry_run": ev.params.get("dry_run") == "yes", "repeat": _int(ev.params.get("repeat")),
         **provenance(job_out)}))
 

@@ -6,6 +6,7 @@ file and its parameters, from JUBE's own record of the run
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,27 @@ from caraml.power_limit import GUARD_FILES
 SIGNAL_FILE = "signal"
 # the evidence's name for the job script's done marker ("yes" where it is there)
 DONE = "done"
+
+
+# The job script's first line in job.out and job.err, once per attempt of a
+# job Slurm requeued (aux/job.sh.in), with the requeues before it
+_START = re.compile(r"^CARAML job: start=.*$", re.MULTILINE)
+_REQUEUED = re.compile(r"^CARAML job: start=.* requeued=(\d+)\s*$", re.MULTILINE)
+
+
+def last_attempt(text: str) -> str:
+    """A job's output from its last attempt's start line on, where it has
+    several: Slurm appends a requeued job's output to what the attempt it
+    stopped wrote (one attempt's output is kept whole)."""
+    starts = list(_START.finditer(text))
+    return text[starts[-1].start():] if len(starts) > 1 else text
+
+
+def requeued(job_out: str) -> int | None:
+    """How often Slurm requeued the job before its last attempt (None where
+    the job has not started, or its script said nothing of it)."""
+    found = _REQUEUED.findall(job_out)
+    return int(found[-1]) if found else None
 
 
 @dataclass
@@ -65,8 +87,8 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     execute_work = execute_work.resolve()
     run_dir = execute_work.parents[1]
     wp = jube_run.work_packages(run_dir)[jube_run.work_package_id(execute_work)]
-    texts = {name: _read(execute_work / name)
-             for name in ("job.out", "job.err", "stderr", "stdout", "error", SIGNAL_FILE)}
+    texts = {name: _read(execute_work / name) for name in ("stderr", "stdout", "error", SIGNAL_FILE)}
+    texts.update({name: last_attempt(_read(execute_work / name)) for name in ("job.out", "job.err")})
     texts.update(data_step(run_dir, wp))
     # the power guard's record of each node (caraml/node/power_guard.py)
     texts["power_guard"] = "".join(_read(p) for p in sorted(execute_work.glob(f"{GUARD_FILES}*")))

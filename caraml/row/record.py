@@ -163,6 +163,8 @@ class Row:
     state: str = "failed"
     reason: str = ""
     flags: tuple[str, ...] = ()
+    # how often Slurm requeued the job (a node that failed): the row is its last attempt's
+    requeued: int | None = None
     measurement: bool = False
     not_a_measurement: str = ""
     dry_run: bool = False

@@ -66,6 +66,24 @@ def test_a_finished_run_is_ok_and_measured(tmp_path):
     assert list(row.flags) == []
 
 
+def test_a_requeued_job_is_its_last_attempts_row_flagged_with_the_requeues(tmp_path):
+    """A node failed mid-job and Slurm ran the job again: Slurm appends the
+    attempts' output to job.out and job.err; the stopped attempt's stop,
+    error and end lines are no part of the row."""
+    first = "\n".join([START + " requeued=0", "CARAML stop: signal SIGTERM",
+                       "CARAML job: end=2026-11-24T05:03:00+00:00 status=143", ""])
+    again = START.replace("05:00:00", "05:04:00") + " requeued=1"
+    row = decide(tmp_path, job_out=first + finished_job().replace(START, again),
+                 job_err=f"{START} requeued=0\nCARAML ERROR: rank 1: node cn2 not responding\n"
+                         f"{again}\n")
+    assert state(row) == ("ok", "")
+    assert row.requeued == 1 and "requeued(1)" in row.flags
+    assert row.date.startswith("2026-11-24T05:04") and row.per_s == pytest.approx(104857.6)
+    # a job never requeued says so, and has no flag
+    plain = decide(tmp_path / "plain", job_out=finished_job().replace(START, START + " requeued=0"))
+    assert plain.requeued == 0 and not [f for f in plain.flags if f.startswith("requeued")]
+
+
 def test_a_measurement_window_that_ran_past_the_planned_iterations_is_ok(tmp_path):
     longer = LLM_GLOBAL.replace("iterations_total=100", "iterations_total=140")
     row = decide(tmp_path, job_out=finished_job(

@@ -190,9 +190,11 @@ def test_a_run_at_a_known_power_gives_each_scope_its_own_figure_from_the_counter
     for device, share in (("node", 1.0), ("cpu", 0.5), ("memory", 0.1), ("accel0", 0.25)):
         row = table.loc[device]
         expected_wh = 400.0 * share * row["duration_s"] / 3600
-        # the counters step at 100 Hz in whole joules: 10 ms at each end
-        assert row["energy_wh"] == pytest.approx(expected_wh, rel=0.03)
-        assert row["integrated_wh"] == pytest.approx(row["energy_wh"], rel=0.03)
+        # the counters step at 100 Hz in whole joules, 10 ms at each end; on a busy host the thread
+        # that plays the controller updates them later, and a reading can be as old as its longest gap
+        rel = max(0.03, 2 * driven.max_gap_s / row["duration_s"])
+        assert row["energy_wh"] == pytest.approx(expected_wh, rel=rel)
+        assert row["integrated_wh"] == pytest.approx(row["energy_wh"], rel=rel)
     scopes = dict(kv.split("=") for kv in aggregate.scope_lines(table.reset_index())[-1].split()[1:])
     assert {scope: float(wh) for scope, wh in scopes.items()} == {
         scope: pytest.approx(table.loc[device, "energy_wh"], rel=1e-5)

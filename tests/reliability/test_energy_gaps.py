@@ -29,6 +29,39 @@ def jpwr(*args: str, timeout: float = 120, env: dict | None = None) -> subproces
                           text=True, timeout=timeout, env=env)
 
 
+# The measured command of a run whose disk fills: it waits for the file
+# named by its first argument, which the test makes once jpwr says samples
+# could not be written, so the run lasts as long as this host needs to fill
+# the disk (a fixed sleep fills it on a fast host only); the deadline ends a
+# run whose disk never fills with a line that says so.
+UNTIL_SAMPLES_ARE_LOST = """
+import os, sys, time
+go, deadline_s = sys.argv[1], float(sys.argv[2])
+end = time.monotonic() + deadline_s
+while not os.path.exists(go):
+    if time.monotonic() > end:
+        sys.exit(f"the measured command waited {deadline_s:g} s: jpwr never said it could not append samples")
+    time.sleep(0.01)
+"""
+FILL_DEADLINE_S = 120
+
+
+def jpwr_until_samples_are_lost(tmp_path: Path, *args: str, env: dict | None = None) -> tuple[int, str]:
+    """`python -m jpwr ARGS -- CMD`, where CMD ends once jpwr's stderr says
+    it cannot append samples; the exit status and jpwr's stderr."""
+    go = tmp_path / "samples-lost"
+    command = [sys.executable, "-m", "jpwr", *args, "--",
+               sys.executable, "-c", UNTIL_SAMPLES_ARE_LOST, str(go), str(FILL_DEADLINE_S)]
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True) as proc:
+        stderr = []
+        for line in proc.stderr:
+            stderr.append(line)
+            if "cannot append samples" in line:
+                go.touch()
+        return proc.wait(timeout=FILL_DEADLINE_S), "".join(stderr)
+
+
 def power_meter(root: Path) -> dict[str, str]:
     """The environment of a host with one measured hwmon power meter (a fake sysfs)."""
     meter = root / "class" / "hwmon" / "hwmon0"
@@ -53,20 +86,18 @@ def test_on_a_full_disk_the_command_still_runs_and_jpwr_says_why_once(tmp_path):
 
 def test_a_disk_that_fills_during_the_run_gives_an_incomplete_figure_that_says_so(tmp_path):
     with small_disk(tmp_path / "disk") as disk:
-        # 32 KiB take the header and a few hundred samples of the 3 s run
-        proc = jpwr("--methods", "hwmon", "--interval", "2", "--flush-s", "0.05",
-                    "--df-out", str(disk), "--df-suffix", "_rank0", "--", "sleep", "3",
-                    env=power_meter(tmp_path / "sys"))
-        assert proc.returncode == 0, proc.stderr
-        assert "cannot append samples" in proc.stderr, proc.stderr
+        # 32 KiB take the header and a few hundred samples at 2 ms
+        status, stderr = jpwr_until_samples_are_lost(
+            tmp_path, "--methods", "hwmon", "--interval", "2", "--flush-s", "0.05",
+            "--df-out", str(disk), "--df-suffix", "_rank0", env=power_meter(tmp_path / "sys"))
+        assert status == 0, stderr
         assert not list(disk.glob("energy*"))
         combined = jpwr("combine", str(disk))
     assert combined.returncode == 0, combined.stderr
     summary = next(ln for ln in combined.stdout.splitlines() if ln.startswith("jpwr-summary:"))
     assert f"source={INCOMPLETE}" in summary, summary
     # the meta file kept room for the run's end: the samples the power file
-    # lacks are counted (32 KiB hold part of 3 s at 2 ms; how much depends
-    # on how many deadlines a busy host let the sampler keep)
+    # lacks are counted (those jpwr could not append, and any taken after)
     missing = float(summary.split("missing_pct=")[1].split()[0])
     assert 0 < missing < 100, summary
     assert re.search(rf"{disk}/power_rank0\.\S+\.csv: the run did not finish or could not write",
@@ -150,15 +181,16 @@ def test_an_estimate_from_part_of_the_run_is_never_whole(tmp_path):
     """The estimate's disk fills while the command runs: its figure covers
     part of the run, and says how much, as a measured one would."""
     with small_disk(tmp_path / "disk") as disk:
-        proc = jpwr("--methods", "estimate", "--interval", "2", "--flush-s", "0.05",
-                    "--df-out", str(disk), "--df-suffix", "_rank0", "--", "sleep", "3")
-        assert proc.returncode == 0, proc.stderr
+        status, stderr = jpwr_until_samples_are_lost(
+            tmp_path, "--methods", "estimate", "--interval", "2", "--flush-s", "0.05",
+            "--df-out", str(disk), "--df-suffix", "_rank0")
+        assert status == 0, stderr
         combined = jpwr("combine", str(disk))
     assert combined.returncode == 0, combined.stderr
     summary = next(ln for ln in combined.stdout.splitlines() if ln.startswith("jpwr-summary:"))
     assert "source=estimated" in summary and "complete=no" in summary, summary
     covered = float(summary.split("covered_pct=")[1].split()[0])
-    assert 0 < covered < 100, summary  # 32 KiB hold part of 3 s at 2 ms
+    assert 0 < covered < 100, summary  # 32 KiB hold part of the run's samples
     row = _row_energy(combined.stdout)
     assert row.energy_estimated and row.energy_incomplete
     assert not row.energy_complete_run and row.energy_covered_pct == pytest.approx(covered)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from caraml.row.decide import decide_row
 from caraml.row.evidence import gather
 from caraml.row.run import rows_of_run
 from tests.jube_runs import ROOT, JubeRun
+from tests.reliability.small_disk import fill_inodes, small_disk
 
 pytestmark = pytest.mark.jube
 SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
@@ -37,13 +39,15 @@ def dry_run(tmp_path_factory) -> JubeRun:
     return run
 
 
-def _until_stopped(work: Path) -> None:
-    """The job's training runs until a signal stops it (the driver's own
-    wall-clock budget bounds it): 12 CPU iterations could all be done
-    before a signal reaches the ranks."""
+def _until_stopped(work: Path, budget_min: int | None = None) -> None:
+    """The job's training runs until a signal stops it, or its wall-clock
+    budget (the plan's, else `budget_min` minutes): 12 CPU iterations could
+    all be done before a signal reaches the ranks."""
     for name in ("job.sh", "job.facts"):
         text = (work / name).read_text().replace("--train-iters 12 ", "--train-iters 100000 ")
         assert "--train-iters 100000 " in text, name
+        if budget_min is not None:
+            text = re.sub(r"--exit-duration-in-mins \d+ ", f"--exit-duration-in-mins {budget_min} ", text)
         (work / name).write_text(text)
 
 
@@ -63,10 +67,15 @@ def _wait_for(condition, what: str, timeout_s: float = 300):
 
 def _training(job: subprocess.Popen) -> set[jobwatch.Process]:
     """The job's processes, once a training worker is among them."""
+    def cmdline(pid: int) -> str:
+        try:
+            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return ""  # it ended since it was listed (a short-lived helper of the job)
+
     def worker_up():
         procs = jobwatch.descendants(job.pid)
-        cmdlines = [Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-                    for pid, _ in procs if jobwatch.alive((pid, _))]
+        cmdlines = [cmdline(pid) for pid, _ in procs]
         return procs if any(WORKER in c and "torch.distributed.run" not in c for c in cmdlines) else None
     return _wait_for(worker_up, "a training worker")
 
@@ -125,6 +134,41 @@ def test_a_stopped_job_names_the_signal_and_its_energy_is_combined(dry_run):
     assert row["Energy(Wh)"] > 0, row.to_dict()
     # a TERM to the job script stops it as one to a rank would
     assert row["Status"] == "ok-stopped-early", row.to_dict()
+
+
+def test_a_job_that_ends_on_a_full_disk_is_recovered_once_space_returns(dry_run, tmp_path):
+    """The job's folder takes no new file from some point of the job on (a
+    full disk, a quota of files): the job still leaves its done marker, which
+    `jube continue` waits for, and once space is back its row is decided
+    from what job.out holds."""
+    work = dry_run.work_dirs("execute")[2]
+    saved = tmp_path / "work"
+    shutil.copytree(work, saved, symlinks=True)
+    with small_disk(work, size="64m", inodes=200):
+        shutil.copytree(saved, work, symlinks=True, dirs_exist_ok=True)
+        (work / "stderr").write_text("")  # a submitted job's step: no dry run's marker
+        # it ends itself after a minute; its folder fills before, once its files are made
+        _until_stopped(work, budget_min=1)
+        job = _start(work)
+        _training(job)
+        _wait_for(lambda: TIMED.search((work / "job.out").read_text()), "a timed iteration")
+        # the job is held while its folder fills
+        os.killpg(job.pid, signal.SIGSTOP)
+        try:
+            filler = fill_inodes(work)
+        finally:
+            os.killpg(job.pid, signal.SIGCONT)
+        assert job.wait(timeout=600) == 0, (work / "job.err").read_text()[-3000:]
+        assert (work / "ready").exists(), "no done marker: jube continue would wait for good"
+        # its row's lines could not be written at the end: they say what they said at the start
+        assert (work / "row.out").read_text().startswith("CARAML row: state=running ")
+        shutil.rmtree(filler)
+        # decided from job.out: the run's figures, or the one file the full disk cost it
+        decided = _decided(work)
+        assert decided in (("ok-stopped-early", "wall-clock budget 60 s reached"),
+                           ("failed", "cannot record the job's node energy in node_energy.json ([Errno 28] "
+                                      "No space left on device: '.node_energy.json.partial'); the rest of "
+                                      "the job's results stand")), decided
 
 
 def _decided(work: Path) -> tuple[str, str]:
