@@ -1,7 +1,9 @@
 """How long `caraml-compare` takes for many systems and runs: writes
 --systems systems with --runs runs in all (two configurations each, power
 samples in every run, so that every run gets its power timeline) as row.json
-files, then times the installed command over them with --all-runs. Run from
+files, then times the installed command over them with --all-runs: the runs
+of one system are repeats of its two configurations, each ranked on their
+median with a bootstrap interval on every margin. Run from
 the repository root:
 
     .venv/bin/python aux/perf/compare_speed.py [--systems 12] [--runs 100] [--repeats 3]

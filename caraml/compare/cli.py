@@ -4,7 +4,8 @@ then the comparison computed (caraml/compare/comparison.py) and written
 (caraml/compare/output.py).
 Exit status 0; 1 when a system has a benchmark with no measured row (the
 report is still written, with its failure); 2 on bad input or nothing to compare (one line
-on stderr); 3 when a figure falls below its reference band (3 wins over 1)."""
+on stderr); 3 when a figure falls below its reference band; 4 when a system's
+latest figure dropped below its own earlier runs (3 wins over 4, 4 over 1)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 
 from caraml.benchmarks import UnknownBenchmark
 from caraml.compare import CompareError, comparison, jobs, output, reference, trend
-from caraml.compare.comparison import BAD_INPUT, BELOW_BAND
+from caraml.compare.comparison import BAD_INPUT, BELOW_BAND, DROPPED
 from caraml.compare.jobs import Jobs
 from jpwr.version import VersionAction
 
@@ -39,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prices", type=Path,
                    help="prices per system (YAML: node-hour or capital cost and lifetime, electricity per "
                         "kWh, PUE): adds cost to solution to the decision page")
+    p.add_argument("--check-history", type=Path, metavar="DB",
+                   help="check each system's figure against its own earlier runs of the same configuration "
+                        "in this results history (results/caraml_rows.sqlite): a drop beyond their spread "
+                        "is named on the first screen, exit status 4")
     p.add_argument("--all-runs", action="store_true", help="every run of an outpath, not only its latest")
     jobs.add_options(p)
     p.add_argument("--version", action=VersionAction)
@@ -46,14 +51,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def draw_history(args: argparse.Namespace) -> int:
-    """--history: exit 3 when a series' latest point is below its reference band."""
+    """--history: exit 3 when a series' latest point is below its reference
+    band, else 4 when it dropped below the series' earlier runs."""
     refs = reference.load(args.references) if not args.no_references else reference.load_empty()
-    drops, ending_below = trend.write(args.history, refs, args.out)
-    for line in drops:
+    found = trend.write(args.history, refs, args.out)
+    for line in found.below:
         print(f"BELOW BAND: {line}")
-    status = BELOW_BAND if ending_below else 0
-    print(f"wrote {args.out}/history.html ({len(drops)} points below their band, {ending_below} series "
-          f"ending below it); exit status {status}")
+    for line in found.drops:
+        print(f"DROP: {line}")
+    status = BELOW_BAND if found.ending_below else DROPPED if found.ending_dropped else 0
+    print(f"wrote {args.out}/history.html ({len(found.below)} points below their band, {found.ending_below} "
+          f"series ending below it; {len(found.drops)} drops run to run, {found.ending_dropped} series ending "
+          f"in one); exit status {status}")
     return status
 
 
@@ -66,7 +75,8 @@ def compare(args: argparse.Namespace) -> int:
         raise CompareError("no run directory given; give [SYSTEM=]RUN_DIR... or --history DB")
     refs = reference.load(args.references) if not args.no_references else reference.load_empty()
     computed = comparison.compute(args.runs, all_runs=args.all_runs, reference_system=args.reference_system,
-                                  refs=refs, prices_file=args.prices, jobs=Jobs.of(args))
+                                  refs=refs, prices_file=args.prices, jobs=Jobs.of(args),
+                                  history=trend.load(args.check_history) if args.check_history else None)
     charts = output.write(computed, args.out)
     for line in output.lines(computed, args.out, charts):
         print(line)

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from caraml.compare import CompareError, decision, figures, frontier, prices, reference, rows
+from caraml.compare import CompareError, decision, drops, figures, frontier, prices, reference, repeats, rows
 from caraml.compare.jobs import Jobs
 
-SYSTEM_FAILED, BAD_INPUT, BELOW_BAND = 1, 2, 3
+SYSTEM_FAILED, BAD_INPUT, BELOW_BAND, DROPPED = 1, 2, 3, 4
 
 
 @dataclass
@@ -44,6 +44,8 @@ class Comparison:
     decided: list[Decided]
     currency: str
     priced: bool
+    drops: list[str]  # each system's latest figure beyond its own earlier runs' spread, in one line
+    unused_prices: str  # the prices file's systems that are not in the comparison, in one line
 
     @property
     def systems(self) -> list[str]:
@@ -56,8 +58,10 @@ class Comparison:
     @property
     def status(self) -> int:
         """0 every system measured, 1 a system has a benchmark without a
-        measured row, 3 a figure below its reference band (3 wins)."""
-        return BELOW_BAND if not self.below.empty else SYSTEM_FAILED if self.failed_systems else 0
+        measured row, 4 a system's latest figure dropped below its own
+        earlier runs, 3 a figure below its reference band (3 wins over 4, 4 over 1)."""
+        return BELOW_BAND if not self.below.empty else DROPPED if self.drops else \
+            SYSTEM_FAILED if self.failed_systems else 0
 
     @property
     def benchmarks(self) -> list[str]:
@@ -66,7 +70,8 @@ class Comparison:
     def summary(self) -> list[str]:
         said = {0: "every system measured, no figure below its band.",
                 SYSTEM_FAILED: "a system has a benchmark without a measured row (listed below).",
-                BELOW_BAND: "a figure is below its reference band."}
+                BELOW_BAND: "a figure is below its reference band.",
+                DROPPED: "a system's latest figure is below its own earlier runs (named above)."}
         return [f"{len(self.systems)} systems: {', '.join(self.systems)}; reference system "
                 f"{self.reference_system}.",
                 f"{len(rows.measured(self.table))} measured rows, {len(self.failed_rows)} not measurements, "
@@ -98,8 +103,27 @@ def _failed_benchmarks(table: pd.DataFrame) -> list[str]:
     return lines
 
 
+def _decided(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, jobs: Jobs, ref_system: str,
+             price_list: dict | None, currency: str) -> list[Decided]:
+    """Each benchmark's decision, its cost to solution and the sentence naming the cheapest where priced."""
+    out = []
+    for chosen in decision.decide(table, head, solutions, jobs, ref_system):
+        if price_list is None:
+            out.append(Decided(chosen, pd.DataFrame(), []))
+            continue
+        costs = prices.cost(chosen.solution, price_list)
+        cheapest = prices.cheapest(costs, chosen.ranked["per_s_per_node"], currency)
+        if cheapest is not None:
+            chosen.leaders.append(cheapest[0])
+            chosen.margins.append(cheapest[1])
+        chosen.unranked += [f"{line.system}: {line.electricity_missing}"
+                            for line in costs.itertuples() if line.electricity_missing]
+        out.append(Decided(chosen, costs, prices.unpriced(chosen.solution, price_list)))
+    return out
+
+
 def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, refs: pd.DataFrame,
-            prices_file: Path | None, jobs: Jobs) -> Comparison:
+            prices_file: Path | None, jobs: Jobs, history: pd.DataFrame | None = None) -> Comparison:
     """The whole comparison of the runs the arguments name."""
     loaded = rows.load(runs, all_runs)
     rows.check_comparable(loaded)
@@ -111,19 +135,22 @@ def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, re
     ref_system = _reference_system(table, reference_system)
     currency, price_list = prices.load(prices_file) if prices_file else ("", {})
     table = figures.mark_best(table)
-    checks = reference.verdicts(rows.measured(table), refs)  # no measurement is checked against a band
-    table["verdict"] = reference.row_verdicts(table, checks)
+    # each configuration's median of its repeats is checked; no measurement is checked against a band
+    configs = repeats.collapse(rows.measured(table))
+    checks = reference.verdicts(configs, refs)
+    table["verdict"] = reference.row_verdicts(table, checks, configs)
     table = figures.add_ratios(table, ref_system)
     head, refused = figures.headline(table, ref_system)
     solutions = figures.time_and_energy_to_solution(table, jobs)
     every = pd.concat([table, capped], ignore_index=True)
-    decided = [Decided(chosen, prices.cost(chosen.solution, price_list) if prices_file else pd.DataFrame(),
-                       prices.unpriced(chosen.solution, price_list) if prices_file else [])
-               for chosen in decision.decide(table, head, solutions, jobs, ref_system)]
+    decided = _decided(table, head, solutions, jobs, ref_system, price_list if prices_file else None, currency)
     return Comparison(
         table=table, every=every, reference_system=ref_system, refs=refs, checks=checks, head=head,
         refused=refused, solutions=solutions, scaling=figures.scaling_efficiency(table),
         failed_systems=_failed_benchmarks(table),
         failed_rows=every.drop(index=rows.measured(every).index),  # failed, not run, or too short
         sweeps=frontier.sweeps(loaded, jobs), decided=decided, currency=currency,
-        priced=prices_file is not None)
+        priced=prices_file is not None,
+        drops=drops.against_history(head, every, history) if history is not None else [],
+        unused_prices=prices.unused(prices_file, price_list, list(dict.fromkeys(table["system"])))
+        if prices_file else "")

@@ -11,6 +11,7 @@ ranked."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from caraml.compare import plots
+from caraml.compare import plots, repeats
 from caraml.compare.figures import LIKE, node_refusal
 from caraml.compare.jobs import Jobs
 from caraml.compare.rows import cause, measured
@@ -33,7 +34,12 @@ RANKINGS = [("per_s_per_node", "{unit}/s per node", "per_s_per_node_ratio"),
             ("work_per_node_wh", "{unit}/Wh, whole nodes (node scope, the centre's meter), job window",
              "work_per_node_wh_ratio")]
 NODE_FIGURE = "work_per_node_wh"
-# the error bar: the rates at the mean and at the median timed iteration (all the row holds of their spread)
+# what each ranking's sentence calls its first
+LEADS = {"per_s_per_node": "Fastest per node", "per_s_per_package": "Fastest per accelerator package",
+         "work_per_wh_gpu": "Most energy-efficient, like for like",
+         NODE_FIGURE: "Most energy-efficient per whole node"}
+# the error bar: the repeats' min-max; of a single run, the rates at its mean and at its median
+# timed iteration (all its row holds of their spread)
 LOW, HIGH = "rate_low", "rate_high"
 
 
@@ -46,6 +52,7 @@ class Decision:
     unranked: list[str] = field(default_factory=list)  # one line per system left out, and why
     solution: pd.DataFrame = field(default_factory=pd.DataFrame)
     leaders: list[str] = field(default_factory=list)  # what the first screen says in words
+    margins: list[dict] = field(default_factory=list)  # each sentence's figures, for decision.json
 
 
 def _group(head: pd.DataFrame, benchmark: str, jobs: Jobs) -> pd.DataFrame:
@@ -59,12 +66,14 @@ def _group(head: pd.DataFrame, benchmark: str, jobs: Jobs) -> pd.DataFrame:
 
 
 def _ranked(group: pd.DataFrame, figure: str) -> pd.DataFrame:
-    done = group.dropna(subset=[figure]).sort_values(figure, ascending=False)
-    # the spread of a rate: its value at the mean timed iteration and at the median one
+    done = group.dropna(subset=[figure]).sort_values(figure, ascending=False, kind="stable")
+    # one run's spread: its rate at the mean timed iteration and at the median one
     scale = done["per_s_median"] / done["per_s"]
     value_at_median = done[figure] * scale.where(scale > 0)
     both = pd.concat([done[figure], value_at_median.fillna(done[figure])], axis=1)
-    return done.assign(**{LOW: both.min(axis=1), HIGH: both.max(axis=1)})
+    repeated = done["runs"] >= 2
+    return done.assign(**{LOW: done[f"{figure}_min"].where(repeated, both.min(axis=1)),
+                          HIGH: done[f"{figure}_max"].where(repeated, both.max(axis=1))})
 
 
 def decide(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, jobs: Jobs,
@@ -104,28 +113,51 @@ def decide(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, job
         if not solutions.empty:
             decision.solution = solutions[(solutions["benchmark"] == benchmark) & (solutions["like"] == like)
                                           & (solutions["case"] == "one node (best configuration)")]
-        decision.leaders = _leaders(decision)
+        decision.leaders, decision.margins = _leaders(decision)
         out.append(decision)
     return out
 
 
-def _leaders(decision: Decision) -> list[str]:
-    lines = []
+def margin(kind: str, best: pd.Series, runner_up: pd.Series | None, ratio: float, interval: tuple) -> dict:
+    """One sentence's margin over the runner-up, as decision.json holds it."""
+    low, high, why = interval
+    return {"ranking": kind, "best": best["system"], "runner_up": None if runner_up is None
+            else runner_up["system"], "margin": ratio, "low": low, "high": high,
+            "significant": repeats.significant(low, high), "no_interval": why}
+
+
+def over_runner_up(kind: str, ranked: pd.DataFrame, figure: str) -> tuple[str, dict]:
+    """`1.06x JUPITER, 95 % CI 1.04–1.08` and its figures: the first over the second of a ranking."""
+    best = ranked.iloc[0]
+    if len(ranked) < 2:
+        return "the only system ranked", margin(kind, best, None, math.nan, (math.nan, math.nan, ""))
+    runner_up = ranked.iloc[1]
+    ratio = best[figure] / runner_up[figure]
+    interval = repeats.interval(best, runner_up, figure)
+    return (f"over {runner_up['system']} {repeats.ratio_words(ratio, *interval)}",
+            margin(kind, best, runner_up, ratio, interval))
+
+
+def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
+    lines, margins = [], []
     for figure, title, ratio in RANKINGS:
         ranked = decision.ranked[figure]
         if ranked.empty:
             continue
         best = ranked.iloc[0]
-        against = (f", {number(best[ratio])}x {decision.reference}" if pd.notna(best[ratio])
+        unit = title.format(unit=best["unit"])
+        against = (f"; {number(best[ratio])}x {decision.reference}" if pd.notna(best[ratio])
                    and best["system"] != decision.reference else "")
         caveat = " (energy estimated)" if figure == "work_per_wh_gpu" and best["energy_estimated"] else ""
         if figure == NODE_FIGURE and pd.notna(best["accelerator_share_of_node_pct"]):
             share = number(best["accelerator_share_of_node_pct"])
             caveat = f" (accelerators' share of its node energy {share} %, jpwr's " \
                      f"{best['accelerator_share_basis']})"
-        lines.append(f"Best {title.format(unit=best['unit'])}: {best['system']}, "
-                     f"{number(best[figure])}{against}{caveat}.")
-    return lines
+        words, figures_ = over_runner_up(LEADS[figure], ranked, figure)
+        margins.append({**figures_, "value": best[figure], "unit": unit, "runs": int(best["runs"])})
+        lines.append(f"{LEADS[figure]}: {best['system']}, {number(best[figure])} {unit} "
+                     f"({repeats.spread(best, figure)}){caveat}; {words}{against}.")
+    return lines, margins
 
 
 def _bars(ax, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, title: str) -> None:
@@ -155,10 +187,9 @@ def ranked_chart(decision: Decision, out: Path) -> Path:
     for ax, (figure, title, ratio) in zip(axes[0], shown):
         ranked = decision.ranked[figure]
         _bars(ax, ranked, figure, ratio, decision.reference, title.format(unit=ranked["unit"].iloc[0]))
-    handles = [Patch(color=plots.MEASURED, label="measured, best batch per system"),
+    handles = [Patch(color=plots.MEASURED, label="median of the runs, best batch per system"),
                Patch(facecolor="white", edgecolor=plots.ESTIMATED, hatch="//", label="energy estimated"),
-               Patch(facecolor="white", edgecolor="0.2", label="error bar: rate at the mean and at the "
-                                                                "median timed iteration")]
+               Patch(facecolor="white", edgecolor="0.2", label="error bar: min-max of the runs")]
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8,
                frameon=False)
     fig.suptitle(f"{decision.benchmark} {decision.like}: ranked, best first (ratio to {decision.reference})",
@@ -209,13 +240,16 @@ def cost_chart(decision: Decision, costs: pd.DataFrame, currency: str, out: Path
     fig, ax = plt.subplots(figsize=(7.5, 1.3 + plots.BAR_HEIGHT_IN * len(costs)))
     y = range(len(costs))
     ax.barh(y, costs["node_hours_cost"], color=plots.MEASURED, label="node-hours")
-    bars = ax.barh(y, costs["electricity_cost"], left=costs["node_hours_cost"], color="tab:green",
+    bars = ax.barh(y, costs["electricity_cost"].fillna(0), left=costs["node_hours_cost"], color="tab:green",
                    label=f"electricity ({costs['energy_scope'].iloc[0]} scope x PUE)")
     for bar, estimated in zip(bars, costs["energy_estimated"]):
         if estimated:
             bar.set_hatch("//")
-    for i, total in enumerate(costs["cost"]):
-        ax.annotate(f" {number(total)} {currency}", (total, i), va="center", fontsize=7)
+    for i, line in enumerate(costs.itertuples()):
+        # a system without accelerator-only energy keeps its node-hours, its electricity said missing
+        said, end = (f" {number(line.cost)} {currency}", line.cost) if pd.notna(line.cost) else \
+            (f" {number(line.node_hours_cost)} {currency} + electricity missing", line.node_hours_cost)
+        ax.annotate(said, (end, i), va="center", fontsize=7)
     ax.set_yticks(list(y), list(costs["system"]), fontsize=7)
     ax.invert_yaxis()
     ax.margins(x=0.25)

@@ -9,14 +9,12 @@ import math
 
 import pandas as pd
 
+from caraml.compare import repeats
 from caraml.compare.jobs import Jobs
+from caraml.compare.repeats import GROUP, LIKE
 from caraml.compare.rows import measured, ran
 
-# Rows are like for like when these agree: same benchmark, model, precision,
-# sequence length or image size, and torch.compile mode (the operator
-# benchmark's; n/a for the others). Batch and node count may differ.
-LIKE = ["benchmark", "model", "precision", "size", "compile"]
-GROUP = ["system", *LIKE]
+__all__ = ["GROUP", "LIKE"]  # the like-for-like columns, declared with the repeats they group
 # The full table's ratios also need the same batch and node count
 MATCH = [*LIKE, "global_batch", "nodes"]
 THROUGHPUT_FIGURES = ["per_s", "per_s_per_device", "per_s_per_package", "per_s_per_node"]
@@ -29,13 +27,17 @@ NOT_REPRESENTATIVE = "not representative"
 
 
 def mark_best(rows: pd.DataFrame) -> pd.DataFrame:
-    """Adds `best`: the measured row of each system and like-for-like group
-    with the highest throughput per device."""
+    """Adds `best`: the measured rows (all its repeats) of each system's
+    configuration per like-for-like group with the highest median
+    throughput per device."""
     rows = rows.copy()
     rows["best"] = False
     ok = measured(rows).dropna(subset=["per_s_per_device"])
     if not ok.empty:
-        rows.loc[ok.groupby(GROUP, dropna=False)["per_s_per_device"].idxmax().to_numpy(), "best"] = True
+        key = repeats.config_key(ok)
+        ok = ok.assign(_key=key, _median=key.map(ok.groupby(key, sort=False)["per_s_per_device"].median()))
+        best = set(ok.loc[ok.groupby(GROUP, dropna=False)["_median"].idxmax().to_numpy(), "_key"])
+        rows.loc[ok.index[ok["_key"].isin(best)], "best"] = True
     return rows
 
 
@@ -110,17 +112,27 @@ def node_refusal(lines: list[pd.Series]) -> str:
     return ""
 
 
-def ratios(row: pd.Series, ref: pd.Series | None, why_none: str) -> tuple[dict, list[str]]:
-    """Each figure of row over that of ref, NaN where refused, and the reasons."""
+def ratios(row: pd.Series, ref: pd.Series | None, why_none: str,
+           intervals: bool = False) -> tuple[dict, list[str]]:
+    """Each figure of row over that of ref, NaN where refused, and the
+    reasons; with intervals (lines of repeats, caraml/compare/repeats.py)
+    each ratio's 95 % interval too (`_low`, `_high`, and `_no_interval`: why none)."""
     out, reasons = {}, []
     for figure in RATIO_FIGURES:
+        name = f"{figure}_ratio"
+        out[name] = math.nan
+        if intervals:
+            out.update({f"{name}_low": math.nan, f"{name}_high": math.nan, f"{name}_no_interval": ""})
         if ref is None:
-            out[f"{figure}_ratio"] = math.nan
             continue
         reason = refusal(row, ref, figure)
-        out[f"{figure}_ratio"] = math.nan if reason else row[figure] / ref[figure]
         if reason:
             reasons.append(reason)
+            continue
+        out[name] = row[figure] / ref[figure]
+        if intervals and pd.notna(out[name]):
+            low, high, why = repeats.interval(row, ref, figure)
+            out.update({f"{name}_low": low, f"{name}_high": high, f"{name}_no_interval": why})
     if ref is None and why_none:
         reasons.append(why_none)
     out["ratio_estimated"] = ref is not None and bool(row["energy_estimated"] or ref["energy_estimated"])
@@ -131,7 +143,8 @@ def add_ratios(rows: pd.DataFrame, reference_system: str) -> pd.DataFrame:
     """Adds `<figure>_ratio` against the reference system's row of the same
     configuration, batch and node count, and `ratio_note` where one is refused."""
     ok = measured(rows)
-    ref_rows = ok[ok["system"] == reference_system].drop_duplicates(MATCH).set_index(MATCH)
+    # the reference's configuration as the median of its repeats
+    ref_rows = repeats.collapse(ok[ok["system"] == reference_system]).drop_duplicates(MATCH).set_index(MATCH)
     extra = []
     for _, row in rows.iterrows():
         key = tuple(row[MATCH])
@@ -146,14 +159,14 @@ def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, l
     ratios to the reference system's best row of the same group; a system
     without a measurement in a benchmark gets a line with its failure. Also
     the one-line reasons for every ratio refused."""
-    best = rows[rows["best"]]
+    best = repeats.collapse(rows[rows["best"]])
     lines, notes = [], []
     for (benchmark, *like), group in best.groupby(LIKE, sort=False, dropna=False):
         refs = group[group["system"] == reference_system]
         ref = refs.iloc[0] if not refs.empty else None
         for _, row in group.iterrows():
             why = f"no ratios: {reference_system} has no row of this configuration"
-            values, reasons = ratios(row, ref, why if row["system"] != reference_system else "")
+            values, reasons = ratios(row, ref, why if row["system"] != reference_system else "", True)
             lines.append({**row.to_dict(), **values})
             notes += [f"{benchmark} {row['like']}: {reason}" for reason in reasons]
     for benchmark, group in rows.groupby("benchmark", sort=False):
@@ -162,7 +175,7 @@ def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, l
             if measured(sys_rows).empty and not short.empty:
                 # no measurement: shown with its figures and marked, no ratio, no rank
                 line = short.loc[short["per_s_per_device"].fillna(0).idxmax()].to_dict()
-                lines.append({**line, **ratios(pd.Series(line), None, "")[0]})
+                lines.append({**line, **ratios(pd.Series(line), None, "", True)[0]})
             elif measured(sys_rows).empty:
                 line = sys_rows.iloc[0].to_dict()
                 line["reason"] = "; ".join(dict.fromkeys(r for r in sys_rows["reason"] if r)) or \
@@ -212,14 +225,15 @@ def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
     ok = measured(rows if "best" in rows else mark_best(rows))
     out = []
     for _, group in ok.groupby(GROUP, sort=False, dropna=False):
-        best = group[group["best"]]
+        best = repeats.collapse(group[group["best"]])
         if best.empty:
             continue
         best = best.iloc[0]
         work, how = jobs.work(best) if jobs.representative(best) else (math.nan, NOT_REPRESENTATIVE)
         out.append(solution(best, work, best["per_s_per_node"], "one node (best configuration)", 1,
                              how))
-        fastest = group.loc[group["per_s"].idxmax()]
+        configs = repeats.collapse(group)
+        fastest = configs.loc[configs["per_s"].idxmax()]
         nodes = fastest["nodes"]
         if nodes == 1:
             continue  # the fastest on one node: no faster than the one-node line, and no second line

@@ -4,12 +4,14 @@ report.html, and the lines caraml-compare prints."""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import pandas as pd
 
 from caraml.compare import decision, frontier, plots, power, report, rows
-from caraml.compare.comparison import Comparison
+from caraml.compare.comparison import Comparison, Decided
 
 
 def _csv_files(c: Comparison, out: Path) -> None:
@@ -28,6 +30,44 @@ def _csv_files(c: Comparison, out: Path) -> None:
             out / "frontier.csv", index=False)
 
 
+def caveats(c: Comparison, decided: Decided) -> list[str]:
+    """What the decision's sentences do not cover, right under them: the
+    systems left out of a ranking and why, those without a price."""
+    unpriced = [f"No cost for {', '.join(decided.unpriced)}: not in the prices file."] \
+        if c.priced and decided.unpriced else []
+    return [*decided.decision.unranked, *unpriced]
+
+
+def _plain(value):
+    """A figure for JSON: NaN as null, numpy scalars as Python's."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def decision_record(c: Comparison) -> dict:
+    """decision.json: what the first screen says, each sentence with its figures."""
+    return {
+        "exit_status": c.status, "summary": c.summary(), "reference_system": c.reference_system,
+        "drops": c.drops, "unused_prices": c.unused_prices, "currency": c.currency,
+        "benchmarks": [{"benchmark": d.decision.benchmark, "configuration": d.decision.like,
+                        "sentences": d.decision.leaders, "caveats": caveats(c, d),
+                        "figures": [{k: _plain(v) for k, v in m.items()} for m in d.decision.margins]}
+                       for d in c.decided]}
+
+
+def summary_markdown(record: dict) -> str:
+    """summary.md: the first screen's sentences, as a manager pastes them."""
+    parts = ["# caraml-compare: the decision\n\n", *(f"{line}\n" for line in record["summary"])]
+    parts += [f"\n**{line}**\n" for line in record["drops"]]
+    parts += [f"\n{record['unused_prices']}\n"] if record["unused_prices"] else []
+    for bench in record["benchmarks"]:
+        parts.append(f"\n## {bench['benchmark']}: {bench['configuration']}\n\n")
+        parts += [f"- {line}\n" for line in bench["sentences"]]
+        parts += ["\nCaveats:\n\n", *(f"- {line}\n" for line in bench["caveats"])] if bench["caveats"] else []
+    return "".join(parts)
+
+
 def _decisions(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
     pages = []
     for decided in c.decided:
@@ -39,8 +79,7 @@ def _decisions(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
         charts = [chart for chart in charts if chart is not None]
         pngs += charts
         pages.append({"name": chosen.benchmark, "like": chosen.like, "leaders": chosen.leaders,
-                      "unranked": chosen.unranked, "charts": [report.image(p) for p in charts],
-                      "unpriced": decided.unpriced})
+                      "caveats": caveats(c, decided), "charts": [report.image(p) for p in charts]})
     return pages
 
 
@@ -99,6 +138,9 @@ def write(c: Comparison, out: Path) -> int:
     """Every file of the comparison into OUT; the number of charts."""
     out.mkdir(parents=True, exist_ok=True)
     _csv_files(c, out)
+    record = decision_record(c)
+    (out / "decision.json").write_text(json.dumps(record, indent=1) + "\n")
+    (out / "summary.md").write_text(summary_markdown(record))
     pngs: list[Path] = []
     decisions, sweeps, benchmarks = _decisions(c, out, pngs), _sweeps(c, out, pngs), _benchmarks(c, out, pngs)
     timelines = _timelines(c.table, out)
@@ -106,6 +148,7 @@ def write(c: Comparison, out: Path) -> int:
     pngs += timelines + scaling_plots
     (out / "report.html").write_text(report.html_page(
         title="caraml-compare: " + " vs ".join(c.systems), summary=c.summary(), reference=c.reference_system,
+        drops=c.drops, unused_prices=c.unused_prices,
         decisions=decisions, priced=c.priced, sweeps=sweeps,
         benchmarks=benchmarks, failed_systems=c.failed_systems, cards=report.cards(c.table),
         solution=report.solution_display(c.solutions),
@@ -125,7 +168,10 @@ def lines(c: Comparison, out: Path, charts: int) -> list[str]:
     """What caraml-compare prints: each benchmark of a system without a
     measurement, each row that is none and why, the sweeps, each figure
     below its band, and what was written."""
-    said = [f"failed benchmark: {line}" for line in c.failed_systems]
+    said = [f"DROP: {line}" for line in c.drops]
+    said += [f"unused prices: {c.unused_prices}"] if c.unused_prices else []
+    said += [f"decision {d.decision.benchmark}: {line}" for d in c.decided for line in d.decision.leaders]
+    said += [f"failed benchmark: {line}" for line in c.failed_systems]
     for row in c.failed_rows.itertuples():
         limit = f" at power limit {row.power_limit}" if row.limit_swept else ""
         said.append(f"not a measurement: {row.system} {row.benchmark} {row.like}{limit}: "

@@ -10,12 +10,15 @@ the cost says so and leaves the rest of the node out."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
-from caraml.compare import CompareError
+from caraml.compare import CompareError, repeats
+from caraml.compare.units import number
 
 HOURS_PER_YEAR = 365.25 * 24
 KEYS = ("system", "node_hour", "capital_per_node", "lifetime_years", "electricity_kwh", "pue")
@@ -59,21 +62,39 @@ def load(path: Path) -> tuple[str, dict[str, dict[str, float]]]:
         node_hour = (_positive(where, entry, "node_hour") if "node_hour" in entry else
                      _positive(where, entry, "capital_per_node")
                      / (_positive(where, entry, "lifetime_years") * HOURS_PER_YEAR))
+        pue = _positive(where, entry, "pue")
+        if pue < 1:
+            raise CompareError(f"{where}: pue must be at least 1 (the facility's power over the IT "
+                               f"equipment's), got {entry['pue']!r}")
         out[str(entry["system"])] = {"node_hour": node_hour,
-                                     "electricity_kwh": _positive(where, entry, "electricity_kwh"),
-                                     "pue": _positive(where, entry, "pue")}
+                                     "electricity_kwh": _positive(where, entry, "electricity_kwh"), "pue": pue}
     return currency, out
+
+
+def unused(path: Path, prices: dict[str, dict[str, float]], systems: list[str]) -> str:
+    """One line naming the prices file's systems that are not in the comparison (a file may
+    well list more systems than one comparison holds); empty where it names none such."""
+    extra = [s for s in prices if s not in systems]
+    if not extra:
+        return ""
+    return (f"{path}: prices of {', '.join(extra)} unused: no such system in this comparison "
+            f"({', '.join(systems)}); check the spelling where one was meant")
 
 
 # the energy a cost counts: (its scope, the solution table's column), whole nodes first
 SCOPES = (("node", "node_energy_kwh"), ("gpu", "gpu_energy_kwh"))
+COLUMNS = ["system", "node_hours_cost", "electricity_cost", "cost", "energy_scope", "energy_estimated",
+           "electricity_missing"]
 
 
 def cost(solution: pd.DataFrame, prices: dict[str, dict[str, float]]) -> pd.DataFrame:
     """Per system of the solution table (the job on one node): the cost of
     its node-hours and of its electricity, and their sum, cheapest first;
-    a system without prices, or without the energy the others' electricity
-    counts, is left out."""
+    a system without prices is left out. Where every system has whole-node
+    energy the electricity counts it, else the accelerators' (gpu scope);
+    a system without that energy keeps its node-hours' cost, its
+    electricity marked missing with why (and no sum: it is listed after
+    the others, never the cheapest)."""
     costed = solution[[system in prices and not isinstance(time, str)
                        for system, time in zip(solution["system"], solution["time_h"])]] \
         if not solution.empty else solution
@@ -82,18 +103,62 @@ def cost(solution: pd.DataFrame, prices: dict[str, dict[str, float]]) -> pd.Data
     lines = []
     for _, row in costed.iterrows():
         price = prices[row["system"]]
-        if pd.isna(row[column]):
-            continue
         nodes = row["time_h"] * row["nodes"] * price["node_hour"]
         power = row[column] * price["pue"] * price["electricity_kwh"]
+        missing = "" if pd.notna(power) else (
+            f"electricity cost missing: {row['system']} has no accelerator-only (gpu scope) energy; its "
+            f"energy scope is {row['energy_scope']}")
         lines.append({"system": row["system"], "node_hours_cost": nodes, "electricity_cost": power,
                       "cost": nodes + power, "energy_scope": scope,
-                      "energy_estimated": scope == "gpu" and bool(row["energy_estimated"])})
-    table = pd.DataFrame(lines, columns=["system", "node_hours_cost", "electricity_cost", "cost",
-                                         "energy_scope", "energy_estimated"])
-    return table.sort_values("cost", kind="stable").reset_index(drop=True) if not table.empty else table
+                      "energy_estimated": scope == "gpu" and bool(row["energy_estimated"]),
+                      "electricity_missing": missing})
+    table = pd.DataFrame(lines, columns=COLUMNS)
+    return table.sort_values(["cost", "node_hours_cost"], kind="stable", na_position="last") \
+        .reset_index(drop=True) if not table.empty else table
 
 
 def unpriced(solution: pd.DataFrame, prices: dict[str, dict[str, float]]) -> list[str]:
     return [s for s in dict.fromkeys(solution["system"]) if s not in prices] if not solution.empty else []
 
+
+def _cost_draws(cost_line: pd.Series, line: pd.Series, rng: np.random.Generator) -> np.ndarray | None:
+    """Bootstrap draws of a system's cost: node-hours scale with 1/throughput, electricity with
+    1/work per Wh of the scope the cost counts, both of the same resampled runs."""
+    per_wh = "work_per_node_wh" if cost_line["energy_scope"] == "node" else "work_per_wh_gpu"
+    drawn = repeats.draws(line, ["per_s_per_node", per_wh], rng)
+    if drawn is None:
+        return None
+    return (cost_line["node_hours_cost"] * line["per_s_per_node"] / drawn["per_s_per_node"]
+            + cost_line["electricity_cost"] * line[per_wh] / drawn[per_wh])
+
+
+def cheapest(costs: pd.DataFrame, lines: pd.DataFrame, currency: str) -> tuple[str, dict] | None:
+    """The sentence naming the cheapest system to solution with its margin
+    over the runner-up (the runner-up's cost over its own, with the 95 %
+    interval), and its figures for decision.json; None without a full cost."""
+    full = costs.dropna(subset=["cost"])
+    if full.empty:
+        return None
+    best = full.iloc[0]
+    by_system = lines.set_index("system")
+    runs = int(by_system.loc[best["system"], "runs"])
+    said = (f"Cheapest to solution on one node: {best['system']}, {number(best['cost'])} {currency} "
+            f"(node-hours {number(best['node_hours_cost'])} + electricity {number(best['electricity_cost'])}"
+            f"{', energy estimated' if best['energy_estimated'] else ''}; an estimate from "
+            f"{runs} run{'' if runs == 1 else 's'})")
+    figures = {"ranking": "Cheapest to solution", "best": best["system"], "value": best["cost"],
+               "unit": currency, "runs": runs, "runner_up": None,
+               "margin": math.nan, "low": math.nan, "high": math.nan, "significant": None, "no_interval": ""}
+    if len(full) < 2:
+        return f"{said}; the only system with a full cost.", figures
+    runner = full.iloc[1]
+    ratio = runner["cost"] / best["cost"]
+    rng = np.random.default_rng(repeats.SEED)
+    sides = [_cost_draws(c, by_system.loc[c["system"]], rng) for c in (runner, best)]
+    missing = [c["system"] for c, d in zip((runner, best), sides) if d is None]
+    interval = (math.nan, math.nan, repeats.why_no_interval({"system": missing[0]})) if missing \
+        else repeats.bounds(sides[0] / sides[1])
+    figures.update(runner_up=runner["system"], margin=ratio, low=interval[0], high=interval[1],
+                   significant=repeats.significant(interval[0], interval[1]), no_interval=interval[2])
+    return (f"{said}; the runner-up {runner['system']}, its cost over the cheapest: "
+            f"{repeats.ratio_words(ratio, *interval)}.", figures)

@@ -16,7 +16,7 @@ import pandas as pd
 import yaml
 
 from caraml import benchmarks
-from caraml.compare import CompareError
+from caraml.compare import CompareError, repeats
 from caraml.compare.rows import ran
 from caraml.login import systems
 
@@ -34,6 +34,11 @@ REQUIRED = ("system", "benchmark", "model", "figure", "value", "lower", "upper",
 # size: the sequence length (LLM) or image size (image) of the configuration
 NARROWING = ("precision", "size", "variant", "global_batch", "nodes", "devices")
 NUMERIC_NARROWING = ("size", "global_batch", "nodes", "devices")
+# what fixes a run's layout: a reference naming none of them is an "up to"
+# figure, checked against the best row only, so that the smaller batches of
+# a healthy sweep never count as falling below it. size is not among them:
+# it names the configuration (sequence length, image size), not a batch.
+LAYOUT = ("global_batch", "nodes", "devices")
 COLUMNS = [*REQUIRED, *NARROWING, "origin", "low", "high"]
 SEVERITY = {"below": 3, "above": 2, "within": 1}
 
@@ -136,7 +141,7 @@ def _matching(ok: pd.DataFrame, ref: pd.Series) -> pd.DataFrame:
         if not pd.isna(ref[key]):
             wanted = _number(ref[key]) if key in NUMERIC_NARROWING else str(ref[key])
             rows = rows[rows[key] == wanted]
-    if rows.empty or any(not pd.isna(ref[k]) for k in NUMERIC_NARROWING):
+    if rows.empty or any(not pd.isna(ref[k]) for k in LAYOUT):
         return rows
     # no batch or layout given: the best of each system label that ran it
     return rows.loc[rows.groupby("system")[FIGURES[ref["figure"]]].idxmax().dropna().to_numpy()]
@@ -167,9 +172,12 @@ def verdicts(rows: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
                                       "verdict", "energy", "origin", "kind", "source"])
 
 
-def row_verdicts(rows: pd.DataFrame, checks: pd.DataFrame) -> pd.Series:
-    """Each row's worst verdict (below, then above, then within); n/a where no reference applies."""
-    worst = pd.Series("n/a", index=rows.index, dtype=object)
-    for index, group in checks.groupby("row"):
-        worst[index] = max(group["verdict"], key=lambda v: SEVERITY.get(v, 0))
-    return worst
+def row_verdicts(rows: pd.DataFrame, checks: pd.DataFrame, configs: pd.DataFrame) -> pd.Series:
+    """Each measured row's worst verdict (below, then above, then within) of
+    its configuration, checked on the median of its repeats (configs:
+    repeats.collapse, the lines the checks' `row` names); n/a where no
+    reference applies."""
+    worst = {configs.loc[index, "config"]: max(group["verdict"], key=lambda v: SEVERITY.get(v, 0))
+             for index, group in checks.groupby("row")}
+    found = repeats.config_key(rows).map(worst).where(rows["measurement"].astype(bool))
+    return found.astype(object).fillna("n/a")

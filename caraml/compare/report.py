@@ -13,7 +13,7 @@ import pandas as pd
 
 from caraml.compare.figures import NOT_REPRESENTATIVE
 from caraml.compare.rows import MEASURED, cause, measured
-from caraml.compare.units import NA, duration, energy, number
+from caraml.compare.units import NA, count, duration, energy, number
 from caraml.row.verdict import MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS
 
 METHOD = [
@@ -283,12 +283,15 @@ def sweep_display(points: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines, columns=columns).fillna(NA)
 
 
+# columns that hold counts, printed as they are (a batch of 1024 is never "1,020")
+COUNTS = {"global_batch", "nodes", "devices", "base_devices", "runs", "size", "timed_iterations"}
+
+
 def plain_display(table: pd.DataFrame) -> pd.DataFrame:
-    def cell(v):
-        if isinstance(v, float):
-            return number(v)
-        return v
-    return table.apply(lambda column: column.map(cell)) if not table.empty else table
+    def column(values: pd.Series) -> pd.Series:
+        shown = count if values.name in COUNTS else number
+        return values.map(lambda v: shown(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else v)
+    return table.apply(column) if not table.empty else table
 
 
 def markdown(display: pd.DataFrame) -> str:

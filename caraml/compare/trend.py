@@ -7,6 +7,7 @@ included), so a figure here is the figure of the report."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -16,10 +17,10 @@ import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from caraml.compare import CompareError, reference, report, rows  # noqa: E402
+from caraml.compare import CompareError, drops, reference, report, rows  # noqa: E402
 from caraml.compare.figures import GROUP, LIKE  # noqa: E402
 from caraml.compare.plots import TICKS, _safe, _save  # noqa: E402
-from caraml.compare.units import number  # noqa: E402
+from caraml.compare.units import count, number  # noqa: E402
 from caraml.row import history, row_json  # noqa: E402
 from caraml.row.verdict import NOT_A_MEASUREMENT  # noqa: E402
 
@@ -61,7 +62,10 @@ def series(table: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
     # a run's measurement wins over its other rows
     ran = ran.assign(measurement=ran["measurement"].astype(bool)).sort_values(["measurement", FIGURE])
     best = ran.groupby(SERIES, dropna=False).tail(1).sort_values("when")
-    checks = reference.verdicts(rows.measured(best), refs)
+    # each run's figure is checked on its own: an "up to" reference applies to every run's best row
+    done = rows.measured(best)
+    checks = pd.concat([reference.verdicts(run, refs) for _, run in done.groupby(["run_uuid", "host"])]
+                       or [reference.verdicts(done, refs)])
     checks = checks[checks["figure"].map(reference.FIGURES) == FIGURE].set_index("row")
     best["verdict"] = checks["verdict"].reindex(best.index).fillna("no reference")
     best.loc[~best["measurement"], "verdict"] = NOT_A_MEASUREMENT
@@ -115,37 +119,48 @@ def display(points: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "date": points["when"].dt.strftime("%Y-%m-%d %H:%M"), "system": points["system"],
         "configuration": points["benchmark"] + " " + points["like"],
-        "batch": points["global_batch"].map(number), "commit": points["commit"],
+        "batch": points["global_batch"].map(count), "commit": points["commit"],
         "run": points["run_uuid"].str[:8] + " on " + points["host"],
         "throughput per device": [f"{number(v)} {u}/s per {d}" for v, u, d in
                                   zip(points[FIGURE], points["unit"], points["device_unit"])],
         "verdict": points["verdict"]})
 
 
-def write(db: Path, refs: pd.DataFrame, out: Path) -> tuple[list[str], int]:
-    """DIR/history.html and history.csv; the drops below a band, one line
-    each, and how many series end below their band."""
+@dataclass
+class Found:
+    below: list[str]  # each point below its reference band, in one line
+    ending_below: int  # series whose latest measurement is below its band
+    drops: list[str]  # each point below its own series' earlier runs, in one line
+    ending_dropped: int  # series whose latest measurement is such a drop
+
+
+def write(db: Path, refs: pd.DataFrame, out: Path) -> Found:
+    """DIR/history.html and history.csv; the points below a band and those
+    below their own earlier runs, one line each, and how many series end so."""
     table = load(db)
     points = series(table, refs)
     out.mkdir(parents=True, exist_ok=True)
     points.drop(columns="when").assign(date=points["when"].astype(str)).to_csv(out / "history.csv",
                                                                                  index=False)
     pngs = plot(points, out)
-    below = points[points["verdict"] == "below"]
-    drops = [f"{r.system} {r.benchmark} {r.like}: {number(r.per_s_per_device)} {r.unit}/s per "
+    under = points[points["verdict"] == "below"]
+    below = [f"{r.system} {r.benchmark} {r.like}: {number(r.per_s_per_device)} {r.unit}/s per "
              f"{r.device_unit} on {r.when:%Y-%m-%d} (commit {r.commit}, run {r.run_uuid[:8]} on {r.host}) "
-             f"is below its reference band ({number(r.low)})" for r in below.itertuples()]
+             f"is below its reference band ({number(r.low)})" for r in under.itertuples()]
     latest = rows.measured(points).groupby(GROUP, dropna=False).tail(1)
     ending_below = int((latest["verdict"] == "below").sum())
+    run_drops, ending_dropped = drops.run_to_run(points, GROUP)
     runs = table.groupby(["run_uuid", "host"]).ngroups
     summary = [f"{len(table)} recorded rows of {runs} runs ({table['system'].nunique()} systems) from {db}.",
                f"{len(points)} points (each run's best row per configuration; "
                f"{len(points) - len(rows.measured(points))} of them no measurements), "
-               f"{len(drops)} below their reference band, {ending_below} series ending below it."]
+               f"{len(below)} below their reference band, {ending_below} series ending below it; "
+               f"{len(run_drops)} below their own earlier runs, {ending_dropped} series ending so."]
     (out / "history.html").write_text(report.page(
-        "history.html.j2", title="caraml-compare: results history", summary=summary, drops=drops,
+        "history.html.j2", title="caraml-compare: results history", summary=summary,
+        drops=below + [f"dropped run to run: {line}" for line in run_drops],
         plots=[report.image(p) for p in pngs], points=display(points),
         not_measured=report.plain_display(table.drop(index=rows.measured(table).index)[
             ["system", "benchmark", "like", "state", "reason", "not_a_measurement", "date", "run_uuid",
              "host"]])))
-    return drops, ending_below
+    return Found(below, ending_below, run_drops, ending_dropped)

@@ -1,5 +1,6 @@
 """How the comparison writes a number for people: three significant digits
-with thousands separators (47,500 tokens/s, 0.346), a time in s, min or h
+with thousands separators (47,500 tokens/s, 0.346), a count as it is
+(batch 1024, never rounded), a time in s, min or h
 and an energy in Wh, kWh or MWh, the unit chosen per value so that no value
 is ever printed in milli-hours or milli-kWh."""
 
@@ -28,6 +29,14 @@ def number(value: float, unit: str = "") -> str:
         decimals = SIGNIFICANT - 1 - math.floor(math.log10(abs(rounded)))
         text = f"{round(rounded, decimals):,.{max(decimals, 0)}f}"
     return f"{text} {unit}".rstrip()
+
+
+def count(value: float) -> str:
+    """A count (batch size, nodes, devices, runs) as it is, never rounded: 1024, not 1,020."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return NA
+    value = float(value)
+    return f"{int(value)}" if value.is_integer() else f"{value:g}"
 
 
 def _scaled(value: float, steps) -> str:

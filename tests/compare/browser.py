@@ -77,3 +77,14 @@ def own_requests(page: Path, workdir: Path) -> frozenset[str]:
     blank = workdir / "blank.html"
     blank.write_text(BLANK)
     return load(page, workdir / "page.png").requests - load(blank, workdir / "blank.png").requests
+
+
+def pdf_pages(page: Path, pdf: Path) -> int:
+    """The page printed to an A4 PDF by chromium (the page's print stylesheet applies): its page count."""
+    binary = ensure_chromium()
+    done = _run(binary, pdf.with_suffix(".profile"), "--no-pdf-header-footer", f"--print-to-pdf={pdf}",
+                page.resolve().as_uri())
+    if done.returncode != 0 or not pdf.is_file():
+        raise AssertionError(f"chromium --print-to-pdf failed ({done.returncode}): {done.stderr[-2000:]}")
+    # chromium writes each page as an uncompressed /Type /Page dictionary
+    return len(re.findall(rb"/Type\s*/Page\b(?!s)", pdf.read_bytes()))

@@ -9,6 +9,7 @@ stopped early, and as many systems as a scale test needs."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -264,12 +265,17 @@ def sweep_demo(root: Path) -> list[str]:
 
 
 def committee(root: Path) -> list[str]:
+    """The twelve systems a procurement committee compares (committee_rows);
+    the arguments for caraml-compare."""
+    return [f"{name}={write_run(root, name.lower(), data)}" for name, data in committee_rows().items()]
+
+
+def committee_rows() -> dict[str, list[dict]]:
     """The twelve systems a procurement committee compares: GPU-scope cards
     (A100, H100, WestAI H100), GH200 superchips counted at module scope
     (GH200, JEDI, JUPITER), a GB200 whose image benchmark failed beside a
     good LLM row, MI250 and MI250X (throughput per GCD, energy per card), a
-    smoke MI300X, an MI300A that failed and the CPU; the arguments for
-    caraml-compare."""
+    smoke MI300X, an MI300A that failed and the CPU; their rows by system."""
     def image(name: str, per_device: float, wh: float) -> dict:
         return row(name, "image", per_s_per_device=per_device, global_batch=1024, timed_wh=wh,
                    config={"model": "resnet50", "image_size": 224})
@@ -299,7 +305,74 @@ def committee(root: Path) -> list[str]:
         "MI300A": [failed("MI300A", reason="HIP out of memory")],
         "CPU": [cpu_matmul()],
     }
-    return [f"{name}={write_run(root, name.lower(), data)}" for name, data in systems.items()]
+    return systems
+
+
+# the repeats of repeated_committee: one run slower, one faster than the first, all on different days
+REPEATS = ((1.0, "2026-11-24"), (0.985, "2026-11-25"), (1.015, "2026-11-26"))
+
+
+def repeated(data: dict, factor: float, date: str) -> dict:
+    """A row of another run of the same configuration: its rates and work per Wh times factor, on date."""
+    out = _merge(data, {"provenance": {"date": f"{date}T05:00:00+00:00"}})
+    if out.get("throughput") is None:
+        return out
+    for key in ("per_s", "per_s_per_device", "per_s_per_node", "per_s_median"):
+        out["throughput"][key] *= factor
+    for window in out["energy"]["windows"].values():
+        window["work_per_wh"] *= factor
+    return out
+
+
+def nan_loss(data: dict, at: int = 3) -> dict:
+    """The row as row.json of the record's schema, its loss not finite from iteration at on (a diverged
+    run that is fast all the same), judged by the one verdict."""
+    from caraml.row import record, row_json
+
+    row = dataclasses.replace(row_json.from_dict(data), loss_first=8.3, loss_nonfinite="nan",
+                              loss_nonfinite_at=at)
+    return row_json.to_dict(record.judged(row))
+
+
+def repeated_committee(root: Path, history_db: Path) -> list[str]:
+    """The committee's twelve systems, three runs each (REPEATS); GH200 with
+    a healthy batch sweep below its best batch (the shipped reference of
+    its best batch applies to that batch alone); JUPITER without a GPU-only
+    energy channel (a system that keeps its node-hours' cost, its
+    electricity missing); MI300X's smoke row and an H100 row at batch 1024
+    whose loss is nan from iteration 3 (and which would lead every
+    ranking), both of which the verdict marks no measurement; and in history_db an earlier A100 run of 2026-11-20 that
+    was 1/0.85 as fast as the A100 runs here (A100 15 % below it). The
+    arguments for caraml-compare."""
+    from caraml.row import history, row_json
+
+    systems = committee_rows()
+    systems["GH200"] += [gh200(global_batch=batch, per_s_per_device=rate)
+                         for batch, rate in ((64, 21000.0), (256, 36000.0))]
+    for data in systems["JUPITER"]:
+        data["energy"]["by_scope"].pop("gpu")
+    diverged = a100(system={"name": "H100"}, global_batch=1024, per_s_per_device=90000.0, peak=989.0)
+    args = []
+    for name, data in systems.items():
+        for run_id, (factor, date) in enumerate(REPEATS):
+            written = [repeated(d, factor, date) for d in data]
+            written += [nan_loss(repeated(diverged, factor, date))] if name == "H100" else []
+            write_run(root, name.lower(), written, run_id=run_id)
+        args.append(f"{name}={root / name.lower()}")
+    earlier = write_run(root / "history", "a100", [repeated(a100(), 1 / 0.85, "2026-11-20")])
+    work = earlier / "000000" / "000000_execute" / "work"
+    history.write(row_json.read(work / "row.json"), work, history_db)
+    return args
+
+
+def committee_prices(path: Path) -> Path:
+    """A prices file for repeated_committee: every GPU system of the LLM
+    decision, and A1000, a system the comparison does not hold."""
+    names = ["A100", "H100", "WAIH100", "GH200", "JEDI", "JUPITER", "GB200", "MI250", "MI250X", "A1000"]
+    path.write_text("currency: EUR\nprices:\n" + "".join(
+        f"  - {{system: {name}, node_hour: {3.0 + i * 0.5}, electricity_kwh: 0.3, pue: 1.2}}\n"
+        for i, name in enumerate(names)))
+    return path
 
 
 if __name__ == "__main__":
@@ -311,7 +384,10 @@ if __name__ == "__main__":
     parser.add_argument("--systems", type=int, help="this many A100-shaped systems instead of the demo set")
     parser.add_argument("--committee", action="store_true", help="the twelve systems of committee()")
     parser.add_argument("--sweep", action="store_true", help="GH200 beside A100's power-limit sweep")
+    parser.add_argument("--repeated", action="store_true",
+                        help="repeated_committee: three runs each, a history in ROOT/history.sqlite")
     args = parser.parse_args()
     written = committee(args.root) if args.committee else sweep_demo(args.root) if args.sweep \
+        else repeated_committee(args.root, args.root / "history.sqlite") if args.repeated \
         else demo(args.root) if args.systems is None else many_systems(args.root, args.systems, power=True)
     print("\n".join(written))

@@ -60,7 +60,7 @@ def test_every_system_with_node_energy_is_ranked_per_node_wh_with_its_ratio(tmp_
     assert not [line for line in llm.unranked if "node energy" in line]
     [leader] = [line for line in llm.leaders if "whole nodes" in line]
     assert leader.startswith(
-        "Best tokens/Wh, whole nodes (node scope, the centre's meter), job window: GH200, ")
+        "Most energy-efficient per whole node: GH200, ")
     assert "accelerators' share of its node energy 62.0 %, jpwr's gpu/node(run)" in leader
     # the accelerators' ranking stays beside it
     assert list(llm.ranked["work_per_wh_gpu"]["system"]) == ["GH200", "A100"]

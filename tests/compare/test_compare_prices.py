@@ -53,6 +53,8 @@ def test_without_a_prices_file_the_decision_says_how_to_add_one(tmp_path):
     ({"currency": "EUR", "prices": [{"system": "A100", "node_hour": 1, "electricity_kwh": 0.3, "pue": 1.2,
                                      "tax": 0.2}]}, "unknown key tax"),
     ({"currency": "EUR"}, "no list under the key 'prices'"),
+    ({"currency": "EUR", "prices": [{"system": "A100", "node_hour": 1, "electricity_kwh": 0.3, "pue": 0.5}]},
+     "pue must be at least 1 (the facility's power over the IT equipment's), got 0.5"),
 ])
 def test_a_bad_prices_file_is_one_line_naming_file_and_entry(tmp_path, document, message):
     path = _write(tmp_path, document)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from caraml.compare import CompareError, cli, comparison, figures, reference, rows
+from caraml.compare import CompareError, cli, comparison, figures, reference, repeats, rows
 from tests.compare import rowfixtures as fx
 
 
@@ -37,9 +37,10 @@ def test_verdict_at_the_bounds(value, expected):
 def test_a_reference_without_batch_applies_to_the_best_row_only(tmp_path):
     table = _rows(tmp_path, [fx.a100(global_batch=16, per_s_per_device=9000.0),
                              fx.a100(global_batch=512, per_s_per_device=21000.0)])
-    checks = reference.verdicts(table, reference.load(_write(tmp_path, _ref())))
+    configs = repeats.collapse(table)
+    checks = reference.verdicts(configs, reference.load(_write(tmp_path, _ref())))
     assert checks[["global_batch", "measured", "verdict"]].values.tolist() == [[512, 21000.0, "within"]]
-    assert reference.row_verdicts(table, checks).tolist() == ["n/a", "within"]
+    assert reference.row_verdicts(table, checks, configs).tolist() == ["n/a", "within"]
 
 
 def test_a_reference_with_batch_applies_to_that_batch(tmp_path):
@@ -128,3 +129,25 @@ def test_a_file_that_is_not_a_reference_file_is_a_one_line_error(tmp_path):
     path.write_text("figures: []\n")
     with pytest.raises(CompareError, match=r"refs.yaml: no list under the key 'references'"):
         reference.load(path)
+
+
+def test_a_healthy_batch_sweep_never_raises_the_alarm_of_a_reference_for_one_size(tmp_path, capsys):
+    # the shipped A100 reference names size 2048 and no batch: an "up to" figure for the best batch only
+    sweep = [fx.a100(global_batch=batch, per_s_per_device=rate)
+             for batch, rate in ((16, 6000.0), (64, 11000.0), (256, 17000.0), (1024, 19500.0))]
+    out = tmp_path / "o"
+    assert cli.main([f"A100={fx.write_run(tmp_path, 'a', sweep)}", "--out", str(out)]) == 0
+    assert "BELOW BAND" not in capsys.readouterr().out
+    checks = reference.verdicts(repeats.collapse(rows.measured(_rows(tmp_path / "b", sweep))), reference.load())
+    assert checks[["global_batch", "verdict"]].values.tolist() == [[1024, "within"]]
+
+
+def test_a_reference_is_checked_against_the_median_of_the_repeats_of_its_configuration(tmp_path):
+    # three runs of batch 16: one slow repeat (17,000 < 18,000) does not put the configuration below its band
+    runs = [fx.write_run(tmp_path, "a", [fx.a100(global_batch=16, per_s_per_device=rate)], run_id=i)
+            for i, rate in enumerate((19000.0, 17000.0, 19500.0))][0]
+    table = figures.mark_best(rows.load([str(runs)], all_runs=True))
+    configs = repeats.collapse(rows.measured(table))
+    checks = reference.verdicts(configs, reference.load(_write(tmp_path, _ref(global_batch=16))))
+    assert checks[["measured", "verdict"]].values.tolist() == [[19000.0, "within"]]
+    assert reference.row_verdicts(table, checks, configs).tolist() == ["within"] * 3

@@ -140,7 +140,7 @@ def test_the_report_loads_in_headless_chromium_and_shows_the_headline(tmp_path, 
     decision = page.dom.split('id="decision-llm"')[1].split("</section>")[0]
     assert 'alt="decision_llm_800M_bf16_seq_2048"' in decision and 'alt="solution_llm_800M_bf16_seq_2048"' \
         in decision
-    assert decision.count("<br>") == 3  # best per node, per package, per Wh
+    assert decision.count("<li>") == 3  # fastest per node, per package, most efficient per Wh
     # nothing failed to load, no script error, no host looked up
     assert [line for line in page.log.splitlines() if "CONSOLE" in line] == []
     assert browser.own_requests(out / "report.html", tmp_path) == frozenset()
@@ -170,3 +170,17 @@ def test_the_browser_check_catches_a_page_that_fetches_from_outside_or_fails_a_s
     assert browser.own_requests(page, tmp_path) == {"https://example.invalid/a.png"}
     log = browser.load(page, tmp_path / "shot.png").log
     assert "Uncaught ReferenceError: nosuch is not defined" in log and "CONSOLE" in log
+
+
+def test_the_decisions_of_three_benchmarks_print_on_at_most_four_a4_pages(tmp_path, chromium):
+    # the twelve systems of the committee with their LLM and image rows, two of them with the operator's,
+    # each benchmark's decision with its cost chart
+    args = [*fx.committee(tmp_path), f"A100={fx.write_run(tmp_path, 'a100_fno', [fx.operator()])}",
+            f"GH200={fx.write_run(tmp_path, 'gh200_fno', [fx.operator('GH200', per_s_per_device=150.0)])}"]
+    out = tmp_path / "out"
+    prices = fx.committee_prices(tmp_path / "prices.yaml")
+    cli.main([*args, "--out", str(out), "--reference-system", "A100", "--prices", str(prices)])
+    page = (out / "report.html").read_text()
+    assert [name for name in ("llm", "image", "operator") if f'id="decision-{name}"' in page] == \
+        ["llm", "image", "operator"]
+    assert browser.pdf_pages(out / "report.html", tmp_path / "report.pdf") <= 4

@@ -143,6 +143,9 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
     printed = capsys.readouterr().out
     assert "BELOW BAND: A100 llm 800M bf16 seq 2048: 15,000 tokens/s per GPU on 2026-11-24 (commit " \
            "ccc3333" in printed
+    # and against its own earlier run: 21 % below 19,000, beyond the 5 % a healthy system varies by
+    assert "DROP: A100 21 % below its run of 2026-11-20 (llm 800M bf16 seq 2048: 15,000 tokens/s per GPU on " \
+           "2026-11-24, commit ccc3333" in printed and "GH200" not in printed.split("DROP:")[1]
     points = pd.read_csv(out / "history.csv")
     assert points.groupby("system")["per_s_per_device"].apply(list).to_dict() == {
         "A100": [19000.0, 15000.0], "GH200": [47000.0, 47001.0], "MI300X": [41500.0]}
@@ -152,7 +155,9 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
     # the smoke run is drawn and listed, marked, and never checked against a band
     assert points.set_index("system").loc["MI300X", "verdict"] == "not a measurement"
     assert "MI300X" in page.split('id="not-measured"')[1]
-    assert cli.main(["--history", str(db), "--out", str(tmp_path / "o2"), "--no-references"]) == 0
+    # without bands the A100's drop against its own earlier run is what is left
+    assert cli.main(["--history", str(db), "--out", str(tmp_path / "o2"), "--no-references"]) == \
+        comparison.DROPPED
 
 
 def test_the_history_draws_a_sweeps_default_limit_row_and_not_its_capped_points(tmp_path, db):
@@ -177,6 +182,16 @@ def test_a_bad_history_argument_is_one_line_and_exit_2(tmp_path, capsys, argv, m
     assert cli.main([*argv, "--out", str(tmp_path / "out")]) == comparison.BAD_INPUT
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_drop_against_the_series_own_earlier_runs_alone_exits_4(tmp_path, db, capsys):
+    # 17,000 is within A100's published band (above 0.85 x 19 390) but 16 % below its own runs before
+    for i, (value, day) in enumerate([(20000.0, 18), (20400.0, 20), (17000.0, 24)]):
+        _record(tmp_path / f"a{i}", "a100", _dated(fx.a100, value, day, f"c{i}"))
+    assert cli.main(["--history", str(db), "--out", str(tmp_path / "out")]) == comparison.DROPPED
+    printed = capsys.readouterr().out
+    assert "DROP: A100 16 % below its 2 runs of 2026-11-18 to 2026-11-20" in printed
+    assert "BELOW BAND" not in printed
 
 
 @pytest.mark.parametrize("broken", ["a directory", "no database", "a damaged database"])
