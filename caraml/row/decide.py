@@ -67,9 +67,11 @@ def _throughput(benchmark: Benchmark, g: dict[str, str], ev: Evidence, system: d
 def _mfu(g: dict[str, str]) -> dict:
     """MFU with the peak it divides by, that peak's basis and its source, as
     the driver's line names the peak (caraml/device_peaks.py's Peak)."""
+    # the rates stand where MFU does not: a driver that refuses MFU (its peak
+    # measured under contention) says mfu=nan beside figures that hold
     value = _num(g.get("mfu"))
     tflops = _num(g.get("peak_tflops"))
-    if value is None or tflops is None:
+    if tflops is None:
         return {}
     peak = device_peaks.of_line(tflops, g.get("peak_basis"), g.get("peak_key"))
     return {"mfu": value, "model_tflops_per_device": _num(g.get("model_tflops_per_device")),

@@ -134,7 +134,7 @@ def test_jube_run_from_a_path_with_a_double_quote_fails_its_rows_naming_it(tmp_p
     """JUBE's own line for a step (`<command> && env > "<work dir>/..."`) does
     not parse with a " in the path; the path check runs on the step's first
     line all the same, and every row fails naming the character."""
-    from caraml.row import rows_of_run
+    from caraml.row.run import rows_of_run
 
     checkout = copy_tree(tmp_path / 'a"b' / "repo")
     env = {**os.environ, "CARAML_VENV": str(ROOT / ".venv")}
@@ -146,8 +146,8 @@ def test_jube_run_from_a_path_with_a_double_quote_fails_its_rows_naming_it(tmp_p
     reason = (f"the checkout path {checkout} holds '\"', which JUBE puts into a double-quoted shell "
               "line (it would end the quotes, expand or run a command); move the checkout to a path "
               "without \" $ ` \\ or line breaks")
-    assert rows and all(row["status"] == {"state": "failed", "reason": reason} for row in rows), \
-        [row["status"] for row in rows]
+    assert rows and all((row.state, row.reason) == ("failed", reason) for row in rows), \
+        [(row.state, row.reason) for row in rows]
     # JUBE's own table, as a user looks at it: Status and Cause filled
     shown = jube(checkout, env, "result", outpath, "-i", "last")
     issues = shown.split("issues:")[1]

@@ -33,6 +33,9 @@ def test_doubtful_runs_are_flagged_in_the_row(tmp_path):
     combine = run.work_dirs("combine_energy")[0]
     _replace(combine / "jpwr.out", r"source=\S+", "source=incomplete")
     _replace(combine / "jpwr.out", r"missing_pct=\S+", "missing_pct=88.76")
+    # jpwr says whether its figure is whole, and what share it covers, whatever its source
+    _replace(combine / "jpwr.out", r"complete=\S+", "complete=no")
+    _replace(combine / "jpwr.out", r"covered_pct=\S+", "covered_pct=11.24")
     _replace(execute / "job.out", r"^(CARAML provenance: .*)other_benchmarks=\S+", r"\1other_benchmarks=3")
     _replace(execute / "job.out", r"^CARAML host at end: .*$",
              "CARAML host at end: load=1.8 cpus=2 other_benchmarks=1 foreign_cpu_pct=47.0")

@@ -11,6 +11,7 @@ import shutil
 import pytest
 
 from caraml import jube_run
+from caraml.login.node_energy import FILE_NAME as NODE_ENERGY_FILE
 from caraml.row.standalone import main as row_main
 
 pytestmark = pytest.mark.jube
@@ -24,7 +25,8 @@ def test_the_standalone_row_of_a_jube_job_is_the_row_jube_decided(image_cpu_smok
     jube_row = json.loads((combine / "row.json").read_text())
     stage = tmp_path / "stage"
     stage.mkdir()
-    for name in ("job.out", "job.err"):
+    # the files a job leaves that the row reads: its outputs and its node energy
+    for name in ("job.out", "job.err", NODE_ENERGY_FILE):
         shutil.copy(execute / name, stage / name)
     shutil.copytree(execute / "energy", stage / "energy")
     params = jube_run.work_packages(run.run_dir)[jube_run.work_package_id(execute)].params

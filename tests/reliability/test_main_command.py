@@ -72,25 +72,34 @@ def test_the_readme_flow_measures_one_row_of_each_benchmark_and_caraml_compare_r
     """The README's main command as written (no tag: LOCAL and measure),
     its window shortened to 3 s (CARAML_MEASURE_S, the documented setting),
     then the README's caraml-compare over its three runs: each benchmark
-    has one row that ran the window past its planned iterations, and as 3 s
-    is short of the verdict's 60 s, caraml-compare says why no row is a
-    measurement (exit 1); the README's figures of a full run: docs/results.md."""
+    has a row that ran the window, and caraml-compare names each benchmark
+    none of whose rows timed the verdict's 60 s (exit 1), as its rows say;
+    the README's figures of a full run: docs/results.md."""
     proc = main_command(checkout, env={"CARAML_MEASURE_S": "3"})
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     ran = MainCommand(checkout, proc)
+    unmeasured = []
     for entry in benchmarks.BUILT_IN:
         table = ran.run_of(entry.name).csv()
-        # the window's row: 20 timed iterations or more, for 3 s or more; the others stay short
+        assert (table["Status"] == "ok").all(), table.to_string()
+        # the window's row: 20 timed iterations or more, for 3 s or more
         windowed = table[table["Iterations"] >= 20]
-        assert len(windowed) == 1 and (table["Status"] == "ok").all(), table.to_string()
+        assert len(windowed) >= 1, table.to_string()
         assert (windowed["Iterations"] * windowed["Time/iteration(s)"] >= 3).all()
+        # a row is a measurement where its timed iterations lasted the verdict's 60 s: on a fast host
+        # none does in a 3 s window, on a slow or busy one a row may; the table says which
+        verdicts = table["Error"].fillna("")
+        if verdicts.str.startswith("not a measurement (").all():
+            unmeasured.append(entry.name)
     done = subprocess.run([str(checkout / ".venv" / "bin" / "caraml-compare"),
                            *(entry.outpath for entry in benchmarks.BUILT_IN), "--out", "comparison"],
                           cwd=checkout, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.returncode == (1 if unmeasured else 0), done.stdout + done.stderr
     for entry in benchmarks.BUILT_IN:
-        assert f"failed benchmark: LOCAL {entry.name}: no measured row" in done.stdout
-    assert "timed iterations in " in done.stdout and "a measurement needs 20 and 60 s" in done.stdout
+        failed = f"failed benchmark: LOCAL {entry.name}: no measured row" in done.stdout
+        assert failed == (entry.name in unmeasured), done.stdout
+    if unmeasured:
+        assert "timed iterations in " in done.stdout and "a measurement needs 20 and 60 s" in done.stdout
     assert not _injected(checkout)
 
 
