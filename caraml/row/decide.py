@@ -64,12 +64,12 @@ def _throughput(benchmark: Benchmark, g: dict[str, str], ev: Evidence, system: d
                for p in ("p10", "p50", "p90")}}
 
 
-def _mfu(g: dict[str, str]) -> dict:
+def _mfu(g: dict[str, str], refused: bool) -> dict:
     """MFU with the peak it divides by, that peak's basis and its source, as
-    the driver's line names the peak (caraml/device_peaks.py's Peak)."""
-    # the rates stand where MFU does not: a driver that refuses MFU (its peak
-    # measured under contention) says mfu=nan beside figures that hold
-    value = _num(g.get("mfu"))
+    the driver's line names the peak (caraml/device_peaks.py's Peak); no MFU
+    where it is refused (the flag says why), while the rates stand: the
+    TFLOP/s the run reached do not depend on the peak it is divided by."""
+    value = None if refused else _num(g.get("mfu"))
     tflops = _num(g.get("peak_tflops"))
     if tflops is None:
         return {}
@@ -166,7 +166,7 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
     limit = power_limit.fields(ev.params.get("power_limit"), system["tdp_w"], job_out,
                                ev.params.get("power_limit_scope_run"), guard=ev.text("power_guard"),
                                devices_per_package=_int(ev.params.get("devices_per_package")))
-    figures = {**throughput, **(_mfu(g) if not mfu_refusal(g, last_kv(job_out, "host at end")) else {}),
+    figures = {**throughput, **_mfu(g, refused=bool(mfu_refusal(g, last_kv(job_out, "host at end")))),
                **{f"memory_{name}": _num(g.get(f"memory_{name}")) for name in MEMORY},
                **_numerics(benchmark, ev, g)} if ran else {}
     if ran:

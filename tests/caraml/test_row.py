@@ -541,6 +541,11 @@ def test_an_mfu_the_driver_refused_is_no_figure_and_says_why(tmp_path):
         "0.05-TFLOP/s-per-device")
     row = decide(tmp_path, job_out=finished_job(global_line=refused))
     assert row.mfu is None and row.state == "ok"
+    # the rates stand: only the fraction of a peak is refused
+    global_line = last_kv(refused, "global")
+    assert (row.model_tflops_per_device, row.hardware_tflops_per_device) == (
+        float(global_line["model_tflops_per_device"]), float(global_line["tflops_per_device"]))
+    assert row.model_tflops_per_device > 0
     assert "mfu-not-available(measured-matmul-rate-0.0014-TFLOP/s-is-below-the-model's-own-" \
            "0.05-TFLOP/s-per-device)" in list(row.flags)
 
