@@ -112,7 +112,9 @@ def reframe_log(argv: list[str], environ) -> Path:
             prefix = argv[i + 1]
         elif word.startswith("--prefix="):
             prefix = word.split("=", 1)[1]
-    return Path(prefix).resolve() / "reframe.log"
+    # left relative where it is: ReFrame reads this file from the configuration's own folder
+    # (it changes into it) and opens the log back where it was started
+    return Path(prefix) / "reframe.log"
 
 
 def site_configuration(platform_xml: Path = systems.PLATFORM_XML, environ=os.environ,
@@ -143,7 +145,8 @@ def site_configuration(platform_xml: Path = systems.PLATFORM_XML, environ=os.env
     # last: ReFrame takes the first system whose host names match
     listed.append(_system("local", "this host", [".*"], local_parts))
     log = reframe_log(sys.argv if argv is None else argv, environ)
-    log.parent.mkdir(parents=True, exist_ok=True)  # ReFrame opens it before it makes the prefix
+    if log.is_absolute():  # ReFrame opens it before it makes the prefix
+        log.parent.mkdir(parents=True, exist_ok=True)
     return {
         "systems": listed,
         "environments": [{"name": ENVIRONMENT, "target_systems": ["*"]}],

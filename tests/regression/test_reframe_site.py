@@ -4,7 +4,11 @@ added to platform.xml appears without another edit."""
 
 from __future__ import annotations
 
+import os
 import runpy
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -88,3 +92,17 @@ def test_the_config_file_reframe_loads_is_the_generated_one():
                   "check_caraml_energy_source", "check_caraml_energy_kind", "check_caraml_system",
                   "check_caraml_config", "check_perfvalues"):
         assert f"%({field})s" in handler["format"]
+
+
+def test_reframes_log_goes_where_reframe_was_started_not_into_the_checkout(tmp_path):
+    """ReFrame reads the configuration from its own folder (regression/):
+    the log's path stays relative to where ReFrame was started, so a run
+    without --prefix leaves nothing in the checkout."""
+    listed = subprocess.run([str(Path(sys.executable).with_name("reframe")), "-C",
+                             str(ROOT / "regression" / "config.py"), "-c",
+                             str(ROOT / "regression" / "checks" / "caraml_checks.py"), "-l"],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert (tmp_path / "reframe.log").is_file()
+    assert f"Log file(s) saved in '{tmp_path / 'reframe.log'}'" in listed.stdout
