@@ -15,6 +15,7 @@ suite is faster), summarised as the median and the best round."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -122,3 +123,15 @@ def row(name: str, s: dict) -> list[str]:
     return [name, f"{s['suite_median_s']:.4f}", f"{s['plain_median_s']:.4f}",
             f"{s['ratio_wall_median']:.3f}x", f"{s['ratio_wall_best']:.3f}x",
             f"{s['suite_cpu_s']:.4f}", f"{s['plain_cpu_s']:.4f}", f"{s['ratio_cpu_median']:.3f}x"]
+
+
+def add_arguments(p: argparse.ArgumentParser, warmup: int) -> None:
+    """The options every peer script takes: rounds and warm-up of the step
+    alone, the as-run comparison's runs and iterations, and the worker mode."""
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--warmup", type=int, default=warmup, help="untimed rounds (step alone) or steps (as run)")
+    p.add_argument("--as-run-iterations", type=int, default=20,
+                   help="timed iterations of each run of the driver and of the plain loop")
+    p.add_argument("--as-run-rounds", type=int, default=5,
+                   help="runs of the driver and of the plain loop, each (0: the step alone)")
+    p.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)

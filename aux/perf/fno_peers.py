@@ -75,18 +75,7 @@ def plain_loop(problem: problems.Problem, precision: str, batch: int, device: to
               out_channels=problem.out_fields, hidden_channels=problem.width,
               n_layers=problem.layers).to(device)
     opt = torch.optim.Adam(net.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)
-    x = torch.randn(batch, problem.in_fields, *problem.grid, device=device)
-    y = torch.randn(batch, problem.out_fields, *problem.grid, device=device)
-    dtype = caraml_precision.DTYPES[precision]
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=dtype, enabled=precision == "bf16"):
-            loss = torch.nn.functional.mse_loss(net(x).float(), y)
-        loss.backward()
-        opt.step()
-
-    return step
+    return _step(net, opt, problem, precision, batch, device)
 
 
 def same_network_loop(problem: problems.Problem, precision: str, batch: int,
@@ -97,6 +86,11 @@ def same_network_loop(problem: problems.Problem, precision: str, batch: int,
     torch.manual_seed(0)
     net = model.build(problem, device)
     opt = fno_training.adam(net, LR, WEIGHT_DECAY)
+    return _step(net, opt, problem, precision, batch, device)
+
+
+def _step(net, opt, problem: problems.Problem, precision: str, batch: int, device: torch.device):
+    """A plain training step on one random batch, as both plain loops write it."""
     x = torch.randn(batch, problem.in_fields, *problem.grid, device=device)
     y = torch.randn(batch, problem.out_fields, *problem.grid, device=device)
     dtype = caraml_precision.DTYPES[precision]
@@ -117,17 +111,11 @@ def parse() -> argparse.Namespace:
                    help=f"default on a CPU: {' '.join(CPU_PROBLEMS)}; on a GPU: the full-sized ones")
     p.add_argument("--precision", default="fp32")
     p.add_argument("--batch-size", type=int, default=4)
-    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iterations", type=int, default=5, help="steps per loop and round (step alone)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed rounds (step alone) or steps (as run)")
-    p.add_argument("--as-run-iterations", type=int, default=20,
-                   help="timed iterations of each run of the driver and of the plain loop")
-    p.add_argument("--as-run-rounds", type=int, default=5,
-                   help="runs of the driver and of the plain loop, each (0: the step alone)")
+    as_run.add_arguments(p, warmup=2)
     p.add_argument("--threads", type=int, default=None,
                    help="torch's intra-op threads (default: torch's own choice)")
     p.add_argument("--out", type=Path, default=peer_record.OUT)
-    p.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.precision == "fp16":
         raise SystemExit(config.FP16_REFUSED)

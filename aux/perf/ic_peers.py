@@ -100,15 +100,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--precision")
     p.add_argument("--image-size", type=int)
     p.add_argument("--batch-sizes", type=int, nargs="+")
-    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iterations", type=int, default=5, help="steps per loop and round (step alone)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed rounds (step alone) or steps (as run)")
-    p.add_argument("--as-run-iterations", type=int, default=20,
-                   help="timed iterations of each run of the driver and of the plain loop")
-    p.add_argument("--as-run-rounds", type=int, default=5,
-                   help="runs of the driver and of the plain loop, each (0: the step alone)")
+    as_run.add_arguments(p, warmup=2)
     p.add_argument("--out", type=Path, default=peer_record.OUT)
-    p.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     for key, value in (GPU_DEFAULTS if torch.cuda.is_available() else CPU_DEFAULTS).items():
         if getattr(a, key) is None:

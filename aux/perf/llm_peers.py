@@ -92,16 +92,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--global-batch-size", type=int)
     p.add_argument("--micro-batch-size", type=int)
     p.add_argument("--recompute-activations", default="none")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=3, help="untimed rounds (step alone) or "
-                                                         "iterations (as run) first")
-    p.add_argument("--as-run-iterations", type=int, default=20,
-                   help="timed iterations of each run of the driver and of the plain loop")
-    p.add_argument("--as-run-rounds", type=int, default=5,
-                   help="runs of the driver and of the plain loop, each (0: the step alone)")
+    as_run.add_arguments(p, warmup=3)
     p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     p.add_argument("--out", type=Path, default=peer_record.OUT)
-    p.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--data-args", type=Path, help=argparse.SUPPRESS)
     a = p.parse_args()
     for key, value in (GPU_DEFAULTS if torch.cuda.is_available() else CPU_DEFAULTS).items():
