@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
@@ -123,15 +125,28 @@ def _benchmarks(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
     return pages
 
 
+def _timeline(job: tuple[str, str, Path]) -> Path | None:
+    work_package, title, path = job
+    line = power.timeline(work_package)
+    return plots.power_timeline(line, title, path) if line is not None else None
+
+
 def _timelines(table: pd.DataFrame, out: Path) -> list[Path]:
-    paths = []
-    for index, row in rows.ran(table).iterrows():  # a short run's power is worth a look too
-        line = power.timeline(row["work_package"])
-        if line is not None:
-            title = f"{row['system']} {row['benchmark']} {row['like']} batch {row['global_batch']:g}"
-            name = "".join(ch if ch.isalnum() else "_" for ch in f"power_{index:03d}_{row['system']}")
-            paths.append(plots.power_timeline(line, title, out / f"{name}.png"))
-    return paths
+    """One power timeline per run that ran (a short run's power is worth a
+    look too), drawn on every CPU this process may use: with repeats they
+    are a hundred plots, most of caraml-compare's time when drawn one by one."""
+    jobs = []
+    for index, row in rows.ran(table).iterrows():
+        title = f"{row['system']} {row['benchmark']} {row['like']} batch {row['global_batch']:g}"
+        name = "".join(ch if ch.isalnum() else "_" for ch in f"power_{index:03d}_{row['system']}")
+        jobs.append((row["work_package"], title, out / f"{name}.png"))
+    workers = min(len(jobs), len(os.sched_getaffinity(0)))
+    if workers < 2:
+        drawn = [_timeline(job) for job in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            drawn = list(pool.map(_timeline, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+    return [path for path in drawn if path is not None]
 
 
 def write(c: Comparison, out: Path) -> int:
