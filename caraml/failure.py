@@ -25,6 +25,7 @@ if __package__ in (None, ""):
     # Run by the job script as a file: the suite's packages live one folder up.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from caraml import oom_evidence  # noqa: E402
+from caraml.job_log import last_attempt  # noqa: E402
 from caraml.oom_evidence import Verdict  # noqa: E402
 from caraml.report import ERROR_PREFIX, error, one_line  # noqa: E402
 
@@ -178,8 +179,13 @@ def cause(text: str, samples_per_device: str = "", oom: OomJudge | None = None) 
 def summary(status: int, logs: list[Path], samples_per_device: str = "", what: str = "job",
             oom: OomJudge | None = None) -> str:
     """The error file's line: the exit status, the signal it stands for, the cause."""
-    text = "\n".join(p.read_text(errors="replace") for p in logs if p.is_file())
-    return _summary(status, text, samples_per_device, what, oom)
+    return _summary(status, read_logs(logs), samples_per_device, what, oom)
+
+
+def read_logs(logs: list[Path]) -> str:
+    """The logs' texts, each from the job's last attempt on: a job Slurm
+    requeued fails or not by its last attempt, not by the first one's end."""
+    return "\n".join(last_attempt(p.read_text(errors="replace")) for p in logs if p.is_file())
 
 
 def _summary(status: int, text: str, samples_per_device: str, what: str,
@@ -229,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="the job cgroup's oom_kill count at the job's start (caraml/oom_evidence.py)")
     ap.add_argument("logs", nargs="*", type=Path, help="the job's log files, stderr first")
     args = ap.parse_args(argv)
-    text = "\n".join(p.read_text(errors="replace") for p in args.logs if p.is_file())
+    text = read_logs(args.logs)
     at_start = int(args.oom_kills_at_start) if args.oom_kills_at_start.isdigit() else None
 
     def oom(pids: list[str]) -> Verdict:

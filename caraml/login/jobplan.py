@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from caraml import power_limit, report, rocm_tf32  # noqa: E402
-from caraml.login import node_energy, systems  # noqa: E402
+from caraml.login import node_energy, room, systems  # noqa: E402
 from caraml.row.status import SIGNAL_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -328,6 +328,7 @@ def submit(facts_path: Path) -> int:
         (work / facts["done_file"]).touch()
         return 0
     if facts["submit_mode"] == "local":
+        wait_s = room.wait_s()  # a bad setting refused before the job, not after it
         # the job's own failure is in its error file (job.sh.in, finish)
         with open(work / facts["out_file"], "wb") as out, open(work / facts["err_file"], "wb") as err:
             # a shell cannot trap a signal it was started ignoring: a `jube run`
@@ -335,6 +336,9 @@ def submit(facts_path: Path) -> int:
             # which the launcher, setting its own handler, would still get
             run_local(subprocess.Popen(["bash", str(job)], cwd=work, stdout=out, stderr=err,
                                        preexec_fn=_default_sigint))
+        # what follows writes into the work folder: on a full disk the
+        # finished job's row and energy would be lost to a JUBE error
+        room.wait_for_room(work, wait_s)
         return 0
     if facts["submit_mode"] == "slurm":
         return sbatch(work, facts)

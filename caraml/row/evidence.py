@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml import jube_run
+from caraml.job_log import last_attempt
 from caraml.login.node_energy import FILE_NAME as NODE_ENERGY_FILE
 from caraml.login.node_energy import NodeEnergy, read_node_energy
 from caraml.power_limit import GUARD_FILES
@@ -20,27 +21,6 @@ from caraml.power_limit import GUARD_FILES
 SIGNAL_FILE = "signal"
 # the evidence's name for the job script's done marker ("yes" where it is there)
 DONE = "done"
-
-
-# The job script's first line in job.out and job.err, once per attempt of a
-# job Slurm requeued (aux/job.sh.in), with the requeues before it
-_START = re.compile(r"^CARAML job: start=.*$", re.MULTILINE)
-_REQUEUED = re.compile(r"^CARAML job: start=.* requeued=(\d+)\s*$", re.MULTILINE)
-
-
-def last_attempt(text: str) -> str:
-    """A job's output from its last attempt's start line on, where it has
-    several: Slurm appends a requeued job's output to what the attempt it
-    stopped wrote (one attempt's output is kept whole)."""
-    starts = list(_START.finditer(text))
-    return text[starts[-1].start():] if len(starts) > 1 else text
-
-
-def requeued(job_out: str) -> int | None:
-    """How often Slurm requeued the job before its last attempt (None where
-    the job has not started, or its script said nothing of it)."""
-    found = _REQUEUED.findall(job_out)
-    return int(found[-1]) if found else None
 
 
 @dataclass

@@ -21,6 +21,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
+from caraml.job_log import START
 from caraml.report import WINDOW_REACHED
 from caraml.row.evidence import DONE, SIGNAL_FILE, Evidence
 
@@ -30,7 +31,6 @@ BUILD_STATES = ("built", "failed", "dry-run", "queued", "building")
 MEASURED = ("ok", "ok-stopped-early")
 # The job script's own error marker, and the suite's one-line errors
 _ERROR = re.compile(r"^(?:CARAML ERROR: |(?=job exited with ))(.*)$", re.MULTILINE)
-_START = re.compile(r"^CARAML job: start=(\S+)", re.MULTILINE)
 _END = re.compile(r"^CARAML job: end=\S+ status=(-?\d+)", re.MULTILINE)
 _STOP = re.compile(r"^CARAML stop: (.*)$", re.MULTILINE)
 _SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
@@ -132,7 +132,7 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
     if dry_run:
         return Status("dry-run", _dry_run_reason(dry_run.group(1), bool(_NO_ACCOUNT.search(planned))))
     job_out = ev.text("job.out")
-    if not _START.search(job_out):
+    if not START.search(job_out):
         submitted = _SUBMITTED.search(ev.text("stdout"))
         known = slurm_state(submitted.group(1)) if submitted and slurm_state else None
         if known and known[0] == "PENDING":
@@ -174,4 +174,4 @@ def decide_build(ev: Evidence) -> Status:
     dry_run = _DRY_RUN.search(planned)
     if dry_run:
         return Status("dry-run", _dry_run_reason(dry_run.group(1), bool(_NO_ACCOUNT.search(planned))))
-    return Status("building" if _START.search(ev.text("job.out")) else "queued", "")
+    return Status("building" if START.search(ev.text("job.out")) else "queued", "")

@@ -199,6 +199,23 @@ def test_a_signal_to_torchrun_is_named(tmp_path):
     assert _line(1, log) == "job exited with status 1: the launcher got SIGTERM and stopped the ranks"
 
 
+
+def test_a_requeued_job_fails_by_its_last_attempt_not_by_the_first_ones_end(tmp_path):
+    """Slurm appends a requeued job's output to what the attempt a failed
+    node stopped wrote: the cause is the last attempt's (its own start line on)."""
+    start = "CARAML job: start=2026-11-27T10:00:00+00:00 host={} job_id=7 requeued={}\n"
+    log = tmp_path / "job.err"
+    log.write_text(start.format("n1", 0) + (LOGS / "nccl_rank2.err").read_text()
+                   + start.format("n2", 1) + (LOGS / "cuda_oom_rank0.err").read_text())
+    line = _line(1, log, samples="256")
+    assert line.endswith("rank 0: out of memory at 256 samples per device (CUDA): "
+                         "lower the global batch size (or the micro-batch size) or use more devices"), line
+    assert "NCCL" not in line
+    # one attempt: its whole output, whatever precedes its start line
+    log.write_text("a line before the start\n" + start.format("n1", 0) + (LOGS / "nccl_rank2.err").read_text())
+    assert "communication error (NCCL)" in _line(1, log)
+
+
 def _run_step(*command: str) -> tuple[int, list[str]]:
     proc = subprocess.run([sys.executable, str(Path(failure.__file__)), "--run", "data step", "--", *command],
                           capture_output=True, text=True, timeout=120)

@@ -6,6 +6,7 @@ way the `local` submit mode starts them."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -13,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ from caraml.row.decide import decide_row
 from caraml.row.evidence import gather
 from caraml.row.run import rows_of_run
 from tests.jube_runs import ROOT, JubeRun
-from tests.reliability.small_disk import fill_inodes, small_disk
+from tests.reliability.small_disk import fill, fill_inodes, small_disk
 
 pytestmark = pytest.mark.jube
 SCRIPT = "image_classification/image_classification_torch_benchmark.xml"
@@ -137,17 +139,24 @@ def test_a_stopped_job_names_the_signal_and_its_energy_is_combined(dry_run):
     assert row["Status"] == "ok-stopped-early", row.to_dict()
 
 
+@contextlib.contextmanager
+def _on_a_small_disk(work: Path, saved: Path) -> Iterator[None]:
+    """The dry run's work folder on a small disk of few files (the folder's
+    own files copied over), as a submitted job's step: no dry run's marker."""
+    shutil.copytree(work, saved, symlinks=True)
+    with small_disk(work, size="64m", inodes=200):
+        shutil.copytree(saved, work, symlinks=True, dirs_exist_ok=True)
+        (work / "stderr").write_text("")
+        yield
+
+
 def test_a_job_that_ends_on_a_full_disk_is_recovered_once_space_returns(dry_run, tmp_path):
     """The job's folder takes no new file from some point of the job on (a
     full disk, a quota of files): the job still leaves its done marker, which
     `jube continue` waits for, and once space is back its row is decided
     from what job.out holds."""
     work = dry_run.work_dirs("execute")[2]
-    saved = tmp_path / "work"
-    shutil.copytree(work, saved, symlinks=True)
-    with small_disk(work, size="64m", inodes=200):
-        shutil.copytree(saved, work, symlinks=True, dirs_exist_ok=True)
-        (work / "stderr").write_text("")  # a submitted job's step: no dry run's marker
+    with _on_a_small_disk(work, tmp_path / "work"):
         # it ends itself after a minute; its folder fills before, once its files are made
         _until_stopped(work, budget_min=1)
         job = _start(work)
@@ -244,3 +253,65 @@ def test_ctrl_c_on_a_local_jube_run_gives_rows_that_name_sigint_and_the_ones_nev
     assert done.returncode == 1
     named = done.stderr.splitlines()
     assert len(named) == 2 and all("queued: not started" in ln for ln in named), done.stderr
+
+
+def test_a_local_job_that_ends_on_a_full_disk_waits_for_room_and_keeps_its_row(dry_run, tmp_path):
+    """A local job runs inside JUBE's submit step, and what follows it
+    (row.out, JUBE's environment file) writes into the job's folder: on a
+    full disk JUBE would mark the work package an error for good. The step
+    says so and waits for room; once space is back, the row is decided from
+    the finished job's output."""
+    work = dry_run.work_dirs("execute")[2]
+    with _on_a_small_disk(work, tmp_path / "work"):
+        facts = (work / "job.facts").read_text()
+        (work / "job.facts").write_text(facts.replace("\ndry_run=yes\n", "\ndry_run=no\n"))
+        _until_stopped(work, budget_min=1)
+        said = tmp_path / "submit.err"  # outside the full folder
+        with said.open("w") as err:
+            submit = subprocess.Popen([sys.executable, str(Path("caraml/login/jobplan.py").resolve()),
+                                       "submit", "job.facts"], cwd=work, start_new_session=True,
+                                      stdout=subprocess.DEVNULL, stderr=err,
+                                      env={**os.environ, "CARAML_FULL_DISK_WAIT_S": "600"})
+        try:
+            _training(submit)
+            _wait_for(lambda: TIMED.search((work / "job.out").read_text()), "a timed iteration")
+            os.killpg(submit.pid, signal.SIGSTOP)  # the job and its step held while the folder fills
+            try:
+                filler = fill_inodes(work)
+            finally:
+                os.killpg(submit.pid, signal.SIGCONT)
+            _wait_for(lambda: "takes no new file" in said.read_text(), "the step's line on the full folder")
+            assert submit.poll() is None, said.read_text()
+            shutil.rmtree(filler)
+            assert submit.wait(timeout=120) == 0, said.read_text()
+        finally:
+            if submit.poll() is None:
+                os.killpg(submit.pid, signal.SIGKILL)
+        assert f"CARAML: {work} takes new files again: going on" in said.read_text()
+        lines = (work / "row.out").read_text()
+        assert lines.startswith("CARAML row: state=ok-stopped-early "), lines
+        assert "wall-clock budget 60 s reached" in lines
+
+
+def test_waiting_for_room_has_a_deadline_and_says_what_to_do(tmp_path, capsys):
+    from caraml.login import room
+
+    with small_disk(tmp_path / "disk", size="64k") as disk:
+        fill(disk)
+        assert room.lacking(disk) == "No space left on device"
+        assert room.wait_for_room(disk, seconds=0.2, pace_s=0.05) is False
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith(f"CARAML: the job has ended, but its folder {disk} takes no new file "
+                             "(No space left on device): free space there within 0.00333 min")
+    assert err[-1].startswith(f"CARAML ERROR: {disk} took no new file in 0.00333 min: ")
+    assert room.lacking(tmp_path) is None
+
+
+def test_a_wait_for_room_that_is_not_a_number_is_refused_before_the_job(monkeypatch):
+    from caraml.login import room
+
+    monkeypatch.setenv(room.WAIT_ENV, "half an hour")
+    with pytest.raises(ValueError, match="CARAML_FULL_DISK_WAIT_S='half an hour' is not a number of seconds"):
+        room.wait_s()
+    monkeypatch.setenv(room.WAIT_ENV, "90")
+    assert room.wait_s() == 90.0
