@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -70,8 +71,9 @@ def _short(path: str) -> str:
     return "/".join(parts[-3:])
 
 
-def _root_cause(lines: list[tuple[str | None, str]]) -> tuple[str, str, str] | None:
-    """(rank, how it ended, its pid) from torchrun's summary: the first rank that failed."""
+def _root_cause(lines: list[tuple[str | None, str]]) -> tuple[str, str, str, str | None] | None:
+    """(rank, how it ended, its pid, its host where named) from torchrun's
+    summary: the first rank that failed."""
     texts = [t for _, t in lines]
     if SUMMARY_ROOT not in texts:
         return None
@@ -86,7 +88,7 @@ def _root_cause(lines: list[tuple[str | None, str]]) -> tuple[str, str, str] | N
             code, pid, sig = ended.groups()
             # the node, for a job of several
             on = f" on {host}" if host else ""
-            return rank, (f"killed by {sig}" if sig else f"exit code {code}") + on, pid
+            return rank, (f"killed by {sig}" if sig else f"exit code {code}") + on, pid, host
     return None
 
 
@@ -136,7 +138,14 @@ def _at(samples_per_device: str) -> str:
     return f" at {samples_per_device} samples per device" if samples_per_device else ""
 
 
-def _killed(how: str, verdict: Verdict, samples_per_device: str) -> str:
+def _this_host(host: str) -> bool:
+    """Whether torchrun's host name is this node's: its short or full name,
+    or localhost (a standalone torchrun names no other)."""
+    short = host.split(".")[0]
+    return short == "localhost" or short in {socket.gethostname().split(".")[0], socket.getfqdn().split(".")[0]}
+
+
+def _killed(how: str, verdict: Verdict, samples_per_device: str, elsewhere: str | None = None) -> str:
     """A rank killed by SIGKILL, named for what killed it: the OOM killer
     only where the job's cgroup, the kernel or Slurm says so."""
     if verdict.oom:
@@ -144,6 +153,9 @@ def _killed(how: str, verdict: Verdict, samples_per_device: str) -> str:
                 f"{verdict.said_by}): {LOWER_THE_BATCH}")
     if verdict.said_by:
         return f"{how} (not by the OOM killer: {verdict.said_by})"
+    if elsewhere:
+        return (f"{how} (whether by the OOM killer is not known here: this node cannot read "
+                f"{elsewhere}'s cgroup or kernel log)")
     return (f"{how} (whether by the OOM killer is not known here: neither the job's cgroup nor "
             "the kernel's log can be read)")
 
@@ -168,8 +180,12 @@ def cause(text: str, samples_per_device: str = "", oom: OomJudge | None = None) 
     found_root = _root_cause(lines)
     root = found_root[:2] if found_root else None
     if found_root and "SIGKILL" in found_root[1]:
-        judge = oom or (lambda pids: oom_evidence.judge(text, pids, None, None, None))
-        root = (found_root[0], _killed(found_root[1], judge([found_root[2]]), samples_per_device))
+        rank, how, pid, host = found_root
+        # this node's cgroup and kernel log say nothing of a rank on another
+        # node: there, as without a judge, only Slurm's word in the logs counts
+        elsewhere = host if host and not _this_host(host) else None
+        verdict = oom([pid]) if oom and not elsewhere else oom_evidence.judge(text, [pid], None, None, None)
+        root = (rank, _killed(how, verdict, samples_per_device, elsewhere))
     found = _exception_cause(lines, samples_per_device, root)
     if found:
         return found

@@ -62,6 +62,11 @@ REFUSED_FILE = "power_limit_refused"
 _NUMBER = re.compile(r"\d+(\.\d*)?|\.\d+")
 
 
+def line_watts(value: float | None) -> object:
+    """A limit in watts as the power-limit and guard lines write it: "-" where not known."""
+    return "-" if value is None else round(value, 3)
+
+
 def check_point(text: str) -> str:
     """A sweep point as given, or BenchmarkInputError saying what one is."""
     if text == DEFAULT or (_NUMBER.fullmatch(text) and float(text) > 0):

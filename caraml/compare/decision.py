@@ -21,8 +21,9 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from caraml.compare import plots, repeats
-from caraml.compare.figures import LIKE, node_refusal
+from caraml.compare.figures import node_refusal
 from caraml.compare.jobs import Jobs
+from caraml.compare.repeats import LIKE
 from caraml.compare.rows import cause, measured
 from caraml.compare.units import number
 
@@ -187,10 +188,10 @@ def ranked_chart(decision: Decision, out: Path) -> Path:
     for ax, (figure, title, ratio) in zip(axes[0], shown):
         ranked = decision.ranked[figure]
         _bars(ax, ranked, figure, ratio, decision.reference, title.format(unit=ranked["unit"].iloc[0]))
-    handles = [Patch(color=plots.MEASURED, label="median of the runs, best batch per system"),
+    handles = [Patch(color=plots.MEASURED, label="median of the runs (one run: its rate), best batch per system"),
                Patch(facecolor="white", edgecolor=plots.ESTIMATED, hatch="//", label="energy estimated"),
-               Patch(facecolor="white", edgecolor="0.2", label="error bar: min-max of the runs")]
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, fontsize=8,
+               Patch(facecolor="white", edgecolor="0.2", label="error bar: min-max of the runs (one run: its rate at the mean and the median iteration)")]
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1, fontsize=8,
                frameon=False)
     fig.suptitle(f"{decision.benchmark} {decision.like}: ranked, best first (ratio to {decision.reference})",
                  fontsize=10)

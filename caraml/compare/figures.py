@@ -14,7 +14,6 @@ from caraml.compare.jobs import Jobs
 from caraml.compare.repeats import GROUP, LIKE
 from caraml.compare.rows import measured, ran
 
-__all__ = ["GROUP", "LIKE"]  # the like-for-like columns, declared with the repeats they group
 # The full table's ratios also need the same batch and node count
 MATCH = [*LIKE, "global_batch", "nodes"]
 THROUGHPUT_FIGURES = ["per_s", "per_s_per_device", "per_s_per_package", "per_s_per_node"]

@@ -24,8 +24,9 @@ from matplotlib.lines import Line2D
 from caraml import benchmarks
 from caraml.compare import plots
 from caraml.compare.decision import pareto
-from caraml.compare.figures import LIKE, solution, solution_work_per_wh
+from caraml.compare.figures import solution, solution_work_per_wh
 from caraml.compare.jobs import Jobs
+from caraml.compare.repeats import LIKE
 from caraml.compare.report import configuration
 from caraml.compare.rows import cause
 from caraml.compare.units import number

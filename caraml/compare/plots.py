@@ -20,7 +20,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
 
 from caraml.compare import reference  # noqa: E402
-from caraml.compare.figures import LIKE  # noqa: E402
+from caraml.compare.repeats import LIKE  # noqa: E402
 from caraml.compare.power import Timeline  # noqa: E402
 from caraml.compare.rows import measured  # noqa: E402
 from caraml.compare.units import number  # noqa: E402

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from caraml.compare import CompareError, drops, reference, report, rows  # noqa: E402
-from caraml.compare.figures import GROUP, LIKE  # noqa: E402
+from caraml.compare.repeats import GROUP, LIKE  # noqa: E402
 from caraml.compare.plots import TICKS, _safe, _save  # noqa: E402
 from caraml.compare.units import count, number  # noqa: E402
 from caraml.row import history, row_json  # noqa: E402

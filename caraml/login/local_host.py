@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jpwr.gpu.visible import hip_variables
+
 KFD_NODES = Path("/sys/class/kfd/kfd/topology/nodes")
 SELECT = "CARAML_LOCAL_DEVICES"
 
@@ -196,19 +198,19 @@ def _amd() -> Host | None:
         return None
     # ROCR_VISIBLE_DEVICES applies first; HIP's variable (or CUDA's, which
     # HIP reads where its own is unset) counts within what it left, and is
-    # the one the job exports
-    inner = "HIP_VISIBLE_DEVICES" if "HIP_VISIBLE_DEVICES" in os.environ else (
-        "CUDA_VISIBLE_DEVICES" if "CUDA_VISIBLE_DEVICES" in os.environ else "")
+    # the one the job exports (jpwr counts them the same way)
+    outer, *rest = hip_variables()
+    inner = rest[0] if rest else ""
     try:
-        kept = _grant("ROCR_VISIBLE_DEVICES", [str(i) for i in range(len(uuids))], uuids)
+        kept = _grant(outer, [str(i) for i in range(len(uuids))], uuids)
         seen = [uuids[i] for i in kept]
         granted = _grant(inner, [str(i) for i in range(len(seen))], seen) if inner else \
             list(range(len(seen)))
     except Refused as err:
         return Host("cpu", problem=str(err))
     if not granted:
-        return _none_granted(inner or "ROCR_VISIBLE_DEVICES", len(uuids))
-    grants = [f"{v}={os.environ[v]}" for v in ("ROCR_VISIBLE_DEVICES", inner) if v in os.environ]
+        return _none_granted(inner or outer, len(uuids))
+    grants = [f"{v}={os.environ[v]}" for v in (outer, inner) if v in os.environ]
     name = "AMD GPU"
     if shutil.which("rocm-smi"):
         try:

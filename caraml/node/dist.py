@@ -14,6 +14,7 @@ import torch
 import torch.distributed as tdist
 
 from caraml.node import startup
+from caraml.node.options import STARTUP_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ def _env_int(*names: str, default: int) -> int:
     return default
 
 
-def init(device: str = "auto", startup_timeout_s: float = startup.DEFAULT_TIMEOUT_S) -> Dist:
+def init(device: str = "auto", startup_timeout_s: float = STARTUP_TIMEOUT_S) -> Dist:
     """Joins the launcher's process group (or makes one for a single process)
     and picks this rank's device: `auto` takes the GPU (CUDA or ROCm) of the
     local rank when there is one, else the CPU. Every rank must come within

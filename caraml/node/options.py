@@ -29,6 +29,9 @@ from caraml.power_limit import MODES as POWER_LIMIT_MODES
 from caraml.power_limit import SCOPES as POWER_LIMIT_SCOPES
 from caraml.report import BenchmarkInputError
 
+# seconds every rank has to come to the process group, unless a driver is told otherwise
+STARTUP_TIMEOUT_S = 300.0
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -206,7 +209,7 @@ class RunOptions:
     device: str = option("auto", choices=DEVICES,
                          doc="cuda: fail unless a GPU is there; auto: a GPU where there is one")
     startup_timeout_s: float = option(
-        300.0, rule=POSITIVE,
+        STARTUP_TIMEOUT_S, rule=POSITIVE,
         doc="seconds every rank has to come to the process group and its first collective "
             "(at most the wall-clock budget); then each rank that came stops, naming the others")
 

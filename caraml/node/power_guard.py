@@ -57,6 +57,7 @@ from caraml.power_limit import GUARD_FILES as FILE_PREFIX  # noqa: E402
 from caraml.power_limit import GUARD_FOUND as FOUND  # noqa: E402
 from caraml.power_limit import GUARD_READY as READY  # noqa: E402
 from caraml.power_limit import GUARD_RESTORED as RESTORED  # noqa: E402
+from caraml.power_limit import line_watts  # noqa: E402
 from jpwr.gpu.power_limit import GPU, MODULE, TOLERANCE_W, PowerLimitError, open_library, put_back, read  # noqa: E402
 
 # the epilog's line (site/slurm-epilog-power-limits.sh)
@@ -75,10 +76,6 @@ class Held:
     device: str
     found_w: float
     default_w: float | None
-
-
-def _watts(value: float | None) -> object:
-    return "-" if value is None else round(value, 3)
 
 
 def _scopes(lib, index: int):
@@ -157,8 +154,8 @@ def guard(folder: Path, watch_pid: int | None) -> int:
     try:
         held = found_limits(lib)
         for h in held:
-            record.add(FOUND, host=host, device=h.device, scope=h.scope, found_w=_watts(h.found_w),
-                       default_w=_watts(h.default_w))
+            record.add(FOUND, host=host, device=h.device, scope=h.scope, found_w=line_watts(h.found_w),
+                       default_w=line_watts(h.default_w))
         record.add(READY, host=host, limits=len(held))
         if held:
             done.wait()
@@ -184,8 +181,8 @@ def _put_back(lib, h: Held, record: Record, host: str) -> bool:
         now = device.limit_w()
     except Exception:  # noqa: BLE001 - vendor exception types
         now, ok = None, False
-    record.add(RESTORED, host=host, device=h.device, scope=h.scope, found_w=_watts(h.found_w),
-               was_w=_watts(was), reads_w=_watts(now), restored="yes" if ok else "no")
+    record.add(RESTORED, host=host, device=h.device, scope=h.scope, found_w=line_watts(h.found_w),
+               was_w=line_watts(was), reads_w=line_watts(now), restored="yes" if ok else "no")
     return ok
 
 
@@ -226,8 +223,8 @@ def reset() -> int:
                                               or put_back(device, default))
                 failed += not ok
                 report.write_line(report.line(RESET, {
-                    "host": host, "device": device.device, "scope": scope, "was_w": _watts(limit),
-                    "default_w": _watts(default), "reset": "yes" if ok else "no"}))
+                    "host": host, "device": device.device, "scope": scope, "was_w": line_watts(limit),
+                    "default_w": line_watts(default), "reset": "yes" if ok else "no"}))
     finally:
         lib.close()
     return 1 if failed else 0

@@ -14,8 +14,9 @@
       ... reported_w=300
 
 - puts a limit it set back at the first stop signal, at once, while the
-  step it is in still runs (a thread woken by the signal), and again,
-  should that have failed, when the run ends however it ends:
+  step it is in still runs (a thread woken by the signal), and when the run
+  ends however it ends (again only where the first try failed), saying so
+  each time; the last line of a rank is its word:
 
       CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=400 when=SIGTERM
 
@@ -37,6 +38,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from caraml import power_limit, report
+from caraml.power_limit import line_watts
 from caraml.node.dist import Dist
 from caraml.node.options import EnergyOptions
 from caraml.node.stopping import STOP_SIGNALS
@@ -46,10 +48,6 @@ from caraml.report import BenchmarkInputError
 CENTRE = ("the centre must provide jobs that may set GPU power limits (e.g. a reservation whose "
           "jobs run as root) or set each point's limit itself before the job (a Slurm prolog or "
           "SPANK option; then CARAML_POWER_LIMIT_MODE=external; docs/power_limits.md)")
-
-
-def _watts(value: float | None) -> object:
-    return "-" if value is None else round(value, 3)
 
 
 def record_at_start(opts: EnergyOptions, dist: Dist) -> None:
@@ -76,7 +74,7 @@ def record_at_start(opts: EnergyOptions, dist: Dist) -> None:
         device.close()
     report.write_line(report.line(power_limit.START_SCOPE, {
         "rank": dist.rank, "device": device.device, "scope": device.scope,
-        "limit_w": _watts(limit), "default_w": _watts(default)}))
+        "limit_w": line_watts(limit), "default_w": line_watts(default)}))
 
 
 def _note_refusal(opts: EnergyOptions, line: str) -> None:

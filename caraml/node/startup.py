@@ -19,8 +19,6 @@ from datetime import timedelta
 
 import torch.distributed as tdist
 
-# seconds; the drivers' --startup-timeout-s
-DEFAULT_TIMEOUT_S = 300.0
 _PREFIX = "caraml/startup"
 
 

@@ -60,6 +60,19 @@ def data_errors(data_work: Path) -> dict[str, str]:
     return {"data.stderr": _read(data_work / "stderr"), "data.stdout": _read(data_work / "stdout")}
 
 
+def job_texts(folder: Path, done_file: str) -> dict[str, str]:
+    """What the job script (aux/job.sh.in) left in the folder it ran in,
+    by name, whoever started it (JUBE or a ReFrame check): its logs from
+    the last attempt on, its error and signal markers, the power guard's
+    record of each node (caraml/node/power_guard.py) and whether its done
+    marker, an empty file, is there."""
+    texts = {name: _read(folder / name) for name in ("error", SIGNAL_FILE)}
+    texts.update({name: last_attempt(_read(folder / name)) for name in ("job.out", "job.err")})
+    texts["power_guard"] = "".join(_read(p) for p in sorted(folder.glob(f"{GUARD_FILES}*")))
+    texts[DONE] = "yes" if (folder / done_file).exists() else ""
+    return texts
+
+
 def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | None = None,
            jpwr_status: int | None = None) -> Evidence:
     """The evidence of one execute work package (and its combine step, where
@@ -67,13 +80,9 @@ def gather(execute_work: Path, jpwr_out: Path | None = None, jpwr_err: Path | No
     execute_work = execute_work.resolve()
     run_dir = execute_work.parents[1]
     wp = jube_run.work_packages(run_dir)[jube_run.work_package_id(execute_work)]
-    texts = {name: _read(execute_work / name) for name in ("stderr", "stdout", "error", SIGNAL_FILE)}
-    texts.update({name: last_attempt(_read(execute_work / name)) for name in ("job.out", "job.err")})
+    texts = {name: _read(execute_work / name) for name in ("stderr", "stdout")}
+    texts.update(job_texts(execute_work, wp.params.get("done_file") or "ready"))
     texts.update(data_step(run_dir, wp))
-    # the power guard's record of each node (caraml/node/power_guard.py)
-    texts["power_guard"] = "".join(_read(p) for p in sorted(execute_work.glob(f"{GUARD_FILES}*")))
-    # the job script's done marker, an empty file: whether it is there
-    texts[DONE] = "yes" if (execute_work / (wp.params.get("done_file") or "ready")).exists() else ""
     if jpwr_out is not None:
         texts["jpwr"] = _read(jpwr_out)
         texts["jpwr.err"] = _read(jpwr_err) if jpwr_err else ""

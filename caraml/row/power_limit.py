@@ -57,7 +57,8 @@ def fields(point: str | None, tdp_w: float | None, job_out: str, scope: str | No
     and the mode it was set in (mode None where no rank said it set or
     checked one), what rank 0's device had before and reported after, and
     `restored`: whether every rank that set a limit put the previous one
-    back, or the power guard did (true where none changed one); `restored_by`
+    back, or the power guard did (true where none changed one; false where
+    the guard found a limit it could not put back); `restored_by`
     says which; the ranks that reported another limit than rank 0's; the
     stop signals that put the limit back before the run's last iteration."""
     start = _lines_by_rank(job_out, START_SCOPE)
@@ -74,8 +75,11 @@ def fields(point: str | None, tdp_w: float | None, job_out: str, scope: str | No
         watts = asked_w(point, point_tdp_w(tdp_w, scope, devices_per_package))
     except BenchmarkInputError:
         watts = None
-    by_ranks = all(restored.get(rank, {}).get("restored") == "yes" for rank in set_lines)
-    by_guard = guard_outcome(guard) == "yes"
+    # the guard reads the limits once every process of the job is gone: its
+    # "no" stands whatever the ranks said before (a rank killed before its line)
+    guard_said = guard_outcome(guard)
+    by_ranks = guard_said != "no" and all(restored.get(rank, {}).get("restored") == "yes" for rank in set_lines)
+    by_guard = guard_said == "yes"
     early = sorted({line["when"] for line in kv_lines(job_out, f"CARAML {RESTORED_SCOPE}:")
                     if line.get("when")})
     return {**every_run, "power_limit": point, "power_limit_asked_w": watts,

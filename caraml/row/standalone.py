@@ -21,15 +21,10 @@ from pathlib import Path
 from caraml import benchmarks, report
 from caraml.row import history
 from caraml.row.decide import decide_row
-from caraml.row.evidence import SIGNAL_FILE, Evidence, data_errors, node_energy
+from caraml.row.evidence import Evidence, data_errors, job_texts, node_energy
 from caraml.row.jube_lines import print_lines
 from caraml.row.record import Row
 from caraml.row.run import undecided
-
-# the job's texts by the names the row model reads them under: the job
-# script's logs and markers
-TEXTS = {"job.out": "job.out", "job.err": "job.err", "error": "error", SIGNAL_FILE: SIGNAL_FILE}
-
 
 def _read(path: Path) -> str:
     try:
@@ -54,7 +49,7 @@ def combine_energy(stage: Path, energy_dir: str) -> dict[str, str]:
 
 
 def decide(benchmark: str, params: dict[str, str], stage: Path) -> Row:
-    texts = {name: _read(stage / file) for name, file in TEXTS.items()}
+    texts = job_texts(stage, params.get("done_file") or "ready")
     # the data step ran in its own folder of the stage, named as its step (caraml/regression/plan.py)
     step = benchmarks.get(benchmark).data_step
     if step is not None:

@@ -55,7 +55,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 
 from jpwr.gpu.visible import cuda_order, hip_variables, hip_visible, restrict
@@ -193,7 +193,7 @@ class _Nvml:
         self._nvml.nvmlDeviceSetPowerManagementLimit_v2(
             self._handle, self._nvml.NVML_POWER_SCOPE_MODULE, milliwatts)
         taken = self._module_mw()[0]
-        if taken != milliwatts:
+        if abs(taken - milliwatts) > TOLERANCE_W * 1000:  # a device may round a fractional point
             raise RuntimeError(f"the module limit reads {taken * 1e-3:g} W after setting it; "
                                "the binding passes on no NVML error, so the cause may be a "
                                "missing privilege or a device that refuses the module scope")
@@ -408,7 +408,7 @@ class _Restorer:
 
     def __init__(self, device, before_w: float) -> None:
         self._device, self._before_w = device, before_w
-        self.changed = False  # set once the new limit is in place
+        self.changed = False  # set once a new limit is asked for
         self._handlers: dict[int, object] = {}
         self._pid = os.getpid()
         self._lock = threading.Lock()
@@ -489,8 +489,15 @@ def limited(asked_w: float | None, *, local_index: int = 0, library: str = "auto
         restore = _Restorer(opened, before)
         restore.arm()
         try:
-            _set(opened, asked_w)
             restore.changed = True
+            try:
+                _set(opened, asked_w)
+            except BaseException:
+                # a set refused outright changed nothing; one that went half
+                # way (a module limit that reads back wrong) is put back
+                with suppress(Exception):  # unreadable: put back, to be safe
+                    restore.changed = abs(opened.limit_w() - before) > TOLERANCE_W
+                raise
             limit.restore_now = restore
             limit.reported_w = read(opened, "", opened.limit_w)
             yield limit

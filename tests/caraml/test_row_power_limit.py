@@ -105,6 +105,19 @@ def test_a_killed_ranks_limit_is_not_restored_only_where_the_guard_failed_too(
     assert ("power-limit-not-restored" in row.flags) is flagged
 
 
+
+def test_the_guards_no_stands_over_the_ranks_yes(tmp_path):
+    """The guard reads the limits once every process of the job is gone: a
+    limit it found changed and could not put back is not restored, whatever
+    the ranks said before."""
+    out = (_point("180", 250) + "CARAML job: start=2026-11-24T05:00:00+00:00 host=cn1 job_id=none\n"
+           + "CARAML job: end=2026-11-24T05:01:00+00:00 status=0\n")
+    row = _row(tmp_path, out, point="180", guard=GUARD.format(ok="no", reads=180))
+    assert (row.power_limit_restored, row.power_limit_restored_by) == (False, None)
+    assert "power-limit-not-restored" in row.flags
+    row = _row(tmp_path / "kept", out, point="180", guard=GUARD.format(ok="yes", reads=250))
+    assert (row.power_limit_restored, row.power_limit_restored_by) == (True, "ranks")
+
 def test_a_limit_a_signal_put_back_before_the_run_ended_puts_the_point_in_doubt(tmp_path):
     from caraml.compare import frontier
     out = _point("150", 250).replace("limit_w=250\n", "limit_w=250 when=SIGTERM\n", 1) + \

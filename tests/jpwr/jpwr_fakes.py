@@ -179,7 +179,8 @@ class FakeScopedNvml(FakeNvml):
     nvmlDeviceSetPowerManagementLimit_v2, the set call passes on no NVML
     error: a refused or out-of-range module limit is left as it was. Each
     module limit set is logged in `limit_calls` as (handle, milliwatts,
-    "module")."""
+    "module"). step_mw rounds what is set (a device of whole watts);
+    takes_mw is what the next set leaves instead of what it asked."""
 
     NVML_SUCCESS, NVML_ERROR_NOT_SUPPORTED = 0, 3
     NVML_POWER_SCOPE_GPU, NVML_POWER_SCOPE_MODULE = 0, 1
@@ -211,7 +212,10 @@ class FakeScopedNvml(FakeNvml):
         if gpu.get("refuse") or "module_limit_mw" not in gpu or not low <= milliwatts <= high:
             return  # NVML's error code is dropped by the binding
         self.limit_calls.append((handle, milliwatts, "module"))
-        gpu["module_limit_mw"] = milliwatts
+        # a device may round what it is asked (step_mw) or take another value (takes_mw)
+        step = gpu.get("step_mw")
+        taken = round(milliwatts / step) * step if step else milliwatts
+        gpu["module_limit_mw"] = gpu.pop("takes_mw", taken)
         self.limits_changed()
 
 

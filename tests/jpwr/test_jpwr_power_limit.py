@@ -168,6 +168,25 @@ def test_without_privilege_the_refusal_is_one_line_naming_the_privilege(install)
     assert fake.gpus[0]["limit_mw"] == 400_000 and fake.limit_calls == []
 
 
+
+def test_a_module_limit_the_device_rounds_is_taken_and_put_back(install):
+    fake = FakeScopedNvml([_superchip(step_mw=1000)])  # a sweep's 0.75 x 687 W on a device of whole watts
+    install("pynvml", fake)
+    with limited(515.25, scope="module") as limit:
+        assert limit.reported_w == 515.0
+    assert fake.gpus[0]["module_limit_mw"] == 680_000 and limit.restored
+
+
+def test_a_module_limit_that_goes_half_way_is_put_back(install):
+    """The set call went through and left another limit than asked: the
+    refusal names it, and the limit found before is put back."""
+    fake = FakeScopedNvml([_superchip(takes_mw=600_000)])
+    install("pynvml", fake)
+    message = _refusal(500.0)
+    assert "reads 600 W after setting it" in message
+    assert fake.limit_calls == [(0, 500_000, "module"), (0, 680_000, "module")]
+    assert fake.gpus[0]["module_limit_mw"] == 680_000
+
 @pytest.mark.parametrize("asked, system_range, shown", [
     (450.0, None, "outside 100-400 W"),  # above the device's range
     (350.0, (150.0, 300.0), "outside 150-300 W"),  # inside the device's, above the system's

@@ -131,6 +131,26 @@ def test_a_sigkill_where_nothing_can_be_read_says_it_is_not_known(cpu_logs):
     assert "rank 1 killed by SIGKILL on localhost (whether by the OOM killer is not known here" in line
 
 
+
+def test_a_rank_killed_on_another_node_is_not_judged_by_this_nodes_cgroup(cpu_logs):
+    """failure.py runs on the job's first node: a rank killed on another one
+    is neither named nor cleared of the OOM killer by what this node reads;
+    Slurm's word in the logs still counts."""
+    text = cpu_logs["kill"].read_text().replace("host      : localhost", "host      : cn-other-node")
+    assert "cn-other-node" in text
+    asked = []
+
+    def here(pids):
+        asked.extend(pids)
+        return Verdict(False, "the job's cgroup counts no oom_kill")
+    line = failure._summary(1, text, "256", "job", here)
+    assert asked == []
+    assert ("rank 1 killed by SIGKILL on cn-other-node (whether by the OOM killer is not known here: this "
+            "node cannot read cn-other-node's cgroup or kernel log)") in line, line
+    slurm = text + "\nslurmstepd: error: Detected 1 oom_kill event in StepId=42.0.\n"
+    assert "out of host memory at 256 samples per device (the OOM killer: Slurm counted" in failure._summary(
+        1, slurm, "256", "job", here)
+
 def test_the_job_cgroup_is_slurms_job_above_its_step_on_v2_and_v1(tmp_path, monkeypatch):
     job = "system.slice/slurmstepd.scope/job_42"
     (tmp_path / job).mkdir(parents=True)
