@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from caraml import jube_run
-from caraml.row.run import decide_now
+from caraml.row.run import READ_ERRORS, decide, decide_now
 from caraml.login.host_locks import JUBE_RUN_ID, held, jube_folder_lock, jube_script
 
 SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
@@ -128,10 +128,18 @@ def varying_parameters(run_dir: Path) -> dict[str, str]:
             for wp, values in found.items()}
 
 
-def ended(work: Path) -> str:
+def ended(work: Path, settled: bool = True) -> str | None:
     """How a job ended, as the row model decides it (before its energy is
-    combined): the state, its reason, and the throughput."""
-    row = decide_now(work)
+    combined): the state, its reason, and the throughput. While JUBE runs
+    (not `settled`), a record it is rewriting is None: asked again at the
+    next look, not said as a failed row."""
+    if settled:
+        row = decide_now(work)
+    else:
+        try:
+            row = decide(None, work)
+        except READ_ERRORS:
+            return None
     return (f"{row.state}{f' ({row.reason})' if row.reason else ''}, "
             + (f"{row.per_s:.4g} {row.unit or 'work'}/s" if row.per_s is not None else "no throughput"))
 
@@ -157,8 +165,9 @@ class Follower:
         if found and self.run_id is None:
             self.run_id = int(found.group(1))
 
-    def look(self) -> None:
-        """One look at the run: new, started, progressing and ended jobs."""
+    def look(self, settled: bool = True) -> None:
+        """One look at the run: new, started, progressing and ended jobs
+        (`settled`: no JUBE command of the run is running)."""
         if self.run_dir is None:
             if self.run_id is None:
                 return
@@ -170,9 +179,9 @@ class Follower:
             if not wp.config:
                 configs = configs if configs is not None else varying_parameters(self.run_dir)
                 wp.config = configs.get(name, "")
-            self._look_at(wp)
+            self._look_at(wp, settled)
 
-    def _look_at(self, wp: Package) -> None:
+    def _look_at(self, wp: Package, settled: bool) -> None:
         if not wp.job_id and (found := SUBMITTED.search(wp.text("stdout"))):
             wp.job_id = found.group(1)
             self.say(f"{wp.label} submitted as Slurm job {wp.job_id}")
@@ -180,9 +189,9 @@ class Follower:
         if not wp.started and "CARAML job: start=" in wp.text(JOB_OUT, head=4096):
             wp.started = True
             self.say(f"{wp.label} started: follow it with tail -f {shlex.quote(str(wp.work / JOB_OUT))}")
-        if not wp.ended and (wp.work / DONE).exists():
+        if not wp.ended and (wp.work / DONE).exists() and (how := ended(wp.work, settled)) is not None:
             wp.ended = True
-            self.say(f"{wp.label} {ended(wp.work)}")
+            self.say(f"{wp.label} {how}")
         elif wp.started and not wp.ended:
             lines = PROGRESS.findall(job_out)
             if lines:
@@ -273,7 +282,7 @@ def follow(handle: Path, command: list[str], pace_s: float, poll_s: float,
         while run.poll() is None:
             if follower.run_id is not None:
                 release()
-            follower.look()
+            follower.look(settled=False)
             time.sleep(min(poll_s, 1.0))
     reader.join(timeout=30)  # the rest of its output; a child that keeps the pipe is not waited for
     follower.look()

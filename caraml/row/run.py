@@ -35,12 +35,22 @@ def decide_now(work: Path) -> Row:
     return decide_or_fail(None, work)
 
 
+# what reading a work package's files may raise (JUBE rewrites its record
+# of the run in place as it goes: a read at that moment finds half of it)
+READ_ERRORS = (OSError, ValueError, KeyError, ET.ParseError)
+
+
+def decide(benchmark: str | None, work: Path, **kwargs) -> Row:
+    """The row of an execute work package from what it holds now; READ_ERRORS where its files cannot be read."""
+    ev = gather(work, **{k: v for k, v in kwargs.items() if k != "slurm_state"})
+    extra = {"slurm_state": kwargs["slurm_state"]} if kwargs.get("slurm_state") else {}
+    return decide_row(ev.params.get("row_benchmark") or benchmark, ev, **extra)
+
+
 def decide_or_fail(benchmark: str | None, work: Path, **kwargs) -> Row:
     try:
-        ev = gather(work, **{k: v for k, v in kwargs.items() if k != "slurm_state"})
-        extra = {"slurm_state": kwargs["slurm_state"]} if kwargs.get("slurm_state") else {}
-        return decide_row(ev.params.get("row_benchmark") or benchmark, ev, **extra)
-    except (OSError, ValueError, KeyError, ET.ParseError) as error:
+        return decide(benchmark, work, **kwargs)
+    except READ_ERRORS as error:
         return undecided(benchmark, work.resolve(), error)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from caraml import jube_run
 from caraml.login import follow
 from caraml.login.benchmark_tags import for_script, main
 from tests.caraml import row_packages
@@ -201,6 +202,39 @@ def test_a_running_job_is_followed_from_its_start_to_its_end(tmp_path):
         "CARAML: 000001_execute [A100] failed (job exited with status 143 (SIGTERM)), no throughput",
     ], lines
 
+
+
+def test_a_job_that_ends_while_jube_rewrites_its_record_is_said_once_the_record_reads(tmp_path):
+    """JUBE rewrites workpackages.xml in place as it goes: a look while
+    `jube run` runs found half of it, and the main command said the job
+    failed though its row was ok."""
+    handle = tmp_path / "run"
+    out = io.StringIO()
+    follower = follow.Follower(handle, pace_s=60, out=out)
+    run = row_packages.run_dir(handle, {"row_benchmark": "image"})
+    work = row_packages.execute(run)
+    (work / "job.sh").write_text("")
+    follower.heard("# id: 0\n")
+    (work / "job.out").write_text("CARAML job: start=2026-01-01T00:00:00 host=n1 job_id=none\n"
+                                  "CARAML global: images_per_s_mean=64.1 images_per_s_median=64.0\n"
+                                  "CARAML job: end=2026-01-01T00:01:00 status=0\n")
+    (work / "ready").touch()
+    record = run / jube_run.RECORD
+    whole = record.read_text()
+    record.write_text(whole[: len(whole) // 2])  # JUBE half way through writing it
+    follower.look(settled=False)
+    assert " ended" not in out.getvalue() and "failed" not in out.getvalue(), out.getvalue()
+    record.write_text(whole)
+    follower.look(settled=False)
+    ends = [ln for ln in out.getvalue().splitlines() if "images/s" in ln and "started" not in ln]
+    assert ends == ["CARAML: 000001_execute [A100] ok, 64.1 images/s"], out.getvalue()
+    # once JUBE has ended, a record that still does not read is said as the failed row it is
+    record.write_text(whole[: len(whole) // 2])
+    late = io.StringIO()
+    follower = follow.Follower(handle, pace_s=60, out=late)
+    follower.heard("# id: 0\n")
+    follower.look()
+    assert "000001_execute failed (the row model could not decide this row (ParseError" in late.getvalue(), late.getvalue()
 
 def test_only_the_run_its_own_jube_run_names_is_followed(tmp_path):
     """Two main commands in one clone: A's follower once took B's newer run
