@@ -103,7 +103,11 @@ def _exception_cause(lines: list[tuple[str | None, str]], samples_per_device: st
         launcher_signal = LAUNCHER_SIGNAL.search(text)
         if launcher_signal:
             name = signal.Signals(int(launcher_signal.group(1))).name
-            return f"the launcher got {name} and stopped the ranks"
+            if root is None or name in root[1]:
+                return f"the launcher got {name} and stopped the ranks"
+            # srun (--kill-on-bad-exit) stopped this node's launcher after a rank
+            # failed first elsewhere; the nodes' lines reach the log in any order
+            continue
         match = EXCEPTION.match(text)
         if not match or any(echo in text for echo in ECHOES):
             continue

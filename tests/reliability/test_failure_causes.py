@@ -236,6 +236,21 @@ def test_a_requeued_job_fails_by_its_last_attempt_not_by_the_first_ones_end(tmp_
     assert "communication error (NCCL)" in _line(1, log)
 
 
+
+def test_a_launcher_stopped_after_a_rank_failed_on_another_node_names_that_rank(tmp_path):
+    """srun stops cn1's torchrun (SIGTERM) once cn2's has failed; the nodes'
+    lines reach job.err in any order, cn1's signal first as often as not."""
+    log = tmp_path / "job.err"
+    summary = ("Root Cause (first observed failure):\n[0]:\n  host      : cn2\n"
+               "  rank      : 1 (local_rank: 0)\n  exitcode  : -9 (pid: 4242)  (SIGKILL)\n")
+    signalled = ("torch.distributed.elastic.multiprocessing.api.SignalException: "
+                 "Process 754 got signal: 15\n")
+    log.write_text(signalled + summary)
+    assert "rank 1 killed by SIGKILL on cn2" in _line(1, log)
+    # a signal that stopped the ranks themselves stays the launcher's
+    log.write_text(signalled + summary.replace("-9 (pid: 4242)  (SIGKILL)", "-15 (pid: 4242)  (SIGTERM)"))
+    assert _line(1, log).endswith("the launcher got SIGTERM and stopped the ranks")
+
 def _run_step(*command: str) -> tuple[int, list[str]]:
     proc = subprocess.run([sys.executable, str(Path(failure.__file__)), "--run", "data step", "--", *command],
                           capture_output=True, text=True, timeout=120)
