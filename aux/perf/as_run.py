@@ -11,12 +11,17 @@ clock change or another job on the host hits both alike.
 Each run gives its median time per timed iteration and its process's CPU
 time per iteration (all its threads, not a loader's worker processes);
 a round's ratio is the plain loop's time over the suite's (above 1: the
-suite is faster), summarised as the median and the best round."""
+suite is faster), summarised as the median and the best round, with a 95 %
+interval on the median by the seeded bootstrap caraml-compare uses for
+repeats (caraml/compare/repeats.py), drawing whole rounds so that each
+keeps its pair: on a shared host one run can be 10 to 30 % slower than the
+next, and the interval says whether the rounds resolve a 2 % target."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -25,7 +30,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from caraml.compare import repeats  # noqa: E402
+
 PLAIN_LINE = "as-run plain:"
 RUN_TIMEOUT_S = 3600
 
@@ -97,15 +108,28 @@ def interleaved(rounds: int, suite: Callable[[], Run], plain: Callable[[], Run],
     return runs
 
 
+def median_interval(ratios: Sequence[float]) -> tuple[float, float]:
+    """The 95 % interval of the rounds' median ratio: whole rounds drawn
+    with replacement, with the seed, resamples and percentiles of a
+    comparison's repeats; (nan, nan) for a single round."""
+    if len(ratios) < 2:
+        return math.nan, math.nan
+    rng = np.random.default_rng(repeats.SEED)
+    picks = rng.integers(0, len(ratios), (repeats.RESAMPLES, len(ratios)))
+    low, high, _ = repeats.bounds(np.median(np.asarray(ratios)[picks], axis=1))
+    return low, high
+
+
 def summary(runs: dict[str, list[Run]]) -> dict:
     """Per round the plain loop's time over the suite's (wall and CPU), and
-    their median and best over the rounds"""
+    their median, its 95 % interval and the best over the rounds"""
     wall = [p.median_s / s.median_s for s, p in zip(runs["suite"], runs["plain"])]
     cpu = [p.cpu_s / s.cpu_s for s, p in zip(runs["suite"], runs["plain"])]
     return {
         "rounds": {name: [asdict(r) for r in rs] for name, rs in runs.items()},
         "ratio_wall": wall, "ratio_cpu": cpu,
-        "ratio_wall_median": statistics.median(wall), "ratio_wall_best": max(wall),
+        "ratio_wall_median": statistics.median(wall),
+        "ratio_wall_median_ci95": median_interval(wall), "ratio_wall_best": max(wall),
         "ratio_cpu_median": statistics.median(cpu),
         "suite_median_s": statistics.median(r.median_s for r in runs["suite"]),
         "plain_median_s": statistics.median(r.median_s for r in runs["plain"]),
@@ -115,13 +139,14 @@ def summary(runs: dict[str, list[Run]]) -> dict:
 
 
 COLUMNS = ["as run", "suite s/iteration", "plain s/iteration", "plain / suite (median)",
-           "plain / suite (best)", "suite CPU s/iteration", "plain CPU s/iteration",
+           "95 % interval", "plain / suite (best)", "suite CPU s/iteration", "plain CPU s/iteration",
            "plain / suite (CPU)"]
 
 
 def row(name: str, s: dict) -> list[str]:
     return [name, f"{s['suite_median_s']:.4f}", f"{s['plain_median_s']:.4f}",
-            f"{s['ratio_wall_median']:.3f}x", f"{s['ratio_wall_best']:.3f}x",
+            f"{s['ratio_wall_median']:.3f}x",
+            "{:.3f}-{:.3f}".format(*s["ratio_wall_median_ci95"]), f"{s['ratio_wall_best']:.3f}x",
             f"{s['suite_cpu_s']:.4f}", f"{s['plain_cpu_s']:.4f}", f"{s['ratio_cpu_median']:.3f}x"]
 
 
@@ -132,6 +157,6 @@ def add_arguments(p: argparse.ArgumentParser, warmup: int) -> None:
     p.add_argument("--warmup", type=int, default=warmup, help="untimed rounds (step alone) or steps (as run)")
     p.add_argument("--as-run-iterations", type=int, default=20,
                    help="timed iterations of each run of the driver and of the plain loop")
-    p.add_argument("--as-run-rounds", type=int, default=5,
+    p.add_argument("--as-run-rounds", type=int, default=15,
                    help="runs of the driver and of the plain loop, each (0: the step alone)")
     p.add_argument("--plain", action="store_true", help=argparse.SUPPRESS)

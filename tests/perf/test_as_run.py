@@ -6,6 +6,8 @@ nothing: every figure here is given."""
 
 from __future__ import annotations
 
+import math
+import statistics
 import sys
 import textwrap
 from pathlib import Path
@@ -65,4 +67,15 @@ def test_the_sides_take_turns_and_the_ratio_is_the_plain_loops_time_over_the_sui
     assert s["ratio_wall"] == pytest.approx([0.9, 1.1, 1.0])
     assert s["ratio_wall_median"] == pytest.approx(1.0) and s["ratio_wall_best"] == pytest.approx(1.1)
     assert s["ratio_cpu"] == pytest.approx([0.5, 1.5, 1.0]) and s["ratio_cpu_median"] == pytest.approx(1.0)
-    assert as_run.row("driver", s)[:5] == ["driver", "1.0000", "1.0000", "1.000x", "1.100x"]
+    assert as_run.row("driver", s)[:6] == ["driver", "1.0000", "1.0000", "1.000x",
+                                           "0.900-1.100", "1.100x"]
+
+
+def test_the_medians_interval_draws_whole_rounds_and_is_the_same_every_time():
+    rounds = [0.95, 1.02, 0.99, 1.01, 0.97, 1.00, 0.98, 1.03, 0.96, 1.01, 0.99]
+    low, high = as_run.median_interval(rounds)
+    assert min(rounds) < low < statistics.median(rounds) < high < max(rounds)
+    assert as_run.median_interval(rounds) == (low, high)
+    # rounds that agree leave no doubt; one round leaves no interval
+    assert as_run.median_interval([1.01] * 5) == pytest.approx((1.01, 1.01))
+    assert all(math.isnan(v) for v in as_run.median_interval([1.0]))
