@@ -1,5 +1,6 @@
 """Distributed set-up from the launcher's environment (torchrun, torchrun-jsc
-or one Slurm task per device), and the device each rank trains on."""
+or one Slurm task per device), and the device each rank trains on (on a
+CPU, with the host's heap set up for training: caraml/node/host_heap.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as tdist
 
-from caraml.node import startup
+from caraml.node import host_heap, startup
 from caraml.node.options import STARTUP_TIMEOUT_S
 
 
@@ -103,6 +104,7 @@ def init(device: str = "auto", startup_timeout_s: float = STARTUP_TIMEOUT_S) -> 
         torch.cuda.set_device(dev)
     elif device == "cpu":
         dev = torch.device("cpu")
+        host_heap.keep_freed()
     else:
         raise ValueError(f"unknown device {device!r}; use auto, cuda or cpu")
 
