@@ -21,7 +21,7 @@ figures that hold still.
 
     .venv/bin/python aux/perf/fno_peers.py [--problems rbc2d-small pic2d-small ...]
         [--precision fp32] [--batch-size 4] [--rounds 5] [--iterations 5]
-        [--as-run-rounds 5] [--as-run-iterations 20] [--threads N] [--out docs/perf]
+        [--as-run-rounds 15] [--as-run-iterations 200] [--threads N] [--out docs/perf]
 
 Defaults that fit the host: the CPU-sized problems on a CPU, the full-sized
 ones on a GPU. Writes one JSON file per run into --out (machine, device,
@@ -112,7 +112,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--precision", default="fp32")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--iterations", type=int, default=5, help="steps per loop and round (step alone)")
-    as_run.add_arguments(p, warmup=2)
+    # an iteration of the CPU-sized problems takes 15 to 30 ms
+    as_run.add_arguments(p, warmup=2, iterations=200)
     p.add_argument("--threads", type=int, default=None,
                    help="torch's intra-op threads (default: torch's own choice)")
     p.add_argument("--out", type=Path, default=peer_record.OUT)
