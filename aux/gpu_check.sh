@@ -132,7 +132,7 @@ peers() {
         --batch-sizes 256 1024 --rounds 4 --iterations 5 --warmup 2 --as-run-rounds 2 || rc=1
     echo "== FNO rbc3d: the driver as run against a plain loop; the step against a plain neuraloperator loop"
     peer 110 aux/perf/fno_peers.py --problems rbc3d --precision fp32 \
-        --rounds 4 --iterations 5 --warmup 2 --as-run-rounds 2 || rc=1
+        --rounds 4 --iterations 5 --warmup 2 --as-run-rounds 2 --as-run-iterations 20 || rc=1
     return $rc
 }
 

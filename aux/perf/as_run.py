@@ -11,14 +11,14 @@ clock change or another job on the host hits both alike.
 Each run gives its median time per timed iteration and its process's CPU
 time per iteration (all its threads, not a loader's worker processes);
 a round's ratio is the plain loop's time over the suite's (above 1: the
-suite is faster), summarised as the median and the best round, and the
-plain loop's fastest run over the suite's (interference on a shared host
-only ever adds time, so each side's fastest run is the least disturbed),
-with a 95 %
-interval on the median by the seeded bootstrap caraml-compare uses for
-repeats (caraml/compare/repeats.py), drawing whole rounds so that each
-keeps its pair: on a shared host one run can be 10 to 30 % slower than the
-next, and the interval says whether the rounds resolve a 2 % target."""
+suite is faster), summarised as the median with its 95 % interval and
+the best round. The interval comes from the seeded bootstrap
+caraml-compare uses for repeats (caraml/compare/repeats.py), drawing whole
+rounds so that each keeps its pair: on a shared host one run can be 10 to
+30 % slower than the next, and the interval says whether the rounds
+resolve a 2 % target. Beside them, the plain loop's fastest run over the
+suite's: interference only ever adds time, so each side's fastest run is
+its least disturbed."""
 
 from __future__ import annotations
 
@@ -145,8 +145,8 @@ def summary(runs: dict[str, list[Run]]) -> dict:
 
 
 COLUMNS = ["as run", "suite s/iteration", "plain s/iteration", "plain / suite (median)",
-           "95 % interval", "plain / suite (best)", "fastest runs", "suite CPU s/iteration", "plain CPU s/iteration",
-           "plain / suite (CPU)"]
+           "95 % interval", "plain / suite (best)", "fastest runs", "suite CPU s/iteration",
+           "plain CPU s/iteration", "plain / suite (CPU)"]
 
 
 def row(name: str, s: dict) -> list[str]:
