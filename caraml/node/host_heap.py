@@ -5,7 +5,7 @@ the second is given back. Early in a run both are small, so an iteration
 gives back what it freed and the next takes it again, page fault by page
 fault, the kernel zeroing every page; how long that lasts differs from
 process to process. In four pairs of the LLM's cpu-small runs of 23
-iterations: 650,000 to 754,000 minor faults and 0.42 to 0.69 s per
+iterations: 650,000 to 754,000 minor faults and 0.42 to 0.70 s per
 iteration, against 212,000 to 217,000 faults and 0.39 to 0.58 s with the
 thresholds fixed (docs/results.md, "Each benchmark as it runs").
 
