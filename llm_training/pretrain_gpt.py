@@ -106,6 +106,16 @@ def build_backend(gpt: GPTConfig, args: Args, layout: Layout, dist: Dist) -> tra
     return TorchBackend(gpt, args, layout, dist)
 
 
+def training_batches(setup: Setup, backend: training.Backend, dist: Dist):
+    """This rank's micro-batches, through the DataLoader with the workers
+    its cores allow"""
+    return micro_batches(setup.train_data, micro_batch_size=setup.layout.micro_batch_size,
+                         data_parallel=setup.layout.data_parallel,
+                         data_parallel_rank=backend.data_parallel_rank,
+                         num_workers=loader_workers(setup.args.num_workers, dist.device.type),
+                         device=dist.device)
+
+
 def peak_of(args: Args, dist: Dist) -> Peak:
     if args.peak_tflops is None:
         return device_peaks.NONE
@@ -175,11 +185,7 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
             layout.micro_batch_size, dist.device, "lower --micro-batch-size (gradient "
             "accumulation keeps the global batch) or pass --recompute-activations full"):
         backend = build_backend(gpt, args, layout, dist)
-        batches = micro_batches(setup.train_data, micro_batch_size=layout.micro_batch_size,
-                                data_parallel=layout.data_parallel,
-                                data_parallel_rank=backend.data_parallel_rank,
-                                num_workers=loader_workers(args.num_workers, dist.device.type),
-                                device=dist.device)
+        batches = training_batches(setup, backend, dist)
         workload = Workload.of(gpt, layout.global_batch_size, args.recompute, layout.devices)
         peak = peak_of(args, dist)
         result = driver.train_loop(lambda: backend.train_step(batches), args, dist, stop, energy,

@@ -22,26 +22,26 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from llm_peers import CPU_DEFAULTS, DATA_ENV, prepared_data  # noqa: E402  (puts the root on the path)
 
 from caraml.node import driver  # noqa: E402
 from caraml.node.loader_workers import loader_workers  # noqa: E402
 from llm_training import arguments, pretrain_gpt  # noqa: E402
-from llm_training.batches import micro_batches  # noqa: E402
 from llm_training.metrics import Workload  # noqa: E402
 
-DATA_ENV = {"CARAML_DEFAULT_CORPUS": "local",
-            "CARAML_DATA_DIR": str(ROOT / "llm_training" / "llm_data")}
-CPU_RUN = ["--backend", "torch", "--model-size", "cpu-small", "--precision", "fp32",
-           "--global-batch-size", "4", "--micro-batch-size", "2", "--device", "cpu",
+# the CPU system's run, as the peer scripts take it
+CPU_RUN = ["--backend", "torch", "--model-size", CPU_DEFAULTS["model_size"],
+           "--precision", CPU_DEFAULTS["precision"],
+           "--global-batch-size", str(CPU_DEFAULTS["global_batch_size"]),
+           "--micro-batch-size", str(CPU_DEFAULTS["micro_batch_size"]), "--device", "cpu",
            "--log-interval", "5", "--energy-methods", "auto"]
 
 
@@ -66,10 +66,7 @@ def measured(args, dist, stop, meter) -> int:
     half), with the step and the data wait timed per iteration"""
     setup = pretrain_gpt.set_up(args, dist)
     backend = pretrain_gpt.build_backend(setup.gpt, setup.args, setup.layout, dist)
-    batches = Waited(micro_batches(
-        setup.train_data, micro_batch_size=setup.layout.micro_batch_size,
-        data_parallel=setup.layout.data_parallel, data_parallel_rank=backend.data_parallel_rank,
-        num_workers=loader_workers(args.num_workers, dist.device.type), device=dist.device))
+    batches = Waited(pretrain_gpt.training_batches(setup, backend, dist))
     steps, waits = [], []
 
     def step():
@@ -110,10 +107,7 @@ def main() -> int:
     a = p.parse_args()
     os.environ.update({k: v for k, v in DATA_ENV.items() if k not in os.environ})
     with tempfile.TemporaryDirectory() as work:
-        data_args = Path(work) / "data.args"
-        subprocess.run([sys.executable, "-m", "llm_training.data.prepare", "--driver-args-file",
-                        str(data_args), "--model-size", "cpu-small"], cwd=ROOT, check=True,
-                       stdout=subprocess.DEVNULL)
+        data_args = prepared_data(Path(work), CPU_DEFAULTS["model_size"], dict(os.environ))
         argv = [f"@{data_args}", *CPU_RUN, "--train-iters", str(a.warmup + a.iterations),
                 "--warmup-iters", str(a.warmup), "--energy-dir", str(Path(work) / "energy"),
                 *a.driver_args]

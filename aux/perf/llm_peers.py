@@ -146,14 +146,21 @@ def plain_process(a: argparse.Namespace) -> int:
     return 0
 
 
+def prepared_data(work: Path, model_size: str, env: dict[str, str]) -> Path:
+    """The data step of the JUBE script on this host: the driver's data
+    arguments, in a file under `work`"""
+    data_args = work / "data.args"
+    prepared = as_run.checked(
+        [sys.executable, "-m", "llm_training.data.prepare", "--driver-args-file",
+         str(data_args), "--model-size", model_size], env, "the data step")
+    print(prepared.strip().splitlines()[-1] if prepared.strip() else "# data prepared")
+    return data_args
+
+
 def as_run_comparison(a: argparse.Namespace, device: str) -> dict:
     env = dict(os.environ) | DATA_ENV
     with tempfile.TemporaryDirectory() as work:
-        data_args = Path(work) / "data.args"
-        prepared = as_run.checked(
-            [sys.executable, "-m", "llm_training.data.prepare", "--driver-args-file",
-             str(data_args), "--model-size", a.model_size], env, "the data step")
-        print(prepared.strip().splitlines()[-1] if prepared.strip() else "# data prepared")
+        data_args = prepared_data(Path(work), a.model_size, env)
         driver_args = ["-m", "llm_training.pretrain_gpt", f"@{data_args}", *driver_flags(a, device),
                        "--warmup-iters", str(a.warmup), "--log-interval", "5",
                        "--energy-dir", str(Path(work) / "energy"), "--energy-methods", "auto"]
