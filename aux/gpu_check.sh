@@ -126,10 +126,11 @@ peers() {
     echo "== LLM 800M bf16: the driver as run against a plain loop; megatron and torch backends against Hugging Face GPT-2, compiled"
     peer 320 aux/perf/llm_peers.py --model-size 800M --precision bf16 \
         --models megatron torch hf-compiled --global-batch-size 32 --micro-batch-size 8 \
-        --rounds 4 --warmup 2 --as-run-rounds 2 || rc=1
+        --rounds 4 --warmup 2 --as-run-rounds 2 --as-run-iterations 20 || rc=1
     echo "== ResNet-50 fp16 channels_last: the driver as run and the step against a plain torchvision loop"
     peer 150 aux/perf/ic_peers.py --model resnet50 --precision fp16 \
-        --batch-sizes 256 1024 --rounds 4 --iterations 5 --warmup 2 --as-run-rounds 2 || rc=1
+        --batch-sizes 256 1024 --rounds 4 --iterations 5 --warmup 2 --as-run-rounds 2 \
+        --as-run-iterations 20 || rc=1
     echo "== FNO rbc3d: the driver as run against a plain loop; the step against a plain neuraloperator loop"
     peer 110 aux/perf/fno_peers.py --problems rbc3d --precision fp32 \
         --rounds 4 --iterations 5 --warmup 2 --as-run-rounds 2 --as-run-iterations 20 || rc=1

@@ -21,7 +21,7 @@ figures that hold still.
 
     .venv/bin/python aux/perf/fno_peers.py [--problems rbc2d-small pic2d-small ...]
         [--precision fp32] [--batch-size 4] [--rounds 5] [--iterations 5]
-        [--as-run-rounds 15] [--as-run-iterations 200] [--threads N] [--out docs/perf]
+        [--as-run-rounds 8] [--as-run-iterations 800] [--as-run-slice 0.5] [--threads N] [--out docs/perf]
 
 Defaults that fit the host: the CPU-sized problems on a CPU, the full-sized
 ones on a GPU. Writes one JSON file per run into --out (machine, device,
@@ -112,8 +112,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--precision", default="fp32")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--iterations", type=int, default=5, help="steps per loop and round (step alone)")
-    # an iteration of the CPU-sized problems takes 15 to 30 ms
-    as_run.add_arguments(p, warmup=2, iterations=200)
+    # an iteration of the CPU-sized problems takes 15 to 30 ms: a turn of
+    # 0.5 s spans a few dozen, and 800 of them a few dozen turns
+    as_run.add_arguments(p, warmup=2, iterations=800, slice_s=0.5)
     p.add_argument("--threads", type=int, default=None,
                    help="torch's intra-op threads (default: torch's own choice)")
     p.add_argument("--out", type=Path, default=peer_record.OUT)
@@ -150,9 +151,8 @@ def as_run_comparison(a: argparse.Namespace, device: str) -> dict:
         plain_args = ["--problems", a.problems[0], "--precision", a.precision, "--batch-size",
                       str(a.batch_size), "--warmup", str(a.warmup),
                       "--as-run-iterations", str(a.as_run_iterations)]
-        runs = as_run.interleaved(a.as_run_rounds, lambda: as_run.suite_run(driver_args, env),
-                                  lambda: as_run.plain_run(Path(__file__), plain_args, env))
-    return {"problem": a.problems[0], "driver_args": driver_args} | as_run.summary(runs)
+        figures = as_run.compare(a, device, driver_args, Path(__file__), plain_args, env)
+    return {"problem": a.problems[0]} | figures
 
 
 def main() -> int:
@@ -204,9 +204,8 @@ def main() -> int:
     print(f"# {record['device']}, FNO {a.precision}, batch {a.batch_size}, "
           f"{torch.get_num_threads()} thread(s)")
     if as_run_figures:
-        print(f"# as run: the driver by turns with a plain loop over the same network, "
-              f"{a.as_run_rounds} rounds of {a.as_run_iterations} timed iterations each, "
-              f"{as_run_figures['problem']}")
+        print(f"# as run: the driver against a plain loop over the same network, "
+              f"{as_run_figures['problem']}, {as_run.how(as_run_figures)}")
         peer_record.print_table(as_run.COLUMNS, [as_run.row("FNO driver", as_run_figures)])
     print(f"# the step alone against stock neuraloperator, medians of {a.rounds} interleaved rounds")
     peer_record.print_table(

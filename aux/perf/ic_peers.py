@@ -101,7 +101,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--image-size", type=int)
     p.add_argument("--batch-sizes", type=int, nargs="+")
     p.add_argument("--iterations", type=int, default=5, help="steps per loop and round (step alone)")
-    as_run.add_arguments(p, warmup=2)
+    # a ResNet-18 iteration on a CPU takes about 0.2 s: a turn of 4 s spans
+    # about 20, and 160 of them about 8 turns
+    as_run.add_arguments(p, warmup=2, iterations=160, slice_s=4.0)
     p.add_argument("--out", type=Path, default=peer_record.OUT)
     a = p.parse_args()
     for key, value in (GPU_DEFAULTS if torch.cuda.is_available() else CPU_DEFAULTS).items():
@@ -135,9 +137,8 @@ def as_run_comparison(a: argparse.Namespace, device: str) -> dict:
                       str(a.image_size), "--batch-sizes", str(batch), "--warmup", str(a.warmup),
                       "--as-run-iterations", str(a.as_run_iterations)]
         env = dict(os.environ)
-        runs = as_run.interleaved(a.as_run_rounds, lambda: as_run.suite_run(driver_args, env),
-                                  lambda: as_run.plain_run(Path(__file__), plain_args, env))
-    return {"global_batch": batch, "driver_args": driver_args} | as_run.summary(runs)
+        figures = as_run.compare(a, device, driver_args, Path(__file__), plain_args, env)
+    return {"global_batch": batch} | figures
 
 
 def step_comparison(a: argparse.Namespace, dist) -> dict:
@@ -190,9 +191,8 @@ def main() -> int:
     path = peer_record.write(record, a.out, a.model, a.precision)
     print(f"# {record['device']}, {a.model} {a.image_size}px {a.precision} channels_last")
     if as_run_figures:
-        print(f"# as run: the driver by turns with a plain loop, {a.as_run_rounds} rounds of "
-              f"{a.as_run_iterations} timed iterations each, global batch "
-              f"{as_run_figures['global_batch']}")
+        print(f"# as run: the driver against a plain loop, global batch "
+              f"{as_run_figures['global_batch']}, {as_run.how(as_run_figures)}")
         peer_record.print_table(as_run.COLUMNS, [as_run.row("image driver", as_run_figures)])
     print(f"# the step alone, median images/s of {a.rounds} interleaved rounds")
     peer_record.print_table(

@@ -92,7 +92,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--global-batch-size", type=int)
     p.add_argument("--micro-batch-size", type=int)
     p.add_argument("--recompute-activations", default="none")
-    as_run.add_arguments(p, warmup=3)
+    # a cpu-small iteration on a CPU takes about 0.5 s: a turn of 8 s spans
+    # about 16, and 160 of them about 10 turns
+    as_run.add_arguments(p, warmup=3, iterations=160, slice_s=8.0)
     p.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
     p.add_argument("--out", type=Path, default=peer_record.OUT)
     p.add_argument("--data-args", type=Path, help=argparse.SUPPRESS)
@@ -170,9 +172,7 @@ def as_run_comparison(a: argparse.Namespace, device: str) -> dict:
                       "--recompute-activations", a.recompute_activations,
                       "--warmup", str(a.warmup), "--as-run-iterations", str(a.as_run_iterations),
                       "--data-args", str(data_args)]
-        runs = as_run.interleaved(a.as_run_rounds, lambda: as_run.suite_run(driver_args, env),
-                                  lambda: as_run.plain_run(Path(__file__), plain_args, env))
-    return {"driver_args": driver_args} | as_run.summary(runs)
+        return as_run.compare(a, device, driver_args, Path(__file__), plain_args, env)
 
 
 def main() -> int:
@@ -242,8 +242,8 @@ def main() -> int:
     print(f"# {record['device']}, {a.model_size} {a.precision}, global batch {layout.global_batch_size}"
           f" (micro-batch {layout.micro_batch_size})")
     if as_run_figures:
-        print(f"# as run: the driver's torch backend by turns with a plain loop, "
-              f"{a.as_run_rounds} rounds of {a.as_run_iterations} timed iterations each")
+        print(f"# as run: the driver's torch backend against a plain loop, "
+              f"{as_run.how(as_run_figures)}")
         peer_record.print_table(as_run.COLUMNS, [as_run.row("LLM driver (torch)", as_run_figures)])
     print(f"# the step alone, median of {a.rounds} interleaved rounds")
     peer_record.print_table(
