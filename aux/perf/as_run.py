@@ -238,17 +238,26 @@ class _Side:
         return "".join(self.lines)
 
 
+# a side's kind: where its loop begins, how its figures are read, its name
+KINDS: dict[str, tuple[str, Callable[[str], Run], Callable[[Sequence[str]], str]]] = {
+    "driver": (SUITE_READY, driver_figures, lambda cmd: f"the driver ({cmd[2]})"),
+    "plain": (PLAIN_READY, plain_figures, lambda cmd: "the plain loop"),
+}
+
+
 def time_sliced(suite_cmd: Sequence[str], plain_cmd: Sequence[str], env: dict[str, str],
-                slice_s: float, suite_first: bool,
-                deadline_s: float = RUN_TIMEOUT_S) -> tuple[Run, Run]:
+                slice_s: float, suite_first: bool, deadline_s: float = RUN_TIMEOUT_S,
+                kinds: tuple[str, str] = ("driver", "plain")) -> tuple[Run, Run]:
     """One round with both sides alive, taking turns of `slice_s` seconds
     from the moment both have reached their loops until both have ended;
-    the side whose turn comes first alternates with `suite_first`."""
+    the side whose turn comes first alternates with `suite_first`. `kinds`
+    name what each side is (a side against itself for aux/perf/as_run_self.py)."""
     end = time.monotonic() + deadline_s
-    suite = _Side(suite_cmd, env, SUITE_READY, f"the driver ({suite_cmd[2]})")
-    plain = _Side(plain_cmd, env, PLAIN_READY, "the plain loop")
-    sides = [suite, plain]
+    ready, figures, names = zip(*(KINDS[kind] for kind in kinds))  # before any process starts
+    sides: list[_Side] = []
     try:
+        for cmd, line, name in zip((suite_cmd, plain_cmd), ready, names):
+            sides.append(_Side(cmd, env, line, name(cmd)))
         for side in sides:
             side.reader.start()
         for side in sides:
@@ -263,8 +272,9 @@ def time_sliced(suite_cmd: Sequence[str], plain_cmd: Sequence[str], env: dict[st
                 if side.running():
                     _turn(side, [o for o in sides if o is not side][0], slice_s, end, deadline_s)
                 side.check()
-        return (replace(driver_figures(suite.output()), pauses=suite.pauses),
-                replace(plain_figures(plain.output()), pauses=plain.pauses))
+        first, second = (replace(read(side.output()), pauses=side.pauses)
+                         for side, read in zip(sides, figures))
+        return first, second
     finally:
         for side in sides:
             side.signal(signal.SIGKILL)

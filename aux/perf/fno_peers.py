@@ -137,21 +137,30 @@ def plain_process(a: argparse.Namespace) -> int:
     return 0
 
 
+def driver_args(a: argparse.Namespace, device: str, energy_dir: str,
+                energy_methods: str = "auto") -> list[str]:
+    """The FNO driver's command line, as the as-run comparison starts it"""
+    return ["-m", "operator_benchmark.fno_training", "--problem", a.problems[0],
+            "--global-batch-size", str(a.batch_size), "--precision", a.precision,
+            "--compile", "none", "--train-iters", str(a.warmup + a.as_run_iterations),
+            "--warmup-iters", str(a.warmup), "--energy-dir", energy_dir,
+            "--energy-methods", energy_methods, "--device", device]
+
+
+def plain_args(a: argparse.Namespace) -> list[str]:
+    """The plain loop's arguments (after --plain) for the same run"""
+    return ["--problems", a.problems[0], "--precision", a.precision, "--batch-size",
+            str(a.batch_size), "--warmup", str(a.warmup),
+            "--as-run-iterations", str(a.as_run_iterations)]
+
+
 def as_run_comparison(a: argparse.Namespace, device: str) -> dict:
     env = dict(os.environ)
     if a.threads is not None:  # both sides alike: torch reads it as it starts
         env["OMP_NUM_THREADS"] = str(a.threads)
     with tempfile.TemporaryDirectory() as energy:
-        driver_args = [
-            "-m", "operator_benchmark.fno_training", "--problem", a.problems[0],
-            "--global-batch-size", str(a.batch_size), "--precision", a.precision,
-            "--compile", "none", "--train-iters", str(a.warmup + a.as_run_iterations),
-            "--warmup-iters", str(a.warmup), "--energy-dir", energy, "--energy-methods", "auto",
-            "--device", device]
-        plain_args = ["--problems", a.problems[0], "--precision", a.precision, "--batch-size",
-                      str(a.batch_size), "--warmup", str(a.warmup),
-                      "--as-run-iterations", str(a.as_run_iterations)]
-        figures = as_run.compare(a, device, driver_args, Path(__file__), plain_args, env)
+        figures = as_run.compare(a, device, driver_args(a, device, energy), Path(__file__),
+                                 plain_args(a), env)
     return {"problem": a.problems[0]} | figures
 
 

@@ -180,3 +180,12 @@ def test_the_options_pick_time_sliced_turns_on_a_cpu_and_whole_runs_on_a_gpu(
     assert figures["slice_s"] == slice_s and figures["iterations"] == 7
     assert figures["ratio_wall"] == pytest.approx([0.8, 0.8])
     assert ("time-sliced in turns of" in as_run.how(figures)) == (slice_s > 0)
+
+
+def test_a_side_against_itself_reads_both_as_its_kind(tmp_path):
+    """aux/perf/as_run_self.py's rounds: two plain loops, each read as one"""
+    first = side(tmp_path, "first", as_run.PLAIN_READY, PLAIN_FIGURE, "signal.sigwait([signal.SIGCONT])")
+    second = side(tmp_path, "second", as_run.PLAIN_READY,
+                  as_run.PLAIN_LINE + '{"median_s": 0.3, "cpu_s": 0.6}', "signal.sigwait([signal.SIGCONT])")
+    a, b = as_run.time_sliced(first, second, dict(os.environ), 0.05, False, kinds=("plain", "plain"))
+    assert (a.median_s, b.median_s) == (0.2, 0.3)
