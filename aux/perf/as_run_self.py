@@ -36,8 +36,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--iterations", type=int, default=600)
     p.add_argument("--slice", type=float, default=0.5, help="seconds of each turn")
-    a = p.parse_args()
-    return a
+    return p.parse_args()
 
 
 def main() -> int:
