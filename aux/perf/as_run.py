@@ -194,11 +194,12 @@ class _Side:
     output as it comes, and whether it has reached its loop (where it is
     paused until the other side has too)"""
 
-    def __init__(self, cmd: Sequence[str], env: dict[str, str], ready_line: str, what: str):
+    def __init__(self, cmd: Sequence[str], env: dict[str, str], ready_line: str, what: str,
+                 cwd: Path):
         self.what, self.ready_line, self.pauses = what, ready_line, 0
         self.lines: list[str] = []
         self.ready = threading.Event()
-        self.proc = subprocess.Popen(list(cmd), cwd=ROOT, env=env, stdout=subprocess.PIPE,
+        self.proc = subprocess.Popen(list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, start_new_session=True,
                                      preexec_fn=_die_with_parent)
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -247,17 +248,19 @@ KINDS: dict[str, tuple[str, Callable[[str], Run], Callable[[Sequence[str]], str]
 
 def time_sliced(suite_cmd: Sequence[str], plain_cmd: Sequence[str], env: dict[str, str],
                 slice_s: float, suite_first: bool, deadline_s: float = RUN_TIMEOUT_S,
-                kinds: tuple[str, str] = ("driver", "plain")) -> tuple[Run, Run]:
+                kinds: tuple[str, str] = ("driver", "plain"),
+                cwds: tuple[Path, Path] = (ROOT, ROOT)) -> tuple[Run, Run]:
     """One round with both sides alive, taking turns of `slice_s` seconds
     from the moment both have reached their loops until both have ended;
     the side whose turn comes first alternates with `suite_first`. `kinds`
-    name what each side is (a side against itself for aux/perf/as_run_self.py)."""
+    name what each side is and `cwds` where each starts (a side against
+    itself, or the checkout at another commit, for aux/perf/as_run_self.py)."""
     end = time.monotonic() + deadline_s
     ready, figures, names = zip(*(KINDS[kind] for kind in kinds))  # before any process starts
     sides: list[_Side] = []
     try:
-        for cmd, line, name in zip((suite_cmd, plain_cmd), ready, names):
-            sides.append(_Side(cmd, env, line, name(cmd)))
+        for cmd, line, name, cwd in zip((suite_cmd, plain_cmd), ready, names, cwds):
+            sides.append(_Side(cmd, env, line, name(cmd), cwd))
         for side in sides:
             side.reader.start()
         for side in sides:

@@ -21,7 +21,11 @@ TIMED = "timed"
 
 def check_methods(methods: Sequence[str]) -> None:
     """Raises ImportError where jpwr does not import and ValueError for a
-    method jpwr does not know: both before training, not after."""
+    method jpwr does not know: both before training, not after. Imports
+    what measured() needs now, before the model's memory: pandas imported
+    between the model's set-up and its loop cost the FNO's CPU step about
+    3 % (docs/results.md, "Where the FNO's as-run gap came from")."""
+    import jpwr.ctxmgr  # noqa: F401 - imported for its place in the heap, see above
     from jpwr.methods import check_names
 
     check_names(list(methods))
@@ -30,8 +34,9 @@ def check_methods(methods: Sequence[str]) -> None:
 @contextmanager
 def measured(out_dir: str | Path, rank: int, methods: Sequence[str] = ("auto",),
              interval_ms: int = 100) -> Iterator[PowerScope]:
-    # Imported here: the drivers turn a jpwr that does not import into an
-    # input error before training, and the loops need TimedWindow without it.
+    # Imported here, and first by check_methods: the drivers turn a jpwr that
+    # does not import into an input error before training, and the loops
+    # need TimedWindow without it.
     from jpwr.ctxmgr import get_power
     from jpwr.methods import from_names
 

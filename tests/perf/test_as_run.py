@@ -189,3 +189,19 @@ def test_a_side_against_itself_reads_both_as_its_kind(tmp_path):
                   as_run.PLAIN_LINE + '{"median_s": 0.3, "cpu_s": 0.6}', "signal.sigwait([signal.SIGCONT])")
     a, b = as_run.time_sliced(first, second, dict(os.environ), 0.05, False, kinds=("plain", "plain"))
     assert (a.median_s, b.median_s) == (0.2, 0.3)
+
+
+def test_each_side_starts_in_its_own_folder(tmp_path):
+    """aux/perf/as_run_self.py --commits: each side's code from a tree of
+    its own; here each side reads its figure from the folder it starts in"""
+    folders = [tmp_path / "first_tree", tmp_path / "second_tree"]
+    for folder, median in zip(folders, ("0.2", "0.3")):
+        folder.mkdir()
+        (folder / "figure").write_text(f'{{"median_s": {median}, "cpu_s": 0.6}}')
+    reads_its_folder = ("signal.sigwait([signal.SIGCONT])\n"
+                        f"print({as_run.PLAIN_LINE!r} + open('figure').read(), flush=True)")
+    first, second = (side(tmp_path, name, as_run.PLAIN_READY, "", reads_its_folder)
+                     for name in ("first", "second"))
+    a, b = as_run.time_sliced(first, second, dict(os.environ), 0.05, True,
+                              kinds=("plain", "plain"), cwds=tuple(folders))
+    assert (a.median_s, b.median_s) == (0.2, 0.3)
