@@ -348,17 +348,19 @@ def row(name: str, s: dict) -> list[str]:
 
 
 def add_arguments(p: argparse.ArgumentParser, warmup: int, iterations: int = 20,
-                  slice_s: float = 4.0) -> None:
+                  slice_s: float = 4.0, rounds: int = 8) -> None:
     """The options every peer script takes: rounds and warm-up of the step
-    alone, the as-run comparison's rounds, iterations (a benchmark whose
-    iterations take milliseconds asks for more, so that a run spans many
-    turns) and turns (`slice_s` on a CPU: a few dozen of its iterations,
-    so that few hold a pause), and the worker mode."""
+    alone, the as-run comparison's rounds (a benchmark whose rounds take
+    seconds asks for more, so that the median's interval resolves 2 %),
+    iterations (a benchmark whose iterations take milliseconds asks for
+    more, so that a run spans many turns) and turns (`slice_s` on a CPU: a
+    few dozen of its iterations, so that few hold a pause), and the worker
+    mode."""
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--warmup", type=int, default=warmup, help="untimed rounds (step alone) or steps (as run)")
     p.add_argument("--as-run-iterations", type=int, default=iterations,
                    help="timed iterations of each run of the driver and of the plain loop")
-    p.add_argument("--as-run-rounds", type=int, default=8,
+    p.add_argument("--as-run-rounds", type=int, default=rounds,
                    help="runs of the driver and of the plain loop, each (0: the step alone)")
     p.add_argument("--as-run-slice", type=float, default=None,
                    help=f"seconds of each turn when both run time-sliced; 0: whole runs by turns "

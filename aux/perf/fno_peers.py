@@ -21,7 +21,7 @@ figures that hold still.
 
     .venv/bin/python aux/perf/fno_peers.py [--problems rbc2d-small pic2d-small ...]
         [--precision fp32] [--batch-size 4] [--rounds 5] [--iterations 5]
-        [--as-run-rounds 8] [--as-run-iterations 800] [--as-run-slice 0.5] [--threads N] [--out docs/perf]
+        [--as-run-rounds 16] [--as-run-iterations 800] [--as-run-slice 0.5] [--threads N] [--out docs/perf]
 
 Defaults that fit the host: the CPU-sized problems on a CPU, the full-sized
 ones on a GPU. Writes one JSON file per run into --out (machine, device,
@@ -112,9 +112,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--precision", default="fp32")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--iterations", type=int, default=5, help="steps per loop and round (step alone)")
-    # an iteration of the CPU-sized problems takes 15 to 30 ms: a turn of
-    # 0.5 s spans a few dozen, and 800 of them a few dozen turns
-    as_run.add_arguments(p, warmup=2, iterations=800, slice_s=0.5)
+    # an iteration of the CPU-sized problems takes 13 to 30 ms: a turn of
+    # 0.5 s spans a few dozen, and 800 of them a few dozen turns; a round
+    # takes under a minute, and at 8 rounds the median's interval spanned
+    # 0.961-0.997, at 16 0.983-0.998 (docs/results.md)
+    as_run.add_arguments(p, warmup=2, iterations=800, slice_s=0.5, rounds=16)
     p.add_argument("--threads", type=int, default=None,
                    help="torch's intra-op threads (default: torch's own choice)")
     p.add_argument("--out", type=Path, default=peer_record.OUT)
