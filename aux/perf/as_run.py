@@ -275,9 +275,8 @@ def time_sliced(suite_cmd: Sequence[str], plain_cmd: Sequence[str], env: dict[st
                 if side.running():
                     _turn(side, [o for o in sides if o is not side][0], slice_s, end, deadline_s)
                 side.check()
-        first, second = (replace(read(side.output()), pauses=side.pauses)
-                         for side, read in zip(sides, figures))
-        return first, second
+        return tuple(replace(read(side.output()), pauses=side.pauses)
+                     for side, read in zip(sides, figures))
     finally:
         for side in sides:
             side.signal(signal.SIGKILL)

@@ -59,10 +59,13 @@ def checked_out(repo: Path, commit: str, into: Path) -> tuple[Path, str]:
     into.mkdir(parents=True)
     archive = subprocess.Popen(["git", "-C", str(repo), "archive", full.stdout.strip()],
                                stdout=subprocess.PIPE)
-    subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout, check=True)
+    tar = subprocess.run(["tar", "-x", "-C", str(into)], stdin=archive.stdout,
+                         capture_output=True, text=True)
     archive.stdout.close()
-    if archive.wait():
-        raise SystemExit(f"--commits: git archive {commit} failed")
+    if archive.wait() or tar.returncode:
+        raise SystemExit(f"--commits: extracting {commit} into {into} failed "
+                         f"({' '.join(tar.stderr.split()) or 'git archive failed'}); "
+                         f"free space in the temporary folder ($TMPDIR) and run it again")
     return into, full.stdout.strip()
 
 
