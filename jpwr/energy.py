@@ -8,7 +8,9 @@ the figure (`basis` counter) and the integral its cross-check; elsewhere the
 integral is the figure (`basis` integrated). A window with fewer than two
 samples inside is bridged from the power curve around it (`basis`
 interpolated); a window that holds a gap is left empty (NaN), never filled
-with a reading from before the gap."""
+with a reading from before the gap. A measured run's row covers it from
+its start to its stop: the curve is held from the start to the first
+sample and from the last sample to the stop."""
 
 from __future__ import annotations
 
@@ -68,25 +70,38 @@ def _bridged(times: np.ndarray, watts: np.ndarray, begin: float, end: float) -> 
 
 
 def channel_energy(times: np.ndarray, watts: np.ndarray, span: tuple[float, float] | None = None) -> dict:
-    """One channel's row. With fewer than two answered samples the curve is
-    held over `span` (the measured run's start and end) when given."""
+    """One channel's row. Given `span` (the measured run's start and end),
+    the row covers it: the curve is held from the run's start to the first
+    sample and from the last sample to the run's end where those samples
+    answered, and with fewer than two answered samples the one reading is
+    held over the whole span."""
     joules, covered = trapezoid(times, watts)
     answered = np.isfinite(watts)
     basis = INTEGRATED
-    if covered <= 0 and answered.any() and span is not None and span[1] > span[0]:
+    spanned = span is not None and span[1] > span[0]
+    if covered <= 0 and answered.any() and spanned:
         # one answered sample: the run's only reading stands for all of it
         joules, _ = _bridged(times, watts, *span)
         covered, basis = span[1] - span[0], INTERPOLATED
+    elif covered > 0 and spanned:
+        # The first sample comes a priming delay after the start (or, on
+        # busy cores, whenever the sampler first runs); a counter-based
+        # method's first reading is the power since the start.
+        for edge, gap in ((0, times[0] - span[0]), (-1, span[1] - times[-1])):
+            if answered[edge] and gap > 0:
+                joules += watts[edge] * gap
+                covered += gap
     energy_wh = joules / 3600 if covered > 0 else np.nan
+    start, end = (span if spanned else (times[0], times[-1])) if len(times) else (np.nan, np.nan)
     return {
         "energy_wh": energy_wh,
         "mean_w": joules / covered if covered > 0 else np.nan,
         "max_w": float(np.max(watts[answered])) if answered.any() else np.nan,
-        "duration_s": float(times[-1] - times[0]) if basis == INTEGRATED else covered,
+        "duration_s": float(end - start),
         "samples": int(answered.sum()),
         "missing": int((~answered).sum()),
-        "t_start": float(times[0]) if basis == INTEGRATED else span[0],
-        "t_end": float(times[-1]) if basis == INTEGRATED else span[1],
+        "t_start": float(start),
+        "t_end": float(end),
         "basis": basis,
         "integrated_wh": energy_wh,
     }

@@ -62,6 +62,15 @@ class Sampler:
         self._thread = threading.Thread(target=self._run, name="jpwr-sampler", daemon=True)
 
     def start(self) -> None:
+        # The references (a counter-based method's first reading, the energy
+        # counters) are read here, in the caller's thread, so that they mark
+        # the measurement's start. Read by the sampler thread, which runs at
+        # a lower priority, they marked whenever a busy node first let it
+        # run: in a short run on busy cores, after the run had ended, and the
+        # run then had no figure at all.
+        for method in self.methods:
+            self._guard(method.name, method.start)
+        self.counters_first = self._counters()
         self._thread.start()
 
     def stop(self) -> None:
@@ -70,8 +79,6 @@ class Sampler:
 
     def _run(self) -> None:
         _yield_to_the_application()
-        for method in self.methods:
-            self._guard(method.name, method.start)
         # Wall-clock times for the files (comparable across nodes), taken
         # from the monotonic clock so that a clock step cannot bend a run.
         to_wall = time.time() - time.monotonic()
@@ -81,8 +88,6 @@ class Sampler:
         last_flush = t0
         while True:
             self._sample(to_wall)
-            if k == 0:
-                self.counters_first = self._counters()
             now = time.monotonic()
             if now - last_flush >= self.flush_s:
                 self._flush()

@@ -74,9 +74,10 @@ def test_an_upstream_client_gets_upstream_shapes_without_warnings_of_jpwr(instal
     assert len(power) >= 3 and (power["pynvml:0"] == 300.0).all() and (power["pynvml:1"] == 150.0).all()
     assert power["timestamps"].is_monotonic_increasing
 
-    # energy(): a Series of integrated Wh per device; upstream's energy CSV
-    # is one row per device with the value beside it
-    span = power["timestamps"].iloc[-1] - power["timestamps"].iloc[0]
+    # energy(): a Series of integrated Wh per device, over the measurement
+    # from its start to its stop; upstream's energy CSV is one row per
+    # device with the value beside it
+    span = scope.end_time - scope.start_time
     energy = pd.read_csv(energy_file, index_col=0).iloc[:, 0]
     assert list(energy.index) == ["pynvml:0", "pynvml:1", "nodename", "rank"]
     assert float(energy["pynvml:0"]) == pytest.approx(300 * span / 3600)
@@ -162,7 +163,7 @@ def test_upstream_style_method_objects_run_and_a_failing_one_gives_nan(wait, cap
     assert scope.df[fail].isna().all().all()
     energy, additional = scope.energy()
     assert list(energy.index) == succeed + fail
-    span = scope.df["timestamps"].iloc[-1] - scope.df["timestamps"].iloc[0]
+    span = scope.end_time - scope.start_time
     assert float(energy["always_succeed:1"]) == pytest.approx(20.0 * span / 3600)
     assert energy[fail].isna().all()  # never answered: no figure, not 0 Wh
     # finalize saw every sample the sampler took

@@ -11,11 +11,13 @@ import pytest
 from jpwr_fakes import FakeAmdSmi, FakeNvml
 
 from jpwr.aggregate import combine, combine_windows, scope_lines, summarize, window_lines
+from jpwr import sampler
 from jpwr.cli import main
 from jpwr.ctxmgr import get_power
 from jpwr.energy import energy_table
 from jpwr.gpu.pynvml import NvmlPower
 from jpwr.gpu.rocm import RocmPower
+from jpwr.sys.estimate import EstimatedPower
 from jpwr.sys.rapl import RaplPower
 
 
@@ -207,6 +209,54 @@ def test_rapl_counter_is_the_figure_of_a_run(sysfs, wait, no_vendor_libraries):
     row = scope.channel_energy()[0].iloc[0]
     assert (row.scope, row.basis, row.energy_wh) == ("cpu-socket+dram", "counter",
                                                      pytest.approx(0.002))
+
+
+@pytest.fixture
+def sampler_first_runs_at_the_stop(monkeypatch):
+    """A sampler thread that first runs when the measured code has ended, as
+    on a busy node, where it runs at a lower priority than the training.
+    Returns a function that measures a run under it."""
+    def measure(method, run):
+        scope = get_power([method], 10)
+        # the thread's first step waits for the stop (with a deadline)
+        monkeypatch.setattr(sampler, "_yield_to_the_application",
+                            lambda: scope._sampler._stop.wait(timeout=60))
+        with scope:
+            run()
+        return scope.channel_energy()[0].iloc[0], scope.end_time - scope.start_time
+    return measure
+
+
+def test_a_run_the_sampler_never_saw_gets_its_estimate_from_the_start(proc_stat,
+                                                                       sampler_first_runs_at_the_stop):
+    # the run: 300 busy and 100 idle ticks, 75 % utilisation of 4 CPUs
+    row, span = sampler_first_runs_at_the_stop(EstimatedPower(), lambda: proc_stat.advance(300, 100))
+    watts = 4 * 3.0 * (0.3 + 0.7 * 0.75)
+    assert row.energy_wh == pytest.approx(watts * span / 3600)
+    assert (row.duration_s, row.mean_w) == (pytest.approx(span), pytest.approx(watts))
+
+
+def test_a_run_the_sampler_never_saw_gets_its_counter_from_the_start(sysfs, no_vendor_libraries,
+                                                                      sampler_first_runs_at_the_stop):
+    zone = sysfs.rapl_zone("intel-rapl:0", "package-0", 1_000_000)
+    row, _ = sampler_first_runs_at_the_stop(RaplPower(), lambda: zone.write_text("8200000\n"))
+    assert (row.basis, row.energy_wh) == ("counter", pytest.approx(0.002))  # 7.2 J
+
+
+def test_a_run_is_held_at_its_first_and_last_samples_to_its_edges():
+    power = pd.DataFrame({"time": [10.1, 10.5], "method": "hwmon", "device": "s",
+                          "source": "measured", "power_w": [40.0, 60.0]})
+    row = energy_table(power, span=(10.0, 10.6)).iloc[0]
+    assert row.energy_wh == pytest.approx((40.0 * 0.1 + 50.0 * 0.4 + 60.0 * 0.1) / 3600)
+    assert (row.basis, row.t_start, row.t_end, row.duration_s) == (
+        "integrated", 10.0, 10.6, pytest.approx(0.6))
+
+
+def test_a_run_is_not_held_across_a_gap_at_its_edge():
+    power = pd.DataFrame({"time": [10.1, 10.3, 10.5], "method": "hwmon", "device": "s",
+                          "source": "measured", "power_w": [np.nan, 40.0, 60.0]})
+    row = energy_table(power, span=(10.0, 10.5)).iloc[0]
+    assert row.energy_wh == pytest.approx(50.0 * 0.2 / 3600)
 
 
 def test_a_run_with_one_answered_sample_holds_it_over_the_run_and_says_so():
