@@ -11,8 +11,8 @@ it drew since boot, at each limit for as long as that held. What a job
 meets at a limit is the state's `at_limit_mw` entry for that limit, in
 milliwatts:
   refuse  setting the limit fails as without privilege;
-  term    the process gets SIGTERM when the timed window begins (the
-          main thread reads the energy counter there first), as from scancel;
+  term    the process gets SIGTERM when the timed window begins (jpwr's
+          begin_window reads the energy counter there), as from scancel;
   raise   once the timed window has begun, the next power reading (the
           sampler's thread) makes the training step (the main thread)
           raise, as a GPU that fails;
@@ -104,7 +104,7 @@ class FileNvml(FakeScopedNvml):
         return self._power_mw(handle)
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle):
-        if threading.current_thread() is threading.main_thread() and not self._window_begun:
+        if not self._window_begun and _called_from("begin_window"):
             self._window_begun = True
             action = self._action(handle)
             if action == "term":
@@ -117,6 +117,18 @@ class FileNvml(FakeScopedNvml):
             if action in ("kill", "stuck"):
                 os.kill(os.getpid(), signal.SIGKILL)
         return int(self._energy_mj(self.gpus[handle], time.monotonic()))
+
+
+def _called_from(function: str) -> bool:
+    """Whether a caller up the stack is `function`. The scope reads the
+    counters as it starts too; the timed window begins only where the
+    driver calls jpwr's begin_window."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
 
 
 sys.modules[__name__] = FileNvml(Path(os.environ[STATE_ENV]))
