@@ -26,6 +26,7 @@ from jpwr.energy import (
     COUNTER_COLUMNS,
     ENERGY_COLUMNS,
     POWER_COLUMNS,
+    REFUSALS,
     complete_energy_columns,
     energy_table,
 )
@@ -284,8 +285,14 @@ def summarize(table: pd.DataFrame) -> dict:
     counting = table[table["counted"]]
     known = counting[counting["energy_wh"].notna()]
     if known.empty:
-        raise NoEnergyData("no channel that counts into the total has any energy data")
+        why = "; ".join(refused_notes(counting))
+        raise NoEnergyData("no channel that counts into the total has any energy data"
+                           + (f" ({why})" if why else ""))
     total = float(known["energy_wh"].sum())
+    if total <= 0:
+        raise NoEnergyData(f"the channels that count into the total read {total:g} Wh over "
+                           f"{float(known['duration_s'].max()):.3g} s: sensors that stood still, "
+                           "no figure")
     # A channel that never answered is left out of the total and noted (on
     # MI250 amdsmi reports the card on its first GCD and nothing on the
     # second); the share missing is over the channels with data.
@@ -299,7 +306,10 @@ def summarize(table: pd.DataFrame) -> dict:
     origins = known["origin"] if "origin" in known else pd.Series(dtype=str)
     uncounted = int(known.loc[origins == FROM_SAMPLES, "file"].nunique())
     unreadable = len(table.attrs.get(UNREADABLE, []))
-    unknown = bool(uncounted or unreadable)
+    # a counted channel whose figure was refused without an integral to stand
+    # for it leaves the total short by an unknown share
+    refused = int((counting["energy_wh"].isna() & (_refused(counting) != "")).sum())
+    unknown = bool(uncounted or unreadable or refused)
     # Whatever the source, measured or estimated, the figure is whole only
     # where every counted channel spans the whole run: by its counter, or by
     # samples answered and kept throughout. Otherwise it covers the share of
@@ -335,6 +345,31 @@ def summarize(table: pd.DataFrame) -> dict:
         "complete": "yes" if complete else "no",
         "covered_pct": 100.0 if complete else np.nan if unknown else 100 * (1 - missing_share),
     }
+
+
+def refused_lines(table: pd.DataFrame) -> list[str]:
+    """One `jpwr-refused:` line per channel whose figure (its counter's, or
+    its samples') was refused: which one, why (jpwr.energy.REFUSALS, '+'
+    between several) and what its figure is now (the integral's basis, or
+    none)."""
+    return [f"jpwr-refused: host={row.host} method={row.method} device={row.device} "
+            f"counted={'yes' if row.counted else 'no'} why={row.refused} "
+            f"figure={row.basis if np.isfinite(row.energy_wh) else 'none'}"
+            for row in table[_refused(table) != ""].itertuples()]
+
+
+def _refused(table: pd.DataFrame) -> pd.Series:
+    """The refused column ('' throughout in a table made without one)."""
+    return table["refused"] if "refused" in table else pd.Series("", index=table.index)
+
+
+def refused_notes(table: pd.DataFrame) -> list[str]:
+    """The refusals in words, one per channel."""
+    return [f"{row.host} {row.method} {row.device}: "
+            + "; ".join(REFUSALS.get(word, word) for word in row.refused.split("+"))
+            + (f": refused, the figure is its integrated power ({row.basis})" if np.isfinite(row.energy_wh)
+               else ": refused, it has no figure")
+            for row in table[_refused(table) != ""].itertuples()]
 
 
 def scope_lines(table: pd.DataFrame) -> list[str]:
@@ -404,8 +439,11 @@ def notes(table: pd.DataFrame) -> list[str]:
                      f"figure comes from the samples it flushed, {rows['duration_s'].max():.1f} s "
                      f"of them, " + ("every sample it took: whole, integrated from them" if whole
                                      else f"and is marked {INCOMPLETE} (complete=no)"))
+    lines += refused_notes(table)
     for row in table[table["counted"]].itertuples():
         where = f"{row.host} {row.method} {row.device}"
+        if getattr(row, "refused", "") and np.isnan(row.energy_wh):
+            continue  # said with its refusal
         if np.isnan(row.energy_wh):
             lines.append(f"{where}: no usable samples; it is left out of the total")
         elif row.missing:

@@ -276,7 +276,7 @@ def combine(argv: list[str]) -> int:
     if args.out:
         table.to_csv(args.out, index=False)
     print(aggregate.summary_line(summary))
-    lines = (aggregate.host_lines(table) + aggregate.scope_lines(table)
+    lines = (aggregate.refused_lines(table) + aggregate.host_lines(table) + aggregate.scope_lines(table)
              + aggregate.window_lines(aggregate.combine_windows(args.paths)))
     for line in lines:
         print(line)

@@ -35,9 +35,13 @@ from jpwr.energy import (
     COUNTER,
     INTEGRATED,
     INTERPOLATED,
+    MAY_READ_ZERO,
+    NO_POWER,
     POWER_COLUMNS,
     counter_first,
+    counter_refusal,
     energy_table,
+    refusal,
     window_joules,
 )
 from jpwr.files import RunFiles, check_filetype
@@ -89,7 +93,7 @@ class Window:
 
 WINDOW_COLUMNS = ["window", "host", "rank", "method", "device", "source", "scope", "counted",
                   "energy_wh", "basis", "integrated_wh", "counter_wh", "duration_s", "samples",
-                  "t_start", "t_end"]
+                  "t_start", "t_end", "refused"]
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -141,7 +145,7 @@ class PowerScope:
         if self.files is not None:
             sink = functools.partial(self.files.append_power, self.channels)
         self._sampler = Sampler(self.methods, self.interval_ms / 1000, self.flush_s, sink)
-        self.start_time = time.time()
+        self.start_time = self._now()
         if self.files is not None:
             self.files.write_meta(self._meta())
         self._sampler.start()
@@ -158,7 +162,7 @@ class PowerScope:
                 say(f"warning: window '{name}' was still open at the end; it ends there")
                 self.end_window(name)
         self._sampler.stop()
-        self.end_time = time.time()
+        self.end_time = self._now()
         n = len(self._sampler.times)
         self.df = wide_frame(self.upstream_columns, self._sampler.times[:n], self._sampler.rows[:n])
         for method in self.methods:
@@ -171,6 +175,11 @@ class PowerScope:
         if self.files is not None:
             self._write_results()
 
+    def _now(self) -> float:
+        """The run's one clock (the sampler's, monotonic): a wall-clock step
+        during the run moves neither its edges nor its windows."""
+        return self._sampler.now() if self._sampler is not None else time.time()
+
     def begin_window(self, name: str) -> None:
         """Marks the start of a named part of the run. The caller makes the
         device idle first (e.g. torch.cuda.synchronize()), so that the edge
@@ -179,14 +188,14 @@ class PowerScope:
             raise RuntimeError(f"window '{name}' must begin while the measurement runs")
         if name in self._windows:
             raise RuntimeError(f"window '{name}' was already begun")
-        self._windows[name] = Window(time.time(), self._read_counters())
+        self._windows[name] = Window(self._now(), self._read_counters())
 
     def end_window(self, name: str) -> None:
         window = self._windows.get(name)
         if window is None or window.end is not None:
             raise RuntimeError(f"window '{name}' is not open")
         window.counters_end = self._read_counters()
-        window.end = time.time()
+        window.end = self._now()
 
     def _read_counters(self) -> list:
         readings = []
@@ -248,7 +257,8 @@ class PowerScope:
                 if first is None or last is None:
                     continue
                 for column, before, after in zip(columns_of(method), first, last):
-                    if np.isfinite(after - before):  # NaN: this channel has no counter
+                    # NaN: this channel has no counter; one that went backwards gives no figure
+                    if np.isfinite(after - before) and after >= before:
                         counters[column] = (after - before) / 3600
         if counters:
             additional["energy_from_counter"] = counter_frame(counters)
@@ -256,7 +266,7 @@ class PowerScope:
 
     def channel_energy(self) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
         """(energy per channel, {method: counter vs integrated energy})."""
-        span = (self.start_time, self.end_time or time.time()) if self.start_time else None
+        span = (self.start_time, self.end_time or self._now()) if self.start_time else None
         table = energy_table(self.samples(), span)
         table.insert(0, "host", self.host)
         table.insert(1, "rank", self._rank_value)
@@ -265,6 +275,10 @@ class PowerScope:
         if sampler is not None and sampler.counters_last:
             table = counter_first(table, self._counter_wh(sampler.counters_first,
                                                           sampler.counters_last))
+        # what the methods know against their counters (a RAPL counter that was reset)
+        known = {(m.name, c.device): why for m in self.methods for c, why in zip(m.channels, m.refusals())}
+        table["refused"] = [refusal(have, known.get((m, d), ""))
+                            for have, m, d in zip(table["refused"], table["method"], table["device"])]
         return table, self._additional(table)
 
     def _counter_wh(self, first: list, last: list) -> dict[tuple[str, str], float]:
@@ -299,8 +313,13 @@ class PowerScope:
                                                samples["power_w"].to_numpy(float),
                                                window.begin, window.end)
                 integrated = joules / 3600
+                refused = NO_POWER if integrated == 0 and method not in MAY_READ_ZERO else ""
+                if refused:
+                    integrated = np.nan
                 counter = counters.get((method, device), np.nan)
-                if np.isfinite(counter):
+                refused = refusal(refused, counter_refusal(counter, integrated)
+                                  if np.isfinite(counter) else "")
+                if np.isfinite(counter) and not counter_refusal(counter, integrated):
                     energy, basis = counter, COUNTER
                 else:
                     energy, basis = integrated, INTEGRATED if inside >= 2 else INTERPOLATED
@@ -311,7 +330,8 @@ class PowerScope:
                              "scope": channel["scope"], "counted": channel["counted"],
                              "energy_wh": energy, "basis": basis, "integrated_wh": integrated,
                              "counter_wh": counter, "duration_s": window.end - window.begin,
-                             "samples": inside, "t_start": window.begin, "t_end": window.end})
+                             "samples": inside, "t_start": window.begin, "t_end": window.end,
+                             "refused": refused})
             if short:
                 say(f"warning: window '{name}' ({window.end - window.begin:.3g} s) holds fewer "
                     f"than two samples at {self.interval_ms:g} ms; channels without a hardware "

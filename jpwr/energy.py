@@ -10,7 +10,15 @@ samples inside is bridged from the power curve around it (`basis`
 interpolated); a window that holds a gap is left empty (NaN), never filled
 with a reading from before the gap. A measured run's row covers it from
 its start to its stop: the curve is held from the start to the first
-sample and from the last sample to the stop."""
+sample and from the last sample to the stop.
+
+A figure no device can give is refused, never shown as measured: a counter
+that went backwards (a driver reload, a counter reset) or stood still while
+the samples show power drawn, samples whose clock stepped back (times out
+of order in the file), a device that read 0 W throughout, a negative
+reading. The channel's `refused` column says why (REFUSALS); its figure is
+then the integral of its power where that is whole, else none (NaN), and
+a negative reading counts as unanswered."""
 
 from __future__ import annotations
 
@@ -24,10 +32,41 @@ CHANNEL_KEY = ["method", "device", "source"]
 ENERGY_COLUMNS = [*CHANNEL_KEY, "energy_wh", "mean_w", "max_w", "duration_s",
                   "samples", "missing", "t_start", "t_end"]
 # Columns newer than the files of older jpwr versions; read_energy fills them.
-COUNTER_COLUMNS = ["scope", "basis", "integrated_wh", "counter_wh", "counter_vs_integrated_pct"]
+COUNTER_COLUMNS = ["scope", "basis", "integrated_wh", "counter_wh", "counter_vs_integrated_pct", "refused"]
 COUNTER = "counter"
 INTEGRATED = "integrated"
 INTERPOLATED = "interpolated"
+# Why a channel's figure is refused, one word each (the row's flags carry them)
+BACKWARDS = "counter-went-backwards"
+STOOD_STILL = "counter-stood-still"
+CLOCK_STEPPED = "clock-stepped-back"
+NO_POWER = "0-W-throughout"
+NEGATIVE = "negative-power"
+REFUSALS = {
+    BACKWARDS: "its energy counter went backwards (reset or restarted)",
+    STOOD_STILL: "its energy counter stood still while its power readings show power drawn",
+    CLOCK_STEPPED: "its samples' clock stepped back (their times are out of order)",
+    NO_POWER: "it read 0 W throughout: a device draws power, a sensor that stood still does not",
+    NEGATIVE: "it gave negative power readings (counted as unanswered)",
+}
+# Sensors that may read 0 W for good (an unpopulated rail of hwmon): a
+# channel of theirs that reads 0 W is not refused (a total of 0 W is, jpwr.aggregate)
+MAY_READ_ZERO = ("hwmon",)
+
+
+def refusal(*words: str) -> str:
+    """The refused column's value: the reasons, '+'-joined ('' for none)."""
+    return "+".join(w for w in dict.fromkeys(words) if w)
+
+
+def counter_refusal(counter_wh: float, integrated_wh: float) -> str:
+    """Why a counter's difference cannot be the figure ('' where it can):
+    it went down, or it did not move while the samples show power drawn."""
+    if counter_wh < 0:
+        return BACKWARDS
+    if counter_wh == 0 and not integrated_wh <= 0:  # NaN: no samples to say otherwise
+        return STOOD_STILL
+    return ""
 
 
 def trapezoid(times: np.ndarray, watts: np.ndarray) -> tuple[float, float]:
@@ -75,6 +114,9 @@ def channel_energy(times: np.ndarray, watts: np.ndarray, span: tuple[float, floa
     sample and from the last sample to the run's end where those samples
     answered, and with fewer than two answered samples the one reading is
     held over the whole span."""
+    negative = watts < 0
+    if negative.any():
+        watts = np.where(negative, np.nan, watts)
     joules, covered = trapezoid(times, watts)
     answered = np.isfinite(watts)
     basis = INTEGRATED
@@ -104,17 +146,32 @@ def channel_energy(times: np.ndarray, watts: np.ndarray, span: tuple[float, floa
         "t_end": float(end),
         "basis": basis,
         "integrated_wh": energy_wh,
+        "refused": NEGATIVE if negative.any() else "",
     }
 
 
+def _refuse(row: dict, why: str) -> dict:
+    """The row with no figure, and why."""
+    return {**row, "energy_wh": np.nan, "integrated_wh": np.nan, "mean_w": np.nan,
+            "refused": refusal(row["refused"], why)}
+
+
 def energy_table(power: pd.DataFrame, span: tuple[float, float] | None = None) -> pd.DataFrame:
-    """One row per channel of a long power table (POWER_COLUMNS)."""
+    """One row per channel of a long power table (POWER_COLUMNS), whose
+    samples are in the order they were taken (as jpwr writes them)."""
     rows = []
     for key, samples in power.groupby(CHANNEL_KEY, sort=False):
+        taken = samples["time"].to_numpy(float)
+        stepped = bool((np.diff(taken) < 0).any())
         samples = samples.sort_values("time", kind="stable")
-        rows.append(dict(zip(CHANNEL_KEY, key)) | {"scope": scope_of(key[0], key[1])} | channel_energy(
-            samples["time"].to_numpy(float), samples["power_w"].to_numpy(float), span))
-    table = pd.DataFrame(rows, columns=[*ENERGY_COLUMNS, "scope", "basis", "integrated_wh"])
+        row = dict(zip(CHANNEL_KEY, key)) | {"scope": scope_of(key[0], key[1])} | channel_energy(
+            samples["time"].to_numpy(float), samples["power_w"].to_numpy(float), span)
+        if stepped:  # the intervals between samples are not known: no integral is whole
+            row = _refuse(row, CLOCK_STEPPED)
+        elif row["energy_wh"] == 0 and key[0] not in MAY_READ_ZERO:
+            row = _refuse(row, NO_POWER)
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=[*ENERGY_COLUMNS, "scope", "basis", "integrated_wh", "refused"])
     table["counter_wh"] = np.nan
     table["counter_vs_integrated_pct"] = np.nan
     return table[[*ENERGY_COLUMNS, *COUNTER_COLUMNS]]
@@ -123,7 +180,9 @@ def energy_table(power: pd.DataFrame, span: tuple[float, float] | None = None) -
 def counter_first(table: pd.DataFrame, counters: dict[tuple[str, str], float]) -> pd.DataFrame:
     """Puts each hardware counter's figure (Wh, keyed by method and device,
     of the same scope as the channel) in place of the integral, which stays
-    beside it with the difference in per cent."""
+    beside it with the difference in per cent. A counter that went
+    backwards or stood still while power was drawn is kept beside the
+    integral, which stays the figure, and the row says why."""
     table = table.copy()
     for i, row in table.iterrows():
         counter_wh = counters.get((row["method"], row["device"]), np.nan)
@@ -131,6 +190,10 @@ def counter_first(table: pd.DataFrame, counters: dict[tuple[str, str], float]) -
             continue
         integrated = row["integrated_wh"]
         table.loc[i, "counter_wh"] = counter_wh
+        refused = counter_refusal(counter_wh, integrated)
+        if refused:
+            table.loc[i, "refused"] = refusal(row["refused"], refused)
+            continue
         table.loc[i, "counter_vs_integrated_pct"] = (
             100 * (integrated - counter_wh) / counter_wh if counter_wh else np.nan)
         table.loc[i, "energy_wh"] = counter_wh
@@ -153,4 +216,7 @@ def complete_energy_columns(table: pd.DataFrame) -> pd.DataFrame:
     for column in ("counter_wh", "counter_vs_integrated_pct"):
         if column not in table:
             table[column] = np.nan
+    if "refused" not in table:
+        table["refused"] = ""
+    table["refused"] = [text if isinstance(text, str) else "" for text in table["refused"]]
     return table

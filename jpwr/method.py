@@ -67,6 +67,11 @@ class Method:
         channel and NaN where a channel has none; None for methods without."""
         return None
 
+    def refusals(self) -> list[str]:
+        """Per channel, why its counter gives no figure for the run (a word
+        of jpwr.energy.REFUSALS), '' where nothing is known against it."""
+        return [""] * len(self.channels)
+
     def describe(self) -> dict:
         """Settings worth keeping next to the data (e.g. an estimate's model)."""
         return {}

@@ -60,6 +60,15 @@ class Sampler:
         self._complained: set[str] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jpwr-sampler", daemon=True)
+        # Wall-clock times for the files (comparable across nodes), taken
+        # from the monotonic clock so that a clock step (NTP, an operator's
+        # date) cannot bend a run: the samples, the run's edges and its
+        # windows all read now()
+        self._to_wall = time.time() - time.monotonic()
+
+    def now(self) -> float:
+        """Seconds since the epoch, on the run's one clock."""
+        return time.monotonic() + self._to_wall
 
     def start(self) -> None:
         # The references (a counter-based method's first reading, the energy
@@ -79,9 +88,7 @@ class Sampler:
 
     def _run(self) -> None:
         _yield_to_the_application()
-        # Wall-clock times for the files (comparable across nodes), taken
-        # from the monotonic clock so that a clock step cannot bend a run.
-        to_wall = time.time() - time.monotonic()
+        to_wall = self._to_wall
         t0 = time.monotonic() + PRIME_S
         self._stop.wait(PRIME_S)
         k = 0

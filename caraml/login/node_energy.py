@@ -55,8 +55,16 @@ BEGUN, MEASURED, NONE, FAILED = "begun", "measured", "none", "failed"
 # what the reader adds: no file, a file it cannot read, a job that never read its end
 MISSING, UNREADABLE, INCOMPLETE = "missing", "unreadable", "incomplete"
 TIMEOUT_S = 60
-# Slurm's "no value" (NO_VAL64) and anything near it is no reading
-NO_READING = 2**63
+# Slurm's "no value" (NO_VAL64) and its "infinite" (INFINITE64); below them,
+# from 2**63 on, a sum that went below 0 and wrapped: Slurm's plugin adds each
+# node's consumption as an unsigned difference from the step's start, so a
+# node meter that restarts during the step wraps it (18446744073704501248 is
+# -5050368 J)
+NO_VAL64, INFINITE64 = 2**64 - 2, 2**64 - 1
+WRAPPED = 2**63
+# seconds the wall clock may differ from the monotonic one over a job before
+# it counts as stepped (NTP slews far less)
+CLOCK_STEP_S = 1.0
 
 
 class NoReading(RuntimeError):
@@ -94,22 +102,36 @@ def energy_plugins(config_text: str) -> tuple[list[str], str]:
             values.get("JobAcctGatherType", "(null)"))
 
 
+def _boot_id() -> str:
+    """This boot's id: the monotonic clock counts from the boot it names."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
 def step_reading(step: str) -> dict:
     """The step's consumed energy so far, summed over its nodes, and when
-    (the middle of the call: the plugin reads the meter while sstat asks).
-    A node whose meter gave nothing leaves the whole step without a value."""
-    asked = time.time()
+    (the middle of the call: the plugin reads the meter while sstat asks),
+    on the wall clock and on this node's monotonic one, which no clock
+    step moves. A node whose meter gave nothing leaves the whole step
+    without a value; one whose meter restarted, a wrapped one."""
+    asked, asked_mono = time.time(), time.monotonic()
     out, said = _slurm("sstat", "--noheader", "--parsable2", "--jobs", step,
                        "--format", "ConsumedEnergyRaw")
-    answered = time.time()
+    answered, answered_mono = time.time(), time.monotonic()
     text = out.strip().splitlines()[0].strip() if out.strip() else ""
     if not text and "not found" in said:
         raise NoStep(f"sstat finds no step {step} ({said})")
-    if not text.isdigit() or int(text) >= NO_READING:
+    if text.isdigit() and WRAPPED <= int(text) < NO_VAL64:
+        raise NoReading(f"step {step}'s energy went below 0 and Slurm's unsigned sum wrapped "
+                        f"({text!r}, {int(text) - 2**64} J): its meter restarted")
+    if not text.isdigit() or int(text) >= WRAPPED:
         why = said or ("an empty value: Slurm's plugin read no meter on the step's nodes"
                        if not text else f"{text!r}")
         raise NoReading(f"sstat gives no energy for step {step} ({why})")
-    return {"unix": (asked + answered) / 2, "joules": int(text)}
+    return {"unix": (asked + answered) / 2, "monotonic": (asked_mono + answered_mono) / 2,
+            "boot_id": _boot_id(), "joules": int(text)}
 
 
 def _declaration(declared: str, plugins: list[str]) -> list[str]:
@@ -169,14 +191,34 @@ def end(record: dict) -> dict:
         reading = step_reading(record["step"])
     except NoReading as err:
         return {**record, "state": FAILED, "reason": f"no node energy at the job's end: {err}"}
-    spent = reading["joules"] - record["begin"]["joules"]
+    first = record["begin"]
+    spent = reading["joules"] - first["joules"]
     if spent < 0:
         return {**record, "state": FAILED, "reason": f"step {record['step']}'s energy went down "
-                f"({record['begin']['joules']} J -> {reading['joules']} J): its meter restarted"}
-    duration = reading["unix"] - record["begin"]["unix"]
+                f"({first['joules']} J -> {reading['joules']} J): its meter restarted"}
+    duration, notes = _duration(first, reading)
+    record = {**record, "notes": [*record.get("notes", []), *notes]}
+    if spent == 0:
+        return {**record, "state": FAILED, "reason": f"step {record['step']}'s energy stood still "
+                f"(0 J over {duration:.0f} s of the job): its meter gave Slurm no new reading"}
     return {**record, "state": MEASURED, "end": reading, "duration_s": duration,
             "energy_j": spent, "energy_wh": spent / 3600,
             "mean_w": spent / duration if duration > 0 else None}
+
+
+def _duration(first: dict, last: dict) -> tuple[float, list[str]]:
+    """Seconds between two readings, and a note where the wall clock stepped
+    between them: then the monotonic clock's (both read on one boot of the
+    node the job script runs on), which no step moves."""
+    wall = last["unix"] - first["unix"]
+    same_boot = first.get("boot_id") and first.get("boot_id") == last.get("boot_id")
+    if not same_boot or "monotonic" not in first or "monotonic" not in last:
+        return wall, []
+    steady = last["monotonic"] - first["monotonic"]
+    if abs(wall - steady) <= CLOCK_STEP_S:
+        return wall, []
+    return steady, [f"the wall clock stepped by {wall - steady:+.0f} s during the job: the window's "
+                    f"{steady:.0f} s are the monotonic clock's"]
 
 
 def write(path: Path, record: dict) -> None:

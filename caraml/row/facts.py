@@ -157,8 +157,16 @@ def energy(jpwr_text: str, facts: Facts) -> dict:
                energy_by_scope=by_scope,
                energy_by_node={k: _num(v) for k, v in kv(_last(jpwr_text, "jpwr-hosts:")).items()},
                counter_vs_integrated_pct=_num(s.get("counter_vs_integrated_pct")),
-               **accelerator_share(by_scope))
+               energy_refused=refused(jpwr_text), **accelerator_share(by_scope))
     return headline(out, window)
+
+
+def refused(jpwr_text: str) -> tuple[str, ...]:
+    """The channels whose figure jpwr refused (a counter that went
+    backwards or stood still, a clock that stepped, a sensor at 0 W), one
+    word each: host/method/device:why:its-figure-now (the integral's basis, or none)."""
+    return tuple(f"{r.get('host')}/{r.get('method')}/{r.get('device')}:{r.get('why')}:{r.get('figure')}"
+                 for r in kv_lines(jpwr_text, "jpwr-refused:") if r.get("counted") == "yes")
 
 
 # The scopes of jpwr's that count the accelerators alone, the first found
@@ -206,8 +214,9 @@ def _last(text: str, prefix: str) -> str:
 
 def energy_flags(fields: dict) -> list[str]:
     """The flags of a measured row's energy, one word each: a run whose
-    figure is not whole (with the share its samples cover) and scopes that
-    differ between hosts."""
+    figure is not whole (with the share its samples cover), scopes that
+    differ between hosts, and each counted channel whose figure jpwr
+    refused (which, why, and what its figure is now)."""
     out = []
     if not fields["energy_complete_run"]:
         covered = fields["energy_covered_pct"]
@@ -215,4 +224,5 @@ def energy_flags(fields: dict) -> list[str]:
         out.append(f"energy-incomplete(covers-{share}-of-the-run-window)")
     if "+" in (fields.get("energy_scope") or ""):
         out.append("energy-scopes-differ-between-hosts")
+    out += [f"energy-refused({word})" for word in fields.get("energy_refused", ())]
     return out

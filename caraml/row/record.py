@@ -117,6 +117,9 @@ class Row:
     energy_by_scope: dict[str, float] = field(default_factory=dict)
     energy_by_node: dict[str, float] = field(default_factory=dict)
     counter_vs_integrated_pct: float | None = None
+    # the counted channels whose figure jpwr refused (jpwr/energy.py REFUSALS):
+    # host/method/device:why:its figure now (the integral's basis, or none)
+    energy_refused: tuple[str, ...] = ()
     # the nodes' energy from the centre's meter, as Slurm's energy accounting
     # read it (caraml/login/node_energy.py): its own figure beside jpwr's,
     # never added to it. Its state (measured, none, failed, missing,

@@ -2,7 +2,12 @@
 core, uncore, dram, psys. energy_uj is a counter that wraps at
 max_energy_range_uj; power is the counter's increase over the time since the
 previous sample. intel-rapl-mmio:* zones repeat the package zone through
-another interface and are left out so that nothing is read twice."""
+another interface and are left out so that nothing is read twice.
+
+A counter that goes down has wrapped where the increase that makes is one
+a CPU can draw in the time (under WRAP_LIMIT_W); else it was reset (a
+reset reads as hundreds of kJ within one sample): that interval has no
+power, and the counter no figure for the run."""
 
 from __future__ import annotations
 
@@ -10,9 +15,13 @@ import math
 import threading
 import time
 
+from jpwr.energy import BACKWARDS
 from jpwr.method import Channel, Method, MethodUnavailable
 from jpwr.notice import one_line
 from jpwr.sysfs import natural_key, read_int, read_text, sysfs_root
+
+# far above what any RAPL zone draws (a whole server's psys: a few kW)
+WRAP_LIMIT_W = 10_000.0
 
 
 class RaplZone:
@@ -22,6 +31,7 @@ class RaplZone:
         self.energy_path = energy_path
         self.max_range_uj = max_range_uj
         self.total_uj = 0
+        self.went_back = False
         self._last_uj: int | None = None
         self._last_t = 0.0
         # Windows read the counter from the application's thread while the
@@ -31,14 +41,30 @@ class RaplZone:
     def reset(self, now: float) -> None:
         self._last_uj = read_int(self.energy_path)
         self._last_t = now
+        self.went_back = False
 
-    def live_total_uj(self) -> int:
-        """The counter's increase so far, up to this moment."""
+    def _increase(self, value: int, last: int, now: float | None = None) -> int:
+        """The counter's increase from `last` (read at _last_t) to `value`
+        (read `now`), across a wrap; ValueError for a counter that went backwards."""
+        step = value - last
+        if step >= 0:
+            return step
+        seconds = (time.monotonic() if now is None else now) - self._last_t
+        if (step + self.max_range_uj) * 1e-6 <= WRAP_LIMIT_W * max(seconds, 1e-3):
+            return step + self.max_range_uj
+        raise ValueError(f"its energy counter went backwards ({last} -> {value} uJ): it was reset")
+
+    def live_total_uj(self) -> float:
+        """The counter's increase so far, up to this moment (NaN once it went backwards)."""
         with self._lock:
+            if self.went_back:
+                return math.nan
             if self._last_uj is None:
                 return self.total_uj
-            step = read_int(self.energy_path) - self._last_uj
-            return self.total_uj + (step + self.max_range_uj if step < 0 else step)
+            try:
+                return self.total_uj + self._increase(read_int(self.energy_path), self._last_uj)
+            except ValueError:
+                return math.nan
 
     def advance(self, now: float) -> float:
         """Average power in W since the previous call (NaN on the first)."""
@@ -50,13 +76,16 @@ class RaplZone:
         if self._last_uj is None:
             self._last_uj, self._last_t = value, now
             return math.nan
-        step = value - self._last_uj
-        if step < 0:
-            step += self.max_range_uj
-        watts = step * 1e-6 / (now - self._last_t)
+        last, then = self._last_uj, self._last_t
+        try:
+            step = self._increase(value, last, now)
+        except ValueError:
+            self.went_back = True  # the total no longer spans the run
+            raise
+        finally:
+            self._last_uj, self._last_t = value, now
         self.total_uj += step
-        self._last_uj, self._last_t = value, now
-        return watts
+        return step * 1e-6 / (now - then)
 
 
 def _zone_name(zone) -> str:
@@ -106,6 +135,9 @@ class RaplPower(Method):
     def energy_j(self) -> list[float]:
         return [self._value(i, lambda z=zone: z.live_total_uj() * 1e-6)
                 for i, zone in enumerate(self._zones)]
+
+    def refusals(self) -> list[str]:
+        return [BACKWARDS if zone.went_back else "" for zone in self._zones]
 
 
 power = RaplPower

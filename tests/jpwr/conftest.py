@@ -7,15 +7,12 @@ from __future__ import annotations
 import sys
 
 import pytest
-from jpwr_fakes import VENDOR_MODULES, FakeProcStat, FakeSysfs, SyntheticPower, wait_for
+from jpwr_fakes import FakeProcStat, FakeSysfs, SyntheticPower, fake_sysfs, wait_for, without_vendor_libraries
 
 
 @pytest.fixture
 def sysfs(tmp_path, monkeypatch) -> FakeSysfs:
-    root = tmp_path / "sys"
-    root.mkdir()
-    monkeypatch.setenv("JPWR_SYSFS_ROOT", str(root))
-    return FakeSysfs(root)
+    return fake_sysfs(tmp_path, monkeypatch)
 
 
 @pytest.fixture
@@ -32,11 +29,7 @@ def proc_stat(tmp_path, monkeypatch) -> FakeProcStat:
 def no_vendor_libraries(monkeypatch):
     """As on a node without accelerators, even where the test machine has
     some of the bindings installed."""
-    for name in VENDOR_MODULES:
-        monkeypatch.setitem(sys.modules, name, None)
-    for variable in ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
-                     "RANK", "SLURM_PROCID"):
-        monkeypatch.delenv(variable, raising=False)
+    without_vendor_libraries(monkeypatch)
 
 
 @pytest.fixture

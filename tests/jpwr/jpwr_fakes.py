@@ -3,6 +3,7 @@ directory and vendor bindings that stand in for the real modules."""
 
 from __future__ import annotations
 
+import sys
 import time
 import types
 from pathlib import Path
@@ -47,6 +48,24 @@ class FakeSysfs:
         self.write(directory / "name", name)
         self.write(directory / "max_energy_range_uj", max_range_uj)
         return self.write(directory / "energy_uj", energy_uj)
+
+
+def fake_sysfs(tmp_path: Path, monkeypatch) -> FakeSysfs:
+    """An empty sysfs tree that jpwr reads (JPWR_SYSFS_ROOT) for this test."""
+    root = tmp_path / "sys"
+    root.mkdir()
+    monkeypatch.setenv("JPWR_SYSFS_ROOT", str(root))
+    return FakeSysfs(root)
+
+
+def without_vendor_libraries(monkeypatch) -> None:
+    """As on a node without accelerators, even where the test machine has
+    some of the bindings installed."""
+    for name in VENDOR_MODULES:
+        monkeypatch.setitem(sys.modules, name, None)
+    for variable in ("CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES",
+                     "RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(variable, raising=False)
 
 
 class FakeProcStat:
