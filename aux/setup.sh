@@ -169,10 +169,67 @@ PY
         die "the wheelhouse $CARAML_WHEELHOUSE holds no torch and this node has no working one: refill it on a connected machine with 'python3 aux/wheelhouse.py DIR --with-torch', or load the node's torch (module, container) and run again with CARAML_SYSTEM_TORCH=1 after deleting $VENV"
     }
 
+    # The checkout whose suite the venv holds (its editable install), or
+    # nothing for a venv without the suite. Isolated (-I): this shell's
+    # PYTHONPATH may name another checkout.
+    venv_checkout() {
+        "$VENV/bin/python" -I - <<'PY' 2>/dev/null || true
+import json
+from importlib import metadata
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+try:
+    url = json.loads(metadata.distribution("caraml").read_text("direct_url.json") or "{}").get("url", "")
+except (metadata.PackageNotFoundError, ValueError):
+    url = ""
+print(Path(unquote(urlparse(url).path)).resolve() if url.startswith("file:") else "")
+PY
+    }
+
+    # The lock's layers the venv holds, with those CARAML_EXTRAS asks for on
+    # top, kept like the rest (the venv's order; aux/lock.py puts them in the
+    # lock's). A venv made before the lock had layers: its torch as it was,
+    # the main layer.
+    venv_extras() {
+        local extras asked=() extra
+        extras="$(cat "$VENV/.caraml-extras" 2>/dev/null || true)"
+        if ! grep -qE '(^|,)main(,|$)' <<<"$extras"; then
+            if grep -q '^include-system-site-packages = true' "$VENV/pyvenv.cfg"; then
+                extras="main$(vendor_layer)"
+            else
+                extras="torch,main$(vendor_layer)"
+            fi
+        fi
+        # (h5: jpwr's HDF5 files; reframe: the ReFrame checks; test: the tests)
+        IFS=, read -ra asked <<<"${CARAML_EXTRAS:-}"
+        for extra in ${asked[@]+"${asked[@]}"}; do
+            [[ "$extra" =~ ^[a-z0-9_-]+$ && -f "$LOCK_DIR/$extra.txt" ]] \
+                || die "CARAML_EXTRAS=$CARAML_EXTRAS: '$extra' is no layer of the lock aux/lock/ ($(cd "$LOCK_DIR" && ls -- *.txt | sed 's/\.txt$//' | paste -sd, -))"
+            [[ ",$extras," == *",$extra,"* ]] || extras="$extras,$extra"
+        done
+        echo "$extras"
+    }
+
+    # The stamp of what the venv must hold: pyproject.toml, the lock's files
+    # of its layers (in the lock's order, each with its bases: aux/lock.py), the layers
+    venv_stamp() {
+        local extras=$1 layers want lock_files=() asked=() extra
+        layers="$(python_of_lock layers "${extras#torch,}")" || { echo "$layers"; return 1; }
+        IFS=, read -ra asked <<<"$layers"
+        for extra in "${asked[@]}"; do lock_files+=("$LOCK_DIR/$extra.txt"); done
+        want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" "${lock_files[@]}" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
+        echo "$want $layers"
+    }
+
     # What the venv is made of (its torch, the lock's layers) is decided
     # once, where it is created, and kept in it: the login node that
     # prepares data and combines energy files shares it with GPU nodes whose
-    # view (a GPU) it lacks. Delete the venv to decide again.
+    # view (a GPU) it lacks. Delete the venv to decide again. A venv another
+    # checkout made (CARAML_VENV) is used as it is where it holds what this
+    # checkout needs (each job runs this checkout's code, PYTHONPATH first),
+    # and never changed: re-installing the suite from here would make every
+    # other user of that environment run this checkout's code.
     ensure_venv() {
         local extras_file="$VENV/.caraml-extras"
         [ -n "${CARAML_WHEELHOUSE:-}" ] && [ ! -d "$CARAML_WHEELHOUSE" ] \
@@ -189,33 +246,21 @@ PY
             [ ${#flags[@]} -eq 0 ] || see_the_parent_venv "$py"
             echo "$extras" >"$extras_file"
         fi
-        # a venv made before the lock had layers: its torch as it was, the main layer
-        if [ ! -f "$extras_file" ] || ! grep -qE '(^|,)main(,|$)' "$extras_file"; then
-            if grep -q '^include-system-site-packages = true' "$VENV/pyvenv.cfg"; then
-                echo "main$(vendor_layer)" >"$extras_file"
-            else
-                echo "torch,main$(vendor_layer)" >"$extras_file"
+        local extras stamp="" owner here
+        extras="$(venv_extras)"
+        owner="$(venv_checkout)"
+        here="$(cd "$CARAML_ROOT" && pwd -P)"
+        if [ -n "$owner" ] && [ "$owner" != "$here" ]; then
+            if [ "$extras" = "$(cat "$extras_file" 2>/dev/null)" ] && stamp="$(venv_stamp "$extras")" \
+                && [ "$(cat "$STAMP" 2>/dev/null)" = "${stamp%% *}" ]; then
+                return 0
             fi
+            die "$VENV is the environment of the checkout $owner and would have to change for this checkout $here (its suite, its lock's layers [$extras]); it is left as it is: run from $owner, or unset CARAML_VENV so that this checkout makes its own ($here/.venv), or set CARAML_VENV to a new folder"
         fi
-        # layers asked for on top (CARAML_EXTRAS=reframe: the ReFrame checks;
-        # h5: jpwr's HDF5 files; test: the tests), kept like the rest (the
-        # venv's order; aux/lock.py puts them in the lock's)
-        local asked=() extra
-        IFS=, read -ra asked <<<"${CARAML_EXTRAS:-}"
-        for extra in ${asked[@]+"${asked[@]}"}; do
-            [[ "$extra" =~ ^[a-z0-9_-]+$ && -f "$LOCK_DIR/$extra.txt" ]] \
-                || die "CARAML_EXTRAS=$CARAML_EXTRAS: '$extra' is no layer of the lock aux/lock/ ($(cd "$LOCK_DIR" && ls -- *.txt | sed 's/\.txt$//' | paste -sd, -))"
-            [[ ",$(cat "$extras_file")," == *",$extra,"* ]] || echo "$(cat "$extras_file"),$extra" >"$extras_file"
-        done
-        local extras layers mode=system
-        extras="$(cat "$extras_file")"
+        echo "$extras" >"$extras_file"
+        stamp="$(venv_stamp "$extras")" || die "the lock's layers could not be read: $stamp"
+        local want="${stamp%% *}" layers="${stamp#* }" mode=system
         [[ "$extras" == torch,* ]] && mode=pinned
-        # the layers in the lock's order, each with its bases (aux/lock.py)
-        layers="$(python_of_lock layers "${extras#torch,}")" || die "the lock's layers could not be read: $layers"
-        local want lock_files=()
-        IFS=, read -ra asked <<<"$layers"
-        for extra in "${asked[@]}"; do lock_files+=("$LOCK_DIR/$extra.txt"); done
-        want="$( (sha256sum "$CARAML_ROOT/pyproject.toml" "${lock_files[@]}" | cut -d' ' -f1; echo "$extras") | sha256sum | cut -d' ' -f1)"
         if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then return; fi
         say "installing the suite [$extras] into $VENV from the lock's layers $layers${CARAML_WHEELHOUSE:+ (files from $CARAML_WHEELHOUSE)}$([ "$mode" = pinned ] && echo " (the standard torch build is several GB on first install)")"
         [ "$mode" = system ] || check_wheelhouse_torch
