@@ -1,12 +1,19 @@
 """A comparison (caraml/compare/comparison.py) written out: its CSV files,
 the charts, a markdown file per benchmark and the self-contained
-report.html, and the lines caraml-compare prints."""
+report.html, and the lines caraml-compare prints. Every file is written
+new in a private folder and renamed into OUT: a link placed in OUT is
+replaced, never written through, and a reader never sees half a file."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import os
+import shutil
+import signal
+import sys
+import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -144,14 +151,40 @@ def _timelines(table: pd.DataFrame, out: Path) -> list[Path]:
     if workers < 2:
         drawn = [_timeline(job) for job in jobs]
     else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
+        with ProcessPoolExecutor(max_workers=workers, initializer=_end_with_parent,
+                                 initargs=(os.getpid(),)) as pool:
             drawn = list(pool.map(_timeline, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
     return [path for path in drawn if path is not None]
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _end_with_parent(parent: int) -> None:
+    """A drawing worker ends with caraml-compare, whatever ends it (a
+    SIGKILL too, which leaves no code of the parent to stop its pool):
+    the kernel kills it then (Linux); one whose parent is gone already ends."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def write(c: Comparison, out: Path) -> int:
-    """Every file of the comparison into OUT; the number of charts."""
+    """Every file of the comparison into OUT, each made new and renamed
+    into place; the number of charts."""
     out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".caraml-compare-", dir=out))
+    try:
+        charts = _write(c, staging)
+        for made in sorted(staging.iterdir()):
+            os.replace(made, out / made.name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return charts
+
+
+def _write(c: Comparison, out: Path) -> int:
     _csv_files(c, out)
     record = decision_record(c)
     (out / "decision.json").write_text(json.dumps(record, indent=1) + "\n")
