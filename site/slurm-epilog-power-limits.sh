@@ -3,8 +3,9 @@
 # every scope it reports (the GPU's own; a GH200 superchip's module; an AMD
 # GPU's cap), read again (caraml/node/power_guard.py, `reset`). slurmd runs it as
 # root after each job on each of the job's nodes; where a limit does not go
-# back it exits 1, and Slurm drains the node rather than hand a capped GPU
-# to the next job. How a centre installs it: docs/power_limits.md.
+# back, or the node has GPUs whose limits cannot be read (no vendor binding
+# for its Python), it exits 1, and Slurm drains the node rather than hand a
+# capped GPU to the next job. How a centre installs it: docs/power_limits.md.
 #
 # It runs the checkout it lies in, with CARAML_EPILOG_PYTHON where that is
 # set, else python3 on slurmd's PATH: a Python that has nvidia-ml-py (or

@@ -32,7 +32,9 @@ after S seconds says which are not and lets the job go on.
 `reset` is the Slurm epilog's (site/slurm-epilog-power-limits.sh): it sets
 every GPU of the node, at every scope it reports, to its default limit,
 reads it again and exits 1 where one did not take (Slurm then drains the
-node).
+node), and where the node's PCI bus lists GPUs whose limits no library can
+read (the vendor's Python binding missing for the epilog's Python, a
+broken driver): a limit a job left could not be put back.
 
 Standard library only but for the vendor binding each GPU needs (jpwr's
 device layer): the job script's python3 runs `wait`."""
@@ -58,7 +60,17 @@ from caraml.power_limit import GUARD_FOUND as FOUND  # noqa: E402
 from caraml.power_limit import GUARD_READY as READY  # noqa: E402
 from caraml.power_limit import GUARD_RESTORED as RESTORED  # noqa: E402
 from caraml.power_limit import line_watts  # noqa: E402
-from jpwr.gpu.power_limit import GPU, MODULE, TOLERANCE_W, PowerLimitError, open_library, put_back, read  # noqa: E402
+from jpwr.gpu.power_limit import (  # noqa: E402
+    GPU,
+    MODULE,
+    TOLERANCE_W,
+    PowerLimitError,
+    gpus_present,
+    open_library,
+    put_back,
+    read,
+)
+from jpwr.notice import one_line  # noqa: E402
 
 # the epilog's line (site/slurm-epilog-power-limits.sh)
 RESET = "power reset"
@@ -213,7 +225,17 @@ def reset() -> int:
     try:
         lib = open_library()
     except PowerLimitError as err:
-        report.emit(RESET, host=host, devices=0, why=report.word(str(err)[:120]))
+        # GPUs whose limits cannot be read may be left capped by the job:
+        # the epilog fails and Slurm drains the node; a node without GPUs is fine
+        present = gpus_present()
+        report.emit(RESET, host=host, devices=len(present), why=report.word(str(err)[:120]),
+                    reset="no" if present else "none")
+        if present:
+            report.error(f"{len(present)} GPUs on {host} ({', '.join(present)}) but their power limits "
+                         f"cannot be read ({one_line(str(err))}): a limit a job left cannot be put back; "
+                         "install the vendor's Python binding (nvidia-ml-py, or ROCm's amdsmi) for "
+                         "CARAML_EPILOG_PYTHON and resume the node")
+            return 1
         return 0
     failed = 0
     try:

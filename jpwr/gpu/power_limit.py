@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from jpwr.gpu.visible import cuda_order, hip_variables, hip_visible, restrict
 from jpwr.method import MethodUnavailable, import_binding
 from jpwr.notice import one_line, say
+from jpwr.sysfs import sysfs_root
 
 # The signals that end a process by default and that a job meets: scancel
 # and the time limit (TERM), the time-limit warning (USR1, aux/job.sh.in),
@@ -300,6 +301,27 @@ def _opened(name: str, reasons: list[str]):
 
 def _none_here(reasons: list[str]) -> PowerLimitError:
     return PowerLimitError("no GPU whose power limit can be set here (" + "; ".join(reasons) + ")")
+
+
+# PCI vendors whose display controllers (class 0x03xxxx) the libraries above
+# reach: NVIDIA's through NVML, AMD's through amdsmi
+GPU_VENDORS = {"0x10de": "NVIDIA", "0x1002": "AMD"}
+
+
+def gpus_present() -> list[str]:
+    """The node's NVIDIA and AMD GPUs as its PCI bus lists them (sysfs, so
+    a node whose vendor library is missing or broken still shows them):
+    'NVIDIA 0000:41:00.0', ..."""
+    found = []
+    for device in sorted((sysfs_root() / "bus" / "pci" / "devices").glob("*")):
+        try:
+            vendor = (device / "vendor").read_text().strip().lower()
+            kind = (device / "class").read_text().strip().lower()
+        except OSError:
+            continue
+        if vendor in GPU_VENDORS and kind.startswith("0x03"):
+            found.append(f"{GPU_VENDORS[vendor]} {device.name}")
+    return found
 
 
 def open_library(library: str = "auto"):
