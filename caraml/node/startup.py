@@ -9,13 +9,19 @@ others' before the process group is made; then each says it has joined the
 group and waits for all others' before the first collective. Past the
 deadline every rank that came raises StartupTimeout, whose one line names
 the ranks that did not come and, where another rank of their node came,
-the node."""
+the node. A rank that did not come but runs on this node (stopped, stuck
+in an import) is ended there and then by the ranks that came: the
+launcher would give it its own grace first (torchrun's 30 s, for a
+process that a stop keeps from ever taking its TERM), and the job would
+end that long after the deadline."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 from datetime import timedelta
+from pathlib import Path
 
 import torch.distributed as tdist
 
@@ -54,7 +60,9 @@ def meet(kv: tdist.Store, stage: str, rank: int, world: int, local_world: int,
     try:
         kv.wait(keys, timedelta(seconds=timeout_s))
     except (RuntimeError, tdist.DistError):  # the store's timeout
-        raise StartupTimeout(absent(kv, keys, local_world, timeout_s, what)) from None
+        said = absent(kv, keys, local_world, timeout_s, what)
+        end_here({r for r, key in enumerate(keys) if not kv.check([key])})
+        raise StartupTimeout(said) from None
 
 
 def absent(kv: tdist.Store, keys: list[str], local_world: int, timeout_s: float, what: str) -> str:
@@ -72,3 +80,40 @@ def absent(kv: tdist.Store, keys: list[str], local_world: int, timeout_s: float,
     return (f"{' and '.join(named) or 'a rank'} of {len(keys)} did not {what} within "
             f"{timeout_s:g} s (--startup-timeout-s): stopped or stuck or gone (or its node never "
             f"started it); the ranks that came stop here")
+
+
+# the variables that give a launched process its global rank: torchrun's, Slurm's task's
+RANK_VARIABLES = (b"RANK=", b"SLURM_PROCID=")
+
+
+def _rank_of(pid: int) -> int | None:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # gone, or another user's
+        return None
+    for prefix in RANK_VARIABLES:
+        found = next((entry[len(prefix):] for entry in environ if entry.startswith(prefix)), None)
+        if found is not None and found.isdigit():
+            return int(found)
+    return None
+
+
+def end_here(missing: set[int]) -> list[int]:
+    """Kills the processes of the ranks in `missing` that the launcher of
+    this one started on this node (this process's siblings); their pids.
+    SIGKILL: a stopped process keeps a TERM pending for ever, a stuck one
+    may never act on it."""
+    killed = []
+    for task in Path(f"/proc/{os.getppid()}/task").glob("*"):
+        try:
+            siblings = [int(pid) for pid in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for pid in siblings:
+            if pid != os.getpid() and _rank_of(pid) in missing:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except OSError:
+                    pass  # gone since, or not ours
+    return killed
