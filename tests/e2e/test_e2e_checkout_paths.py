@@ -129,26 +129,41 @@ def test_a_path_jube_cannot_run_is_refused_before_jube_starts(tmp_path, char, co
     assert not commands_ran(tmp_path) and not (checkout / ".venv").exists()
 
 
-@pytest.mark.parametrize("script, outpath, tags", [JUBE_RUNS[0], JUBE_RUNS[2]])
-def test_jube_run_from_a_path_with_a_double_quote_fails_its_rows_naming_it(tmp_path, script, outpath, tags):
+# a path each script's first step refuses, and its row's cause: a " ends JUBE's
+# own double quotes; at a comma JUBE splits a value, but the parameters that
+# hold a path split at none a path can hold (platform.xml), so the check sees it whole
+FIRST_STEP_REFUSES = {
+    'a"b': ("'\"'", "which JUBE puts into a double-quoted shell line (it would end the quotes, expand or "
+                   "run a command); move the checkout to a path without \" $ ` \\ or line breaks"),
+    "a,b": ("','", "at which JUBE splits a value (the path would become two); move the checkout to a path "
+                   "without commas"),
+}
+
+
+@pytest.mark.parametrize("folder", list(FIRST_STEP_REFUSES))
+@pytest.mark.parametrize("script, outpath, tags, configurations", [(*JUBE_RUNS[0], 1), (*JUBE_RUNS[2], 2)])
+def test_jube_run_from_a_path_it_cannot_run_fails_each_row_naming_it(tmp_path, script, outpath, tags,
+                                                                    configurations, folder):
     """JUBE's own line for a step (`<command> && env > "<work dir>/..."`) does
     not parse with a " in the path; the path check runs on the step's first
-    line all the same, and every row fails naming the character."""
+    line all the same, and each configuration's one row fails naming the
+    character (not a row for each piece of a path split at a comma)."""
     from caraml.row.run import rows_of_run
 
-    checkout = copy_tree(tmp_path / 'a"b' / "repo")
+    checkout = copy_tree(tmp_path / folder / "repo")
     env = {**os.environ, "CARAML_VENV": str(ROOT / ".venv")}
     env.pop("CARAML_ROOT", None)
     subprocess.run(["jube", "run", script, "--hide-animation", "--tag", *tags], cwd=checkout,
                    env=env, capture_output=True, text=True, timeout=600)
     [run_dir] = [p for p in (checkout / outpath).iterdir() if p.is_dir()]
     rows = rows_of_run(run_dir)
-    reason = (f"the checkout path {checkout} holds '\"', which JUBE puts into a double-quoted shell "
-              "line (it would end the quotes, expand or run a command); move the checkout to a path "
-              "without \" $ ` \\ or line breaks")
-    assert rows and all((row.state, row.reason) == ("failed", reason) for row in rows), \
+    char, why = FIRST_STEP_REFUSES[folder]
+    reason = f"the checkout path {checkout} holds {char}, {why}"
+    assert len(rows) == configurations, [(row.state, row.reason) for row in rows]
+    assert all((row.state, row.reason) == ("failed", reason) for row in rows), \
         [(row.state, row.reason) for row in rows]
-    # JUBE's own table, as a user looks at it: Status and Cause filled
+    # JUBE's own table, as a user looks at it: Status and Cause filled (its values' commas made semicolons)
     shown = jube(checkout, env, "result", outpath, "-i", "last")
     issues = shown.split("issues:")[1]
-    assert "| failed |" in issues and "holds '\"'" in " ".join(issues.replace("|", " ").split()), shown
+    assert "| failed |" in issues and f"holds {char.replace(',', ';')}" in " ".join(
+        issues.replace("|", " ").split()), shown
