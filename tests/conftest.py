@@ -34,7 +34,7 @@ from tests.slurm_cluster import (
 # the same rendezvous ports, to jobs at once; a JUBE run; the systems' dry
 # runs). The GPU tests take turns on the node's GPUs. Any other test goes
 # wherever a worker is free.
-NOT_SHARED = {"history_file"}  # autouse and cheap: every test has its own worker's
+NOT_SHARED = {"history_file", "temporary_folder"}  # autouse and cheap: every test has its own worker's
 
 
 def _find(parent: dict[str, str], key: str) -> str:
@@ -75,6 +75,26 @@ def pytest_collection_finish(session):
         for item in session.items:
             for mark in item.iter_markers("xdist_group"):
                 item._id = NodeId.parse(f"{item.nodeid}@{mark.args[0]}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def temporary_folder(tmp_path_factory):
+    """The temporary folder of the tests and of every process they start
+    (TMPDIR: torchrun's and ReFrame's logs, a library's scratch files) is
+    this session's own, which pytest removes with the rest once every test
+    passed (pyproject.toml: tmp_path_retention_policy): the suite leaves
+    nothing in the machine's temporary folder."""
+    import tempfile
+    folder = tmp_path_factory.mktemp("tmp")
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    tempfile.tempdir = None  # read TMPDIR again
+    yield folder
+    if before is None:
+        os.environ.pop("TMPDIR", None)
+    else:
+        os.environ["TMPDIR"] = before
+    tempfile.tempdir = None
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -1,6 +1,10 @@
 """Locks that processes of this host take in turn (flock), in the user's
-runtime folder: the jobs of ReFrame's local partitions (which must never
-measure each other) and JUBE's parse of a script folder.
+runtime folder ($XDG_RUNTIME_DIR: private to the user, gone at logout) or,
+where there is none, in the folder the lock guards: the jobs of ReFrame's
+local partitions (which must never measure each other; ReFrame's stage
+folder of this host) and JUBE's parse of a script folder (that folder,
+where JUBE writes its parse log too). Never under a fixed name in a folder
+every user may write, and each lock file goes when it is released.
 
 JUBE 2.5.1 writes the parse log of a `jube run` beside its script
 (FOLDER/jube-parse.log) and then moves it into the new run: of two runs of
@@ -13,12 +17,14 @@ is in the run's folder, or until `jube run` ends."""
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import hashlib
 import os
 import re
+import signal
 import subprocess
-import tempfile
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -29,15 +35,25 @@ from pathlib import Path
 JUBE_RUN_ID = re.compile(r"^#\s*id:\s*(\d+)\s*$")
 
 
-def lock_file(name: str) -> Path:
-    folder = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(folder) / f"caraml-{name}-{os.getuid()}.lock"
+def runtime_folder() -> Path | None:
+    """The user's runtime folder ($XDG_RUNTIME_DIR), where it is one of the user's own."""
+    folder = os.environ.get("XDG_RUNTIME_DIR")
+    try:
+        return Path(folder) if folder and os.stat(folder).st_uid == os.getuid() else None
+    except OSError:
+        return None
+
+
+def lock_file(name: str, guarded: str | Path) -> Path:
+    """The lock `name` in the user's runtime folder, else in the folder `guarded`."""
+    folder = runtime_folder()
+    return folder / f"caraml-{name}.lock" if folder else Path(guarded) / f".caraml-{name}.lock"
 
 
 def jube_folder_lock(script: str | Path) -> Path:
     """The lock of the folder that holds a JUBE script."""
-    folder = str(Path(script).resolve().parent)
-    return lock_file("jube-" + hashlib.sha256(folder.encode()).hexdigest()[:16])
+    folder = Path(script).resolve().parent
+    return lock_file("jube-" + hashlib.sha256(str(folder).encode()).hexdigest()[:16], folder)
 
 
 @contextmanager
@@ -109,3 +125,36 @@ def run_jube(command: list[str], *, timeout: float, env: dict[str, str] | None =
     if killed.is_set():
         raise subprocess.TimeoutExpired(command, timeout, "".join(out), "".join(err))
     return subprocess.CompletedProcess(command, proc.returncode, "".join(out), "".join(err))
+
+
+HOLD_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
+
+
+def hold(lock: Path, command: list[str]) -> int:
+    """Runs `command` holding `lock`, passing on the stop signals it gets;
+    the command's exit status (128+N for a signal N that ended it)."""
+    with held(lock):
+        child = subprocess.Popen(command)
+        for sig in HOLD_SIGNALS:
+            signal.signal(sig, lambda signum, _frame: child.send_signal(signum))
+        status = child.wait()
+    return 128 - status if status < 0 else status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python -m caraml.login.host_locks hold LOCK -- COMMAND...: COMMAND
+    with LOCK held (flock(1) would leave the lock file behind)."""
+    parser = argparse.ArgumentParser(prog="python -m caraml.login.host_locks", description=main.__doc__)
+    sub = parser.add_subparsers(dest="action", required=True)
+    holding = sub.add_parser("hold", help="run a command with a lock held")
+    holding.add_argument("lock", type=Path)
+    holding.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("name the command to run")
+    return hold(args.lock, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -107,6 +107,10 @@ def sbatch_lines(f: dict[str, str]) -> list[str]:
                             "in platform.xml (the account: CARAML_ACCOUNT)")
     lines = [f"#SBATCH --{option}={f[name]}" for option, name in options]
     lines.insert(7, f"#SBATCH --signal=B:USR1@{int(f['signal_lead_s'])}")
+    # a job Slurm requeues (a node that failed) keeps each attempt's output:
+    # Slurm truncates the files for the next attempt unless they are appended to
+    # (caraml/job_log.py reads the last attempt, and the causes of the ones before)
+    lines.insert(7, "#SBATCH --open-mode=append")
     if f["additional_sbatch"].strip():
         lines.append(f["additional_sbatch"])
     return lines + external_limit_line(f)
@@ -185,6 +189,9 @@ def python_for_job(f: dict[str, str], root: Path) -> str:
     return f["container_python"] if f["container"] else str(suite_python(root))
 
 
+TORCHRUN_LOGS = "torchrun_logs"
+
+
 def launcher_words(f: dict[str, str], python: str) -> list[str]:
     """The launcher and its Python, quoted; $-references are the job's own variables."""
     # Under srun Slurm's warning ahead of the time limit (USR1) reaches every
@@ -192,7 +199,11 @@ def launcher_words(f: dict[str, str], python: str) -> list[str]:
     # workers to be killed, so it ignores USR1 and only the workers stop.
     ignore = ["env", "--ignore-signal=USR1"] if f["submit_mode"] == "slurm" else []
     py = shlex.quote(python)
-    procs = [f"--nnodes={int(f['nodes'])}", f"--nproc-per-node={int(f['procs_per_task'])}"]
+    # torchrun's own logs (its workers' error files) in the job's folder: by
+    # default they go to a new torchelastic_* folder in the temporary folder
+    # that outlives every job (the job runs in its folder: a relative path)
+    procs = [f"--nnodes={int(f['nodes'])}", f"--nproc-per-node={int(f['procs_per_task'])}",
+             f"--log-dir={TORCHRUN_LOGS}"]
     # torchrun-jsc adds each node's own part of the rendezvous from its
     # SLURM_NODEID, so nothing node-specific is written here
     rendezvous = ["--rdzv-backend=c10d", "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT",

@@ -175,10 +175,13 @@ def job_resources(params: dict[str, str]) -> dict[str, object]:
             + [f"--signal=B:USR1@{int(params['signal_lead_s'])}"]}
 
 
-def local_lock() -> Path:
+def local_lock(system_stage: Path) -> Path:
     """The lock that jobs of this host's local partitions hold while they
-    run (flock), so that two partitions of one host never measure each other."""
-    return lock_file("local-jobs")
+    run (caraml/login/host_locks.py hold), so that two partitions of one
+    host never measure each other; in the user's runtime folder, else in
+    ReFrame's stage folder of the host's system (system_stage), which its
+    partitions share."""
+    return lock_file("local-jobs", system_stage)
 
 
 def decide(benchmark: str, stage: Path, timeout_s: float = 900) -> Path:

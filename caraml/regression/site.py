@@ -100,21 +100,60 @@ def _system(name: str, descr: str, hostnames: list[str], partitions: list[dict])
             "partitions": partitions}
 
 
-def reframe_log(argv: list[str], environ) -> Path:
-    """Where ReFrame's own log goes: reframe.log under the run's prefix
-    (`--prefix`, else RFM_PREFIX, else the folder ReFrame runs in, its
-    default prefix). ReFrame's builtin configuration writes a new
-    rfm-<random>.log into the temporary folder at every run and leaves it
-    there; on a shared login node every user's runs would add more."""
-    prefix = environ.get("RFM_PREFIX") or "."
+# the checkout (regression/config.py makes this configuration from its platform.xml)
+CHECKOUT = Path(__file__).resolve().parents[2]
+# where a run started inside the checkout keeps its files (stage, output,
+# perflogs, reframe.log): with the suite's other results, never in the checkout's folders
+CHECKOUT_PREFIX = Path("results") / "reframe"
+
+
+def started_in(argv: list[str], environ) -> Path | None:
+    """The folder ReFrame was started in (it reads this configuration from
+    the configuration's own folder), where the path it was given to the
+    configuration is relative (-C, --config-file, RFM_CONFIG_FILES): the
+    folder that path leads from; None where no such path says it."""
+    config = CHECKOUT / "regression" / "config.py"
+    given = [argv[i + 1] for i, word in enumerate(argv[:-1]) if word in ("-C", "--config-file")]
+    given += [word.split("=", 1)[1] for word in argv if word.startswith("--config-file=")]
+    given += environ.get("RFM_CONFIG_FILES", "").split(":")
+    for text in filter(None, given):
+        parts = tuple(part for part in Path(text).parts if part != ".")
+        if Path(text).is_absolute() or ".." in parts or not parts:
+            continue
+        if config.parts[-len(parts):] == parts:
+            return Path(*config.parts[:-len(parts)])
+    return None
+
+
+def default_prefix(argv: list[str], environ) -> Path | None:
+    """The prefix of a run that names none (no --prefix, no RFM_PREFIX):
+    ReFrame's own default, the folder it runs in, except in the checkout,
+    whose own folders would get reframe.log and a stage tree: there
+    results/reframe (None: ReFrame's default)."""
+    started = started_in(argv, environ)
+    return CHECKOUT / CHECKOUT_PREFIX if started is not None and started.is_relative_to(CHECKOUT) else None
+
+
+def run_prefix(argv: list[str], environ) -> Path:
+    """The run's prefix: `--prefix`, else RFM_PREFIX, else default_prefix's
+    or the folder ReFrame runs in (ReFrame's default)."""
+    prefix = environ.get("RFM_PREFIX") or default_prefix(argv, environ) or "."
     for i, word in enumerate(argv):
         if word == "--prefix" and i + 1 < len(argv):
             prefix = argv[i + 1]
         elif word.startswith("--prefix="):
             prefix = word.split("=", 1)[1]
+    return Path(prefix)
+
+
+def reframe_log(argv: list[str], environ) -> Path:
+    """Where ReFrame's own log goes: reframe.log under the run's prefix.
+    ReFrame's builtin configuration writes a new rfm-<random>.log into the
+    temporary folder at every run and leaves it there; on a shared login
+    node every user's runs would add more."""
     # left relative where it is: ReFrame reads this file from the configuration's own folder
     # (it changes into it) and opens the log back where it was started
-    return Path(prefix) / "reframe.log"
+    return run_prefix(argv, environ) / "reframe.log"
 
 
 def site_configuration(platform_xml: Path = systems.PLATFORM_XML, environ=os.environ,
@@ -144,6 +183,9 @@ def site_configuration(platform_xml: Path = systems.PLATFORM_XML, environ=os.env
              "access": [f"--partition={slurm_part}"] if environ.get("CARAML_REFRAME_PARTITION") else []}]))
     # last: ReFrame takes the first system whose host names match
     listed.append(_system("local", "this host", [".*"], local_parts))
+    prefix = default_prefix(sys.argv if argv is None else argv, environ)
+    if prefix is not None:  # (--prefix and RFM_PREFIX still win)
+        listed = [{**system, "prefix": str(prefix)} for system in listed]
     log = reframe_log(sys.argv if argv is None else argv, environ)
     if log.is_absolute():  # ReFrame opens it before it makes the prefix
         log.parent.mkdir(parents=True, exist_ok=True)

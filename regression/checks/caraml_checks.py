@@ -6,12 +6,16 @@
 # provenance from it (caraml/regression/). A row that is no measurement
 # (caraml/row/verdict.py) never passes: its figures are expected failures
 # that name the verdict. Usage: docs/reframe.md.
+import logging
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import reframe as rfm
+import reframe.core.logging as rfm_logging
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
@@ -38,12 +42,50 @@ from caraml.regression.plan import (  # noqa: E402
 )
 from caraml.row.row_json import read  # noqa: E402
 
+
+def _logs_under_the_prefix() -> None:
+    """ReFrame's own logs that a configuration leaves in the temporary folder
+    (rfm-*.log: the start-up log of every run, and a centre's configuration
+    without a log file of its own puts the whole run's there), where every
+    run of every user adds more: the run's log goes on in reframe.log under
+    the run's prefix, the start-up log goes. The suite's configuration
+    (regression/config.py) does this itself; a centre's loads the checks."""
+    tmp = Path(tempfile.gettempdir()).resolve()
+    logger = getattr(rfm_logging, "_logger", None)
+    for handler in getattr(logger, "handlers", []):
+        old = Path(getattr(handler, "baseFilename", "/"))
+        ours = isinstance(handler, logging.FileHandler) and old.parent == tmp and old.name.startswith("rfm-")
+        if not ours:
+            continue
+        # (called as the checks are made: ReFrame is back in the folder it was started in)
+        new = Path(rt.runtime().prefix).resolve() / "reframe.log"
+        new.parent.mkdir(parents=True, exist_ok=True)
+        with handler.lock:
+            handler.flush()
+            handler.close()
+            shutil.move(old, new)
+            handler.baseFilename, handler.mode = str(new), "a"
+            handler.stream = handler._open()
+    started = Path(f"/proc/{os.getpid()}").stat().st_ctime
+    for log in tmp.glob("rfm-*.log"):
+        try:
+            made = log.stat()
+            startup = made.st_uid == os.getuid() and made.st_ctime >= started and \
+                "Loading user configuration" in log.read_text(errors="replace").partition("\n")[0]
+        except OSError:
+            continue
+        if startup:
+            log.unlink(missing_ok=True)
+
+
 # One check per benchmark of the table (caraml/benchmarks.py) and each of its
 # configurations (JUBE tags besides the system's)
 BENCHMARKS = list(all_benchmarks())
 CONFIGURATIONS = sorted({c for b in BENCHMARKS for c in b.reframe.configurations})
 # what the checks said once per ReFrame run (a note for every check would repeat it)
 _SAID = set()
+# ReFrame's logs moved under the run's prefix (once a run: _logs_under_the_prefix)
+_LOGS_MOVED = []
 
 
 class CaramlBenchmark(rfm.RunOnlyRegressionTest):
@@ -98,6 +140,12 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
                      f"{self.benchmark.name} has no configuration {self.configuration}")
 
     @run_after("init")
+    def keep_reframes_logs_under_the_prefix(self):
+        if not _LOGS_MOVED:
+            _LOGS_MOVED.append(True)
+            _logs_under_the_prefix()
+
+    @run_after("init")
     def say_which_environments_it_runs_in(self):
         # ReFrame lists no check where no partition offers one, silently
         system = rt.runtime().system
@@ -144,7 +192,9 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
         job = ["bash", JOB_SCRIPT, ">job.out", "2>job.err"]
         if self.current_partition.scheduler.registered_name == "local":
             # one measurement at a time on this host, whichever partition runs it
-            job = ["flock", shlex.quote(str(local_lock())), *job]
+            # (stage/<system>/<partition>/<environment>/<check>: the system's stage folder)
+            lock = local_lock(Path(self.stagedir).parents[2])
+            job = ["python3", "-m", "caraml.login.host_locks", "hold", shlex.quote(str(lock)), "--", *job]
         self.executable_opts = job
         # job.sh starts the system's launcher (srun, torchrun) itself, once:
         # under a partition's srun it would run once a task, and srun would

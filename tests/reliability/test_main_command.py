@@ -41,6 +41,12 @@ def _injected(checkout: Path) -> list[Path]:
     return commands_ran(checkout.parents[1])
 
 
+def _files(checkout: Path) -> set[str]:
+    """Every path in the checkout but its environment (a view of the suite's)."""
+    return {str(p.relative_to(checkout)) for p in checkout.rglob("*")
+            if p.relative_to(checkout).parts[0] != ".venv"}
+
+
 def test_a_failed_row_ends_the_command_with_status_1_and_the_next_benchmark_still_runs(checkout):
     # the LLM's corpus goes to a path as hostile as the checkout's
     data = checkout.parent / "data (x);'y'"
@@ -76,8 +82,16 @@ def test_the_readme_flow_measures_one_row_of_each_benchmark_and_caraml_compare_r
     has a row that ran the window, and caraml-compare names each benchmark
     none of whose rows timed the verdict's 60 s (exit 1), as its rows say;
     the README's figures of a full run: docs/results.md."""
-    proc = main_command(checkout, env={"CARAML_MEASURE_S": "3"})
+    # nothing outlives the run but its runs (and the corpus it made): not in the
+    # temporary folder (torchrun's logs, locks), not elsewhere in the checkout
+    tmp = checkout.parent / "tmp of the main command"
+    tmp.mkdir()
+    before = _files(checkout)
+    proc = main_command(checkout, env={"CARAML_MEASURE_S": "3", "TMPDIR": str(tmp)})
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert not list(tmp.iterdir()), sorted(p.name for p in tmp.iterdir())
+    kept = tuple(entry.outpath for entry in benchmarks.BUILT_IN) + ("llm_training/llm_data",)
+    assert [f for f in sorted(_files(checkout) - before) if not f.startswith(kept)] == []
     ran = MainCommand(checkout, proc)
     unmeasured = []
     for entry in benchmarks.BUILT_IN:

@@ -185,7 +185,7 @@ def test_800m_on_a100_is_the_documented_layout(dryruns, root):
     assert (sb["gres"], sb["partition"], sb["nodes"]) == ("gpu:4", "dc-gpu", "1")
     line = " ".join(pkg.launch())
     assert f"apptainer exec --nv --bind {root} " in line
-    assert "-m torchrun_jsc --nnodes=1 --nproc-per-node=4 " in line
+    assert "-m torchrun_jsc --nnodes=1 --nproc-per-node=4 --log-dir=torchrun_logs " in line
     assert pkg.layout() | {"system": "A100"} == {
         "system": "A100", "nodes": "1", "devices": "4", "tp": "1", "pp": "1", "dp": "4",
         "micro_batch": "4", "global_batch": "512", "microbatches": "32"}

@@ -102,7 +102,8 @@ def test_the_job_script_says_what_the_system_asks_for(tmp_path):
     assert " ".join(launch(job)).startswith(
         "srun --kill-on-bad-exit=1 --mpi=pspmix env PMIX_SECURITY_MODE=native env "
         f"--ignore-signal=USR1 {tmp_path}/.venv/bin/python -m torchrun_jsc --nnodes=1 "
-        "--nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT ")
+        "--nproc-per-node=4 --log-dir=torchrun_logs --rdzv-backend=c10d "
+        "--rdzv-endpoint=$MASTER_ADDR:$MASTER_PORT ")
     # a task per GPU (gpus_per_task): Slurm binds the devices, none are named
     facts = write_facts(tmp_path / "job.facts", device_kind="cuda", gpus_per_task="1")
     assert "VISIBLE_DEVICES" not in jobplan.job_script(jobplan.read_facts(facts))
