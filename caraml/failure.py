@@ -26,7 +26,7 @@ if __package__ in (None, ""):
     # Run by the job script as a file: the suite's packages live one folder up.
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from caraml import oom_evidence  # noqa: E402
-from caraml.job_log import last_attempt  # noqa: E402
+from caraml.job_log import read_log  # noqa: E402
 from caraml.oom_evidence import Verdict  # noqa: E402
 from caraml.report import ERROR_PREFIX, error, one_line  # noqa: E402
 
@@ -52,6 +52,9 @@ SUMMARY_ROOT = "Root Cause (first observed failure):"
 SUMMARY_RANK = re.compile(r"^\s*rank\s*:\s*(\d+)")
 SUMMARY_HOST = re.compile(r"^\s*host\s*:\s*(\S+)")
 SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)[^(]*\(pid: (\d+)\)\s*(?:\((SIG\w+)\))?")
+# slurmstepd's line when Slurm ends a job itself:
+#   slurmstepd: error: *** JOB 7 ON cn1 CANCELLED AT 2026-12-01T23:13:29 DUE TO JOB REQUEUE ***
+SLURM_CANCELLED = re.compile(r"\*\*\* (?:JOB|STEP) \S+ ON (\S+) CANCELLED AT \S+ DUE TO ([A-Z_ ]+?) \*\*\*")
 # gloo's "[/path/pair.cc:537] Read error ...": the source position says nothing to a user
 SOURCE_POSITION = re.compile(r"^\[[^\]]+\.(?:cc|cpp|h):\d+\]\s*")
 
@@ -177,6 +180,11 @@ def cause(text: str, samples_per_device: str = "", oom: OomJudge | None = None) 
     own = next((t for _, t in lines if t.startswith(ERROR_PREFIX)), None)
     if own:
         return own.removeprefix(ERROR_PREFIX)
+    # what Slurm ended the job for (a requeue, a node that failed, the time
+    # limit): what the ranks said after it are its echoes
+    slurm = next((SLURM_CANCELLED.search(t) for _, t in lines if SLURM_CANCELLED.search(t)), None)
+    if slurm:
+        return f"Slurm cancelled it on {slurm.group(1)}: {slurm.group(2).lower()}"
     venv = next((MISSING_VENV.search(t) for _, t in lines if MISSING_VENV.search(t)), None)
     if venv:
         return (f"the suite's environment is missing ({venv.group(1)} not found): "
@@ -203,9 +211,10 @@ def summary(status: int, logs: list[Path], samples_per_device: str = "", what: s
 
 
 def read_logs(logs: list[Path]) -> str:
-    """The logs' texts, each from the job's last attempt on: a job Slurm
-    requeued fails or not by its last attempt, not by the first one's end."""
-    return "\n".join(last_attempt(p.read_text(errors="replace")) for p in logs if p.is_file())
+    """The logs' texts, each from the job's last attempt on (a job Slurm
+    requeued fails or not by its last attempt, not by the first one's end),
+    read as streams: a log of any size costs bounded memory."""
+    return "\n".join(read_log(p).text for p in logs if p.is_file())
 
 
 def _summary(status: int, text: str, samples_per_device: str, what: str,

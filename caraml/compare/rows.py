@@ -110,7 +110,9 @@ def line(row: Row, run: RunDir, path: Path) -> dict:
     values = render.compare_values(row)
     model, precision = values["model"], values["precision"]
     return {
-        **values, "system": run.system or values["system_name"],
+        # a run still going names its state's why where its status gives none (the verdict's words)
+        **values, "reason": values["reason"] or verdict.UNFINISHED.get(row.state, ""),
+        "system": run.system or values["system_name"],
         "size": size, "size_label": size_label, "like": f"{model} {precision} {size_label}",
         "variant": values["backend"] if entry is not None and entry.variant_by_backend else size_label,
         **_limit(row), "work_package": row.work_package or str(path.parent.parent),

@@ -12,7 +12,7 @@ from caraml.benchmark_entry import Benchmark, number, whole
 from caraml.report import CONTENTION_PCT, MEMORY, last_kv
 from caraml.row import power_limit
 from caraml.job_log import requeued
-from caraml.row.evidence import Evidence
+from caraml.row.evidence import REQUEUES, Evidence
 from caraml.row.facts import (Facts, energy, energy_flags, headline, measured_peak, mfu_refusal, node_energy,
                               provenance)
 from caraml.row.record import Row, judged, make, timed_span
@@ -179,9 +179,24 @@ def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
         **_config(benchmark, ev.params, g), "details": _details(benchmark, ev, g),
         "unit": benchmark.unit, **figures, **energy_fields, **node, **limit,
         "state": status.state, "reason": status.reason,
+        "energy_missing": _energy_missing(ev, ran, energy_fields),
         "flags": flags(ev, status, energy_fields, limit), "requeued": requeued(job_out),
+        "first_attempt_cause": ev.text(REQUEUES).split("\n")[0] or None,
         "dry_run": ev.params.get("dry_run") == "yes", "repeat": _int(ev.params.get("repeat")),
         **provenance(job_out)}))
+
+
+def _energy_missing(ev: Evidence, ran: bool, fields: dict) -> str | None:
+    """Why the row of a job that ran and measured energy has no energy
+    figure; None where it has one, or measured none (--energy-methods none)."""
+    methods = (ev.params.get("energy_methods") or "").split()
+    if not ran or fields or methods in ([], ["none"]):
+        return None
+    if "jpwr" not in ev.texts:
+        return ("its energy is not combined: the combine step has not run (jube continue) or its record "
+                "of the row (row.json) is gone")
+    said = [line for line in ev.text("jpwr", "jpwr.err").splitlines() if line.strip()]
+    return f"jpwr combine gave no figure ({said[-1].strip() if said else 'its output is gone'})"
 
 
 def _not_run(fields: dict) -> dict:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml import jube_run
-from caraml.job_log import last_attempt
+from caraml.job_log import read_log
 from caraml.login.node_energy import FILE_NAME as NODE_ENERGY_FILE
 from caraml.login.node_energy import NodeEnergy, read_node_energy
 from caraml.power_limit import GUARD_FILES
@@ -21,6 +21,8 @@ from caraml.power_limit import GUARD_FILES
 SIGNAL_FILE = "signal"
 # the evidence's name for the job script's done marker ("yes" where it is there)
 DONE = "done"
+# ... and for the causes of the attempts Slurm ran again (caraml/job_log.py)
+REQUEUES = "requeues"
 
 
 @dataclass
@@ -38,10 +40,8 @@ class Evidence:
 
 
 def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
+    """A file's text, read as a stream (a log of any size: caraml/job_log.py)."""
+    return read_log(path).text
 
 
 def data_step(run_dir: Path, wp: jube_run.WorkPackage) -> dict[str, str]:
@@ -63,11 +63,15 @@ def data_errors(data_work: Path) -> dict[str, str]:
 def job_texts(folder: Path, done_file: str) -> dict[str, str]:
     """What the job script (aux/job.sh.in) left in the folder it ran in,
     by name, whoever started it (JUBE or a ReFrame check): its logs from
-    the last attempt on, its error and signal markers, the power guard's
+    the last attempt on, the causes of the attempts Slurm ran again, its
+    error and signal markers, the power guard's
     record of each node (caraml/node/power_guard.py) and whether its done
     marker, an empty file, is there."""
-    texts = {name: _read(folder / name) for name in ("error", SIGNAL_FILE)}
-    texts.update({name: last_attempt(_read(folder / name)) for name in ("job.out", "job.err")})
+    texts = {name: _read(folder / name) for name in ("error", SIGNAL_FILE, "job.err")}
+    job_out = read_log(folder / "job.out")
+    texts["job.out"] = job_out.text
+    # the cause of each attempt Slurm ran again, one a line
+    texts[REQUEUES] = "\n".join(job_out.requeues)
     texts["power_guard"] = "".join(_read(p) for p in sorted(folder.glob(f"{GUARD_FILES}*")))
     texts[DONE] = "yes" if (folder / done_file).exists() else ""
     return texts

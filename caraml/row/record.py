@@ -10,6 +10,7 @@ into it too). Standard library only (login node)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 from caraml.row import verdict
@@ -120,6 +121,8 @@ class Row:
     # the counted channels whose figure jpwr refused (jpwr/energy.py REFUSALS):
     # host/method/device:why:its figure now (the integral's basis, or none)
     energy_refused: tuple[str, ...] = ()
+    # why a row whose job ran and measured energy has no energy figure (its record gone)
+    energy_missing: str | None = None
     # the nodes' energy from the centre's meter, as Slurm's energy accounting
     # read it (caraml/login/node_energy.py): its own figure beside jpwr's,
     # never added to it. Its state (measured, none, failed, missing,
@@ -166,8 +169,13 @@ class Row:
     state: str = "failed"
     reason: str = ""
     flags: tuple[str, ...] = ()
-    # how often Slurm requeued the job (a node that failed): the row is its last attempt's
+    # how often Slurm requeued the job (a node that failed): the row is its last attempt's,
+    # and the cause that ended its first attempt is kept beside it
     requeued: int | None = None
+    first_attempt_cause: str | None = None
+    # the figures that were no finite number (inf, NaN) where the row was read
+    # from (a damaged line or file): left out, and the row is no measurement
+    not_finite: tuple[str, ...] = ()
     measurement: bool = False
     not_a_measurement: str = ""
     dry_run: bool = False
@@ -212,12 +220,22 @@ def _typed(name: str, value: object) -> object:
     return value
 
 
+def _finite(value: object) -> bool:
+    return not isinstance(value, float) or math.isfinite(value)
+
+
 def make(values: dict) -> Row:
-    """A row of these fields (the others at their defaults), each as its kind."""
+    """A row of these fields (the others at their defaults), each as its
+    kind; a figure that is no finite number is left out and named (not_finite)."""
     unknown = sorted(set(values) - set(FIELDS))
     if unknown:
         raise TypeError(f"no field of a row: {', '.join(unknown)}")
-    return Row(**{name: _typed(name, value) for name, value in values.items()})
+    bad = tuple(name for name, value in values.items() if KINDS[name] in ("number", "whole")
+                and not _finite(value))
+    kept = {name: value for name, value in values.items() if name not in bad}
+    if bad:
+        kept["not_finite"] = tuple(dict.fromkeys((*kept.get("not_finite", ()), *bad)))
+    return Row(**{name: _typed(name, value) for name, value in kept.items()})
 
 
 def judged(row: Row) -> Row:

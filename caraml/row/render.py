@@ -100,7 +100,10 @@ def cause(row: Row) -> str:
     ran = row.state in ("ok", "ok-stopped-early")
     verdict = verdict_shown(row.not_a_measurement) if ran and not row.measurement else ""
     history = f"{HISTORY_NOT_WRITTEN}: {row.history_error}" if row.history_error else ""
-    return "; ".join(filter(None, [row.reason, verdict, history]))
+    # a requeued row's first attempt (a pending one's reason says it already)
+    first = f"requeued after its first attempt: {row.first_attempt_cause}" \
+        if row.first_attempt_cause and row.requeued else ""
+    return "; ".join(filter(None, [row.reason, verdict, first, history]))
 
 
 def history_columns() -> list[tuple[str, str]]:

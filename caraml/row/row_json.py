@@ -26,7 +26,9 @@ def from_dict(data: dict) -> Row:
         return judged(_from_old(data))
     if data.get("schema") != SCHEMA:
         raise ValueError(f"schema {data.get('schema')!r}, not {SCHEMA!r} or {OLD_SCHEMA!r}")
-    return make({name: data[name] for name in FIELDS if name in data})
+    row = make({name: data[name] for name in FIELDS if name in data})
+    # a verdict given on figures that are no numbers cannot stand
+    return judged(row) if row.not_finite else row
 
 
 def to_dict(row: Row) -> dict:

@@ -19,18 +19,13 @@ import sys
 from pathlib import Path
 
 from caraml import benchmarks, report
+from caraml.job_log import read_log
 from caraml.row import history
 from caraml.row.decide import decide_row
 from caraml.row.evidence import Evidence, data_errors, job_texts, node_energy
 from caraml.row.jube_lines import print_lines
 from caraml.row.record import Row
 from caraml.row.run import undecided
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
 
 
 def combine_energy(stage: Path, energy_dir: str) -> dict[str, str]:
@@ -45,7 +40,7 @@ def combine_energy(stage: Path, energy_dir: str) -> dict[str, str]:
             status = subprocess.run([sys.executable, "-m", "jpwr", "combine", "--out",
                                      str(stage / "energy_summary.csv"), str(stage / energy_dir)],
                                     cwd=stage, stdout=o, stderr=e, timeout=600).returncode
-    return {"jpwr": _read(out), "jpwr.err": _read(err), "jpwr.status": str(status)}
+    return {"jpwr": read_log(out).text, "jpwr.err": read_log(err).text, "jpwr.status": str(status)}
 
 
 def decide(benchmark: str, params: dict[str, str], stage: Path) -> Row:

@@ -21,7 +21,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from caraml.job_log import START
+from caraml.job_log import START, requeue_causes
 from caraml.report import WINDOW_REACHED
 from caraml.row.evidence import DONE, SIGNAL_FILE, Evidence
 
@@ -119,6 +119,13 @@ def _dry_run_reason(job: str, no_account: bool) -> str:
 
 def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> Status:
     """The status of a work package from its markers, first rule that holds."""
+    again = requeue_causes(ev.text("job.out"))
+    if again:  # the last attempt ended, and Slurm runs the job again
+        submitted = _SUBMITTED.search(ev.text("stdout"))
+        known = slurm_state(submitted.group(1)) if submitted and slurm_state else None
+        said = f"requeued by Slurm after: {again[-1]}"
+        return Status("pending", f"{known[1]}; {said}") if known and known[0] == "PENDING" \
+            else Status("queued", said)
     signal = _received(ev)
     if signal:
         failed = _stopped_by(ev, signal, has_throughput)

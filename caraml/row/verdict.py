@@ -7,7 +7,8 @@ ranks, divides or extrapolates it, and the history draws it apart.
 A row is a measurement when, in this order (the first rule that fails
 names the row's why):
 
-- its job ran to its figures (status ok or ok-stopped-early);
+- its job ran to its figures (status ok or ok-stopped-early), each a finite
+  number;
 - its numerics hold (caraml/node/numerics.py): every loss finite, at most
   MAX_SKIPPED_SHARE of its timed iterations with their update skipped by
   a gradient scaler, and its loss within the band its benchmark declares
@@ -26,9 +27,10 @@ names the row's why):
   (docs/compare.md says why these two);
 - on a real corpus its loss fell by the share its benchmark declares
   (after the length rule: a run too short to learn is named too short);
-- where it measured energy, its headline window is whole and counts one
-  scope on every host: a figure with lost samples or added scopes is not
-  what it claims.
+- where it measured energy, its energy figure is there (not a record that
+  is gone or was never combined), its headline window is whole and counts
+  one scope on every host: a figure with lost samples or added scopes is
+  not what it claims.
 
     python -m caraml.row.verdict window
 
@@ -76,6 +78,13 @@ def _ran(row) -> str:
     return f"{row.state}: {reason}" if reason else row.state
 
 
+def _figures(row) -> str:
+    if row.not_finite:
+        what = "are not finite numbers" if len(row.not_finite) > 1 else "is not a finite number"
+        return f"its {', '.join(row.not_finite)} {what} (a damaged line or file)"
+    return ""
+
+
 def _numerics(row) -> str:
     if row.loss_nonfinite_at is not None:
         return f"loss {row.loss_nonfinite} at iteration {row.loss_nonfinite_at}"
@@ -120,6 +129,8 @@ def _long_enough(row) -> str:
 
 
 def _energy_whole(row) -> str:
+    if row.energy_missing:
+        return row.energy_missing
     if row.energy_scope is None:
         return ""  # no energy measured: nothing to be whole
     whole = row.energy_complete_timed if row.energy_window == "timed" else row.energy_complete_run
@@ -133,7 +144,7 @@ def _energy_whole(row) -> str:
 
 
 # each rule gives why a row is not a measurement, or "" where it passes
-RULES = (_ran, _numerics, _at_its_limit, _long_enough, _learns, _energy_whole)
+RULES = (_ran, _figures, _numerics, _at_its_limit, _long_enough, _learns, _energy_whole)
 
 
 def judge(row) -> str:
