@@ -36,11 +36,10 @@ def requeued(job_out: str) -> int | None:
 
 
 def requeue_causes(job_out: str) -> list[str]:
-    """The cause of each attempt Slurm ran again, in order: those of this
-    job, from its first attempt on (job.out is appended to, an earlier
-    job's run in the same folder may precede it)."""
-    firsts = [m.start() for m in START.finditer(job_out) if m.group(0).rstrip().endswith(" requeued=0")]
-    return [cause.strip() for cause in _AGAIN.findall(job_out[firsts[-1] if firsts else 0:])]
+    """The causes in a job's output of the attempts Slurm ran again, in
+    order (in one attempt's output: the cause it ended with, where Slurm
+    runs the job again; read_log gives a whole job's)."""
+    return [cause.strip() for cause in _AGAIN.findall(job_out)]
 
 
 WHOLE_BYTES = 8 * 2**20

@@ -117,15 +117,21 @@ def _dry_run_reason(job: str, no_account: bool) -> str:
     return f"job script {short} written and not submitted"
 
 
+def _waiting(ev: Evidence, slurm_state, said: str = "") -> Status:
+    """A job submitted that has not started (again): pending with Slurm's
+    reason where Slurm holds it, else queued; `said` after either."""
+    submitted = _SUBMITTED.search(ev.text("stdout"))
+    known = slurm_state(submitted.group(1)) if submitted and slurm_state else None
+    if known and known[0] == "PENDING":
+        return Status("pending", "; ".join(filter(None, [known[1], said])))
+    return Status("queued", said)
+
+
 def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> Status:
     """The status of a work package from its markers, first rule that holds."""
     again = requeue_causes(ev.text("job.out"))
     if again:  # the last attempt ended, and Slurm runs the job again
-        submitted = _SUBMITTED.search(ev.text("stdout"))
-        known = slurm_state(submitted.group(1)) if submitted and slurm_state else None
-        said = f"requeued by Slurm after: {again[-1]}"
-        return Status("pending", f"{known[1]}; {said}") if known and known[0] == "PENDING" \
-            else Status("queued", said)
+        return _waiting(ev, slurm_state, f"requeued by Slurm after: {again[-1]}")
     signal = _received(ev)
     if signal:
         failed = _stopped_by(ev, signal, has_throughput)
@@ -140,11 +146,7 @@ def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> St
         return Status("dry-run", _dry_run_reason(dry_run.group(1), bool(_NO_ACCOUNT.search(planned))))
     job_out = ev.text("job.out")
     if not START.search(job_out):
-        submitted = _SUBMITTED.search(ev.text("stdout"))
-        known = slurm_state(submitted.group(1)) if submitted and slurm_state else None
-        if known and known[0] == "PENDING":
-            return Status("pending", known[1])
-        return Status("queued", "")
+        return _waiting(ev, slurm_state)
     end = _END.search(job_out)
     if not end and ev.texts.get(DONE):
         return Status("failed", "the job ended and job.out lacks its end line: the run folder's "
