@@ -579,10 +579,11 @@ def how(figures: dict) -> str:
             *figures["others_cpu_pct"])
     refused = f" ({figures['refused']} more refused)" if figures["refused"] else ""
     counted = len(done) - figures["refused"]
+    rounds = f"{counted} round{'s' if counted != 1 else ''}"
     if not figures["slice_s"]:
-        return (f"{counted} rounds of whole runs by turns, {figures['iterations']} timed "
+        return (f"{rounds} of whole runs by turns, {figures['iterations']} timed "
                 f"iterations each{load}")
-    return (f"{counted} rounds{refused}, the two time-sliced in turns of {figures['slice_s']:g} s, "
+    return (f"{rounds}{refused}, the two time-sliced in turns of {figures['slice_s']:g} s, "
             f"{figures['iterations']} timed iterations each, none stopped inside one{load}")
 
 
