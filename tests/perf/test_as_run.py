@@ -143,7 +143,7 @@ def stamping(tmp_path: Path, name: str, iterations: int, step_s: float, gives_up
     script.write_text(textwrap.dedent(f"""\
         import array, json, sys, time
         sys.path.insert(0, {str(ROOT / "aux" / "perf")!r})
-        import as_run, turns
+        import turns
         sides = turns.Turns.from_env()
         stamps, lengths = array.array("d"), []
         sides.boundary()
@@ -159,7 +159,7 @@ def stamping(tmp_path: Path, name: str, iterations: int, step_s: float, gives_up
             stamps.tofile(f)
         run = {{"mean_s": sum(lengths) / len(lengths), "median_s": sorted(lengths)[len(lengths) // 2],
                "cpu_s": {step_s}}}
-        print(as_run.PLAIN_LINE + json.dumps(run), flush=True)
+        print({as_run.PLAIN_LINE!r} + json.dumps(run), flush=True)
         sides.report()
         """))
     return [sys.executable, str(script)]
@@ -313,10 +313,10 @@ def test_each_side_starts_in_its_own_folder(tmp_path):
     script.write_text(textwrap.dedent(f"""\
         import sys
         sys.path.insert(0, {str(ROOT / "aux" / "perf")!r})
-        import as_run, turns
+        import turns
         sides = turns.Turns.from_env()
         sides.boundary()
-        print(as_run.PLAIN_LINE + open("figure").read(), flush=True)
+        print({as_run.PLAIN_LINE!r} + open("figure").read(), flush=True)
         sides.report()
         """))
     cmd = [sys.executable, str(script)]
