@@ -137,7 +137,8 @@ class Log:
 
 class _Reader:
     def __init__(self) -> None:
-        self.attempt, self.starts, self.causes = _Attempt(), 0, []
+        self.attempt, self.starts = _Attempt(), 0
+        self.causes: list[str] = []
 
     def lines(self, block: bytes) -> None:
         """Whole lines, split at the job script's start lines."""

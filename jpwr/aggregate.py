@@ -568,15 +568,17 @@ def summarize(table: pd.DataFrame) -> dict:
     }
 
 
-def refused_lines(table: pd.DataFrame) -> list[str]:
-    """One `jpwr-refused:` line per channel whose figure (its counter's, or
-    its samples') was refused: which one, why (jpwr.energy.REFUSALS, '+'
-    between several) and what its figure is now (the integral's basis, or
-    none)."""
-    return [f"jpwr-refused: host={row.host} method={row.method} device={row.device} "
-            f"counted={'yes' if row.counted else 'no'} why={row.refused} "
-            f"figure={row.basis if np.isfinite(row.energy_wh) else 'none'}"
-            for row in table[_refused(table) != ""].itertuples()]
+@dataclass(frozen=True)
+class Refusal:
+    """A channel whose figure jpwr refused: where, why (words of
+    jpwr.energy.REFUSALS) and what stands instead (the integral's basis, or none)."""
+
+    host: str
+    method: str
+    device: str
+    counted: bool
+    why: tuple[str, ...]
+    figure: str
 
 
 def _refused(table: pd.DataFrame) -> pd.Series:
@@ -584,13 +586,33 @@ def _refused(table: pd.DataFrame) -> pd.Series:
     return table["refused"] if "refused" in table else pd.Series("", index=table.index)
 
 
+def refusals(table: pd.DataFrame) -> list[Refusal]:
+    """The channels of a table whose figure was refused."""
+    rows = table[_refused(table) != ""]
+    if rows.empty:  # (a table of an older jpwr may have no column for it)
+        return []
+    return [Refusal(str(host), str(method), str(device), bool(counted_here), tuple(str(why).split("+")),
+                    str(basis) if np.isfinite(float(wh)) else "none")
+            for host, method, device, counted_here, why, basis, wh in zip(
+                rows["host"], rows["method"], rows["device"], rows["counted"], rows["refused"],
+                rows["basis"], rows["energy_wh"])]
+
+
+def refused_lines(table: pd.DataFrame) -> list[str]:
+    """One `jpwr-refused:` line per channel whose figure (its counter's, or
+    its samples') was refused: which one, why ('+' between several) and
+    what its figure is now."""
+    return [f"jpwr-refused: host={r.host} method={r.method} device={r.device} "
+            f"counted={'yes' if r.counted else 'no'} why={'+'.join(r.why)} figure={r.figure}"
+            for r in refusals(table)]
+
+
 def refused_notes(table: pd.DataFrame) -> list[str]:
     """The refusals in words, one per channel."""
-    return [f"{row.host} {row.method} {row.device}: "
-            + "; ".join(REFUSALS.get(word, word) for word in row.refused.split("+"))
-            + (f": refused, the figure is its integrated power ({row.basis})" if np.isfinite(row.energy_wh)
-               else ": refused, it has no figure")
-            for row in table[_refused(table) != ""].itertuples()]
+    return [f"{r.host} {r.method} {r.device}: " + "; ".join(REFUSALS.get(why, why) for why in r.why)
+            + (": refused, it has no figure" if r.figure == "none"
+               else f": refused, the figure is its integrated power ({r.figure})")
+            for r in refusals(table)]
 
 
 def scope_lines(table: pd.DataFrame) -> list[str]:

@@ -164,8 +164,8 @@ def energy_table(power: pd.DataFrame, span: tuple[float, float] | None = None) -
         taken = samples["time"].to_numpy(float)
         stepped = bool((np.diff(taken) < 0).any())
         samples = samples.sort_values("time", kind="stable")
-        row = dict(zip(CHANNEL_KEY, key)) | {"scope": scope_of(key[0], key[1])} | channel_energy(
-            samples["time"].to_numpy(float), samples["power_w"].to_numpy(float), span)
+        row = dict(zip(CHANNEL_KEY, key)) | {"scope": scope_of(str(key[0]), str(key[1]))}
+        row |= channel_energy(samples["time"].to_numpy(float), samples["power_w"].to_numpy(float), span)
         if stepped:  # the intervals between samples are not known: no integral is whole
             row = _refuse(row, CLOCK_STEPPED)
         elif row["energy_wh"] == 0 and key[0] not in MAY_READ_ZERO:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from caraml.login import systems
@@ -107,7 +108,7 @@ CHECKOUT = Path(__file__).resolve().parents[2]
 CHECKOUT_PREFIX = Path("results") / "reframe"
 
 
-def started_in(argv: list[str], environ) -> Path | None:
+def started_in(argv: list[str], environ: Mapping[str, str]) -> Path | None:
     """The folder ReFrame was started in (it reads this configuration from
     the configuration's own folder), where the path it was given to the
     configuration is relative (-C, --config-file, RFM_CONFIG_FILES): the
@@ -125,7 +126,7 @@ def started_in(argv: list[str], environ) -> Path | None:
     return None
 
 
-def default_prefix(argv: list[str], environ) -> Path | None:
+def default_prefix(argv: list[str], environ: Mapping[str, str]) -> Path | None:
     """The prefix of a run that names none (no --prefix, no RFM_PREFIX):
     ReFrame's own default, the folder it runs in, except in the checkout,
     whose own folders would get reframe.log and a stage tree: there
@@ -134,7 +135,7 @@ def default_prefix(argv: list[str], environ) -> Path | None:
     return CHECKOUT / CHECKOUT_PREFIX if started is not None and started.is_relative_to(CHECKOUT) else None
 
 
-def run_prefix(argv: list[str], environ) -> Path:
+def run_prefix(argv: list[str], environ: Mapping[str, str]) -> Path:
     """The run's prefix: `--prefix`, else RFM_PREFIX, else default_prefix's
     or the folder ReFrame runs in (ReFrame's default)."""
     prefix = environ.get("RFM_PREFIX") or default_prefix(argv, environ) or "."
@@ -146,7 +147,7 @@ def run_prefix(argv: list[str], environ) -> Path:
     return Path(prefix)
 
 
-def reframe_log(argv: list[str], environ) -> Path:
+def reframe_log(argv: list[str], environ: Mapping[str, str]) -> Path:
     """Where ReFrame's own log goes: reframe.log under the run's prefix.
     ReFrame's builtin configuration writes a new rfm-<random>.log into the
     temporary folder at every run and leaves it there; on a shared login

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from caraml.job_log import START, requeue_causes
@@ -117,7 +118,8 @@ def _dry_run_reason(job: str, no_account: bool) -> str:
     return f"job script {short} written and not submitted"
 
 
-def _waiting(ev: Evidence, slurm_state, said: str = "") -> Status:
+def _waiting(ev: Evidence, slurm_state: Callable[[str], tuple[str, str] | None] | None,
+             said: str = "") -> Status:
     """A job submitted that has not started (again): pending with Slurm's
     reason where Slurm holds it, else queued; `said` after either."""
     submitted = _SUBMITTED.search(ev.text("stdout"))
