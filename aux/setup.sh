@@ -169,18 +169,22 @@ PY
         die "the wheelhouse $CARAML_WHEELHOUSE holds no torch and this node has no working one: refill it on a connected machine with 'python3 aux/wheelhouse.py DIR --with-torch', or load the node's torch (module, container) and run again with CARAML_SYSTEM_TORCH=1 after deleting $VENV"
     }
 
-    # The checkout whose suite the venv holds (its editable install), or
-    # nothing for a venv without the suite. Isolated (-I): this shell's
-    # PYTHONPATH may name another checkout.
+    # The checkout whose suite the venv holds (its editable install in its
+    # own site-packages), or nothing for a venv without the suite of its own
+    # (one that sees another environment's through a .pth file installs its
+    # own beside it). Isolated (-I): this shell's PYTHONPATH may name another checkout.
     venv_checkout() {
         "$VENV/bin/python" -I - <<'PY' 2>/dev/null || true
 import json
+import sys
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 try:
-    url = json.loads(metadata.distribution("caraml").read_text("direct_url.json") or "{}").get("url", "")
+    dist = metadata.distribution("caraml")
+    own = Path(str(dist.locate_file(""))).resolve().is_relative_to(Path(sys.prefix).resolve())
+    url = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "") if own else ""
 except (metadata.PackageNotFoundError, ValueError):
     url = ""
 print(Path(unquote(urlparse(url).path)).resolve() if url.startswith("file:") else "")
