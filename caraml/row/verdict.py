@@ -45,14 +45,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from caraml import report
 from caraml.power_limit import DEFAULT, EXTERNAL
 from caraml.row.status import MEASURED
-
-if TYPE_CHECKING:  # (the record imports this module to judge itself)
-    from caraml.row.record import Row
 
 MIN_TIMED_ITERATIONS = 20
 MIN_TIMED_SECONDS = 60.0
@@ -82,7 +78,7 @@ def _ran(row) -> str:
     return f"{row.state}: {reason}" if reason else row.state
 
 
-def _figures(row: Row) -> str:
+def _figures(row) -> str:
     if row.not_finite:
         what = "are not finite numbers" if len(row.not_finite) > 1 else "is not a finite number"
         return f"its {', '.join(row.not_finite)} {what} (a damaged line or file)"
