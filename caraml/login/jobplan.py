@@ -190,6 +190,8 @@ def python_for_job(f: dict[str, str], root: Path) -> str:
 
 
 TORCHRUN_LOGS = "torchrun_logs"
+# torch's compile cache of a job or a step, in its own folder (aux/job.sh.in too)
+TORCH_CACHE = "torchinductor_cache"
 
 
 def launcher_words(f: dict[str, str], python: str) -> list[str]:
@@ -429,6 +431,10 @@ def run_tool(argv: list[str]) -> int:
     # this checkout's code, whichever environment (CARAML_VENV) runs it
     path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = str(ROOT) + (os.pathsep + path if path else "")
+    # torch's compile cache (made as soon as megatron-core imports torch._dynamo)
+    # in the step's own folder, not a torchinductor_<user> folder left in the
+    # temporary folder (the job script does the same for the job; a site's own cache wins)
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path.cwd() / TORCH_CACHE))
     os.execv(str(python), [str(python), *argv])
     return 1  # not reached: execv replaces this process
 
