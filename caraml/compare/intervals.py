@@ -1,12 +1,14 @@
 """The interval on the ratio of two systems' figures, made to hold with a
 few runs a side: Welch's t on the logarithms of the runs' figures, each
 side's spread at least the pooled spread of both sides' runs and what its
-own timed iterations imply, a side of one run taking the other side's
-spread (where its row records its iterations' spread; else no interval). Also how many runs a side would
-separate a difference the interval cannot, and the tie margin within which
-neither system leads. docs/compare.md ("Repeats and confidence intervals")
-says why, and the coverage between equal systems that
-aux/perf/interval_coverage.py measured with these functions."""
+own timed iterations imply; a side of one run takes the other side's
+spread on one degree of freedom (where its row records its iterations'
+spread; else no interval).
+Also how many runs a side would separate a difference the interval
+cannot, and the tie margin within which neither system leads.
+docs/compare.md ("Repeats and confidence intervals") says why, and the
+coverage between equal systems that aux/perf/interval_coverage.py
+measured with these functions."""
 
 from __future__ import annotations
 
@@ -17,9 +19,9 @@ import numpy as np
 from scipy import stats
 
 CONFIDENCE = 0.95
-# A lead of at most 2 % is a tie: one system's nodes differ among themselves
-# by about that much (clocks, cooling, memory), and so do two software
-# stacks a month apart, so a procurement cannot rest on less
+# A lead of at most 2 % is a tie: a centre buys other nodes than those
+# measured, which differ among themselves (power and clock bins, cooling,
+# memory) and run other software months later; a judgement, argued in docs
 TIE_MARGIN = 0.02
 # "N runs a side would separate" looks no further
 MOST_RUNS = 1000
@@ -48,16 +50,19 @@ class _Spreads:
     runs: tuple[int, int]
     borrowed: bool  # a side of one run took the other side's spread
 
-    def error(self, runs: tuple[int, int]) -> float:
-        return math.sqrt(self.top ** 2 / runs[0] + self.bottom ** 2 / runs[1])
+    def error(self) -> float:
+        return math.sqrt(self.top ** 2 / self.runs[0] + self.bottom ** 2 / self.runs[1])
 
-    def freedom(self, runs: tuple[int, int]) -> float:
-        """Welch-Satterthwaite's degrees of freedom; where one spread was
-        borrowed, that of the side that measured it alone."""
+    def freedom(self) -> float:
+        """Welch-Satterthwaite's degrees of freedom; where a side of one run
+        took the other side's spread, 1: that it runs as steadily as the
+        other system is an assumption its one run cannot check (it may be
+        the slow one), so the interval counts the fewest degrees of freedom
+        a spread is measured on, not the other side's."""
         if self.borrowed:
-            return max(runs) - 1
-        parts = (self.top ** 2 / runs[0], self.bottom ** 2 / runs[1])
-        return sum(parts) ** 2 / sum(p ** 2 / (n - 1) for p, n in zip(parts, runs))
+            return 1.0
+        parts = (self.top ** 2 / self.runs[0], self.bottom ** 2 / self.runs[1])
+        return sum(parts) ** 2 / sum(p ** 2 / (n - 1) for p, n in zip(parts, self.runs))
 
 
 def _spreads(top: Side, bottom: Side) -> _Spreads | str:
@@ -88,16 +93,12 @@ def _centre(top: Side, bottom: Side) -> float:
     return float(np.mean(top.logs()) - np.mean(bottom.logs()))
 
 
-def _t(freedom: float) -> float:
-    return float(stats.t.ppf(0.5 + CONFIDENCE / 2, freedom))
-
-
 def ratio_interval(top: Side, bottom: Side) -> tuple[float, float, str]:
     """The 95 % interval of top's figure over bottom's, and why there is none (empty where there is)."""
     spreads = _spreads(top, bottom)
     if isinstance(spreads, str):
         return math.nan, math.nan, spreads
-    half = _t(spreads.freedom(spreads.runs)) * spreads.error(spreads.runs)
+    half = float(stats.t.ppf(0.5 + CONFIDENCE / 2, spreads.freedom())) * spreads.error()
     centre = _centre(top, bottom)
     return math.exp(centre - half), math.exp(centre + half), ""
 
@@ -110,14 +111,13 @@ def runs_to_separate(top: Side, bottom: Side, ratio: float) -> int | None:
     spreads = _spreads(top, bottom)
     if isinstance(spreads, str) or not ratio > 0 or ratio == 1:
         return None
-    size = abs(math.log(ratio))
-    for n in range(max(2, min(spreads.runs) + 1), MOST_RUNS + 1):
-        both = (n, n)
-        # the hypothetical runs measure both spreads: Welch's freedom, nothing borrowed
-        freedom = _Spreads(spreads.top, spreads.bottom, both, False).freedom(both)
-        if _t(freedom) * spreads.error(both) < size:
-            return n
-    return None
+    first, second = spreads.top ** 2, spreads.bottom ** 2
+    runs = np.arange(max(2, min(spreads.runs) + 1), MOST_RUNS + 1)
+    # as many runs on each side measure both spreads: Welch's freedom, nothing borrowed
+    freedom = (runs - 1) * (first + second) ** 2 / (first ** 2 + second ** 2)
+    half = stats.t.ppf(0.5 + CONFIDENCE / 2, freedom) * np.sqrt((first + second) / runs)
+    enough = np.flatnonzero(half < abs(math.log(ratio)))
+    return int(runs[enough[0]]) if enough.size else None
 
 
 def tie(ratio: float) -> bool:
