@@ -43,10 +43,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from caraml import report
 from caraml.power_limit import DEFAULT, EXTERNAL
 from caraml.row.status import MEASURED
+
+if TYPE_CHECKING:  # the record imports this module to judge a row
+    from caraml.row.record import Row
 
 MIN_TIMED_ITERATIONS = 20
 MIN_TIMED_SECONDS = 60.0
@@ -132,13 +136,27 @@ def _energy_whole(row) -> str:
     return ""
 
 
-# each rule gives why a row is not a measurement, or "" where it passes
-RULES = (_ran, _numerics, _at_its_limit, _long_enough, _learns, _energy_whole)
+# each rule gives why a row is not a measurement, or "" where it passes;
+# its word names that kind of verdict where a table has room for one word
+RULES = (("not run", _ran), ("numerics", _numerics), ("limit left", _at_its_limit),
+         ("short", _long_enough), ("not learning", _learns), ("energy", _energy_whole))
+# the word of a verdict that no rule of this version words so (a row decided by another)
+OTHER = "no measurement"
 
 
 def judge(row) -> str:
     """Why the row is not a measurement: the first rule it fails; "" for a measurement."""
-    return next((why for rule in RULES if (why := rule(row))), "")
+    return next((why for _, rule in RULES if (why := rule(row))), "")
+
+
+def kind(row: Row) -> str:
+    """The word of the rule whose verdict the row holds (its
+    not_a_measurement, decided once): the rule that words it so, else
+    OTHER; "" for a measurement. It names the verdict the row carries,
+    never a new one."""
+    if row.measurement:
+        return ""
+    return next((word for word, rule in RULES if rule(row) == row.not_a_measurement), OTHER)
 
 
 def shown(why: str) -> str:
