@@ -10,9 +10,9 @@ package, which is every repeat of its configuration decided so far, read
 anew at each `jube result` (docs/jube.md, "Repeats").
 
 A configuration is JUBE's own: the values of the parameters of the
-execute work package and the steps before it, less `repeat`, JUBE's own
-(jube_*) and the parameters made from them (the job's name holds its work
-package's id). Standard library only (login node)."""
+execute work package and the steps before it, less `repeat`, JUBE's own of
+each work package (jube_wp_*) and the parameters made from them (the job's
+name holds its work package's id). Standard library only (login node)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ FOLDER = "repeats"  # in the run folder
 LINK = "repeats"  # in each combine work folder, to its configuration's folder there
 SUFFIX = ".out"
 REPEAT = "repeat"
+# JUBE's parameters of one work package (jube_wp_id, jube_wp_abspath, ...),
+# which its record of a run need not list beside the script's
+PER_PACKAGE = "jube_wp_"
 # a JUBE parameter reference: ${name} or $name; $$ is a literal dollar
 _REFERENCE = re.compile(r"\$(\$|\{(\w+)\}|(\w+))")
 
@@ -56,11 +59,14 @@ def configuration(wp: jube_run.WorkPackage, planned: dict[int, jube_run.WorkPack
     for each in reversed(_chain(wp, planned)):
         params.update(each.params)
         definitions.update(each.definitions)
-    varying = {name for name in params if name == REPEAT or name.startswith("jube_")}
+    def varies(name: str) -> bool:  # JUBE's own of each work package (its id, folder, parents)
+        return name == REPEAT or name.startswith(PER_PACKAGE)
+
+    varying = {name for name in params if varies(name)}
     grew = True
     while grew:  # and every parameter made from one of them
-        made = {name for name, definition in definitions.items()
-                if name not in varying and _references(definition) & varying}
+        made = {name for name, definition in definitions.items() if name not in varying
+                and any(varies(used) or used in varying for used in _references(definition))}
         varying |= made
         grew = bool(made)
     return {name: value for name, value in sorted(params.items()) if name not in varying}

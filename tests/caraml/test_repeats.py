@@ -57,22 +57,24 @@ def _package(wp_id: int, params: dict[str, str], definitions: dict[str, str], pa
 
 
 def test_a_configuration_is_every_parameter_but_the_repeat_and_what_differs_by_work_package():
-    data = _package(0, {"corpus": "oscar", "jube_wp_id": "0"}, {"corpus": "oscar", "jube_wp_id": "0"})
+    data = _package(0, {"corpus": "oscar"}, {"corpus": "oscar"})
+    # JUBE's record lists the script's parameters, not its own per work package (jube_wp_id)
     definitions = {"repeat": "${expand_tool} -m caraml.repeats", "global_batch_size": "${batch_sweep}",
                    "job_name": "caraml_${jube_benchmark_name}_${jube_wp_id}",
                    "job_facts": "job_name=${job_name}\nnodes=${nodes}", "nodes": "1",
                    "prefix": "$$CARAML_ROOT/${repeat_free}", "repeat_free": "x",
-                   "jube_wp_id": "1"}
+                   "root": "${jube_benchmark_home}/.."}
     planned = {0: data}
     configs = []
     for wp_id, (repeat, batch) in enumerate([("1", "8"), ("2", "8"), ("1", "16")], 1):
         params = {"repeat": repeat, "global_batch_size": batch, "job_name": f"caraml_x_{wp_id}",
                   "job_facts": f"job_name=caraml_x_{wp_id}\nnodes=1", "nodes": "1",
-                  "prefix": "$CARAML_ROOT/x", "repeat_free": "x", "jube_wp_id": str(wp_id)}
+                  "prefix": "$CARAML_ROOT/x", "repeat_free": "x", "root": "/site/.."}
         planned[wp_id] = _package(wp_id, params, definitions, parents=(0,))
         configs.append(repeat_group.configuration(planned[wp_id], planned))
-    # the repeat, JUBE's own and the job's name (and its facts, made from it) differ by work package
+    # the repeat and the job's name (and its facts, made from it) differ by work package;
+    # what JUBE's run-wide parameters give stays
     assert configs[0] == {"corpus": "oscar", "global_batch_size": "8", "nodes": "1",
-                          "prefix": "$CARAML_ROOT/x", "repeat_free": "x"}
+                          "prefix": "$CARAML_ROOT/x", "repeat_free": "x", "root": "/site/.."}
     assert configs[0] == configs[1] != configs[2]
     assert repeat_group.key(configs[0]) == repeat_group.key(dict(reversed(configs[1].items())))
