@@ -148,10 +148,12 @@ site_configuration = {
                     " figure: work_per_node_wh, value: 1, lower: 0.5, upper: 1000000000,"
                     " kind: measured by this suite, source: a test}\n")
     prefix = tmp_path / "rfm"
-    done = _reframe(prefix, "-r", "-c", str(checks), "-n", "CentreNodeEnergy",
-                    "-S", "valid_prog_environs=gnu", "-S", f"references_file={refs}",
-                    "-S", "suite_references=false", "-S", "extra_tags=measure",
-                    config=config, env=metered_slurm2n.env)
+    # docs/reframe.md's steps 4 and 5: a dry run, then the run
+    args = ["-c", str(checks), "-n", "CentreNodeEnergy", "-S", "valid_prog_environs=gnu",
+            "-S", f"references_file={refs}", "-S", "suite_references=false", "-S", "extra_tags=measure"]
+    dry = _reframe(prefix, "--dry-run", *args, config=config, env=metered_slurm2n.env)
+    assert dry.returncode == 0 and not list(prefix.rglob("perflogs/**/*.log")), dry.stdout[-3000:]
+    done = _reframe(prefix, "-r", *args, config=config, env=metered_slurm2n.env)
     assert "Failing phase: performance" in done.stdout, done.stdout[-4000:]
     assert re.search(r"failed to meet reference\(s\): node_wh=\S+ Wh of the nodes \(node, job window, "
                      r"slurm-acct_gather_energy/pm_counters\), expected 1e-06", done.stdout), \
