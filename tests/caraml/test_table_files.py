@@ -78,16 +78,18 @@ CONTAINER = [("System", "system_name"), ("Container", "container"), ("Status", "
              ("Cause", "reason")]
 
 
-REPEATS_MEAN = ("row_per_s_avg", "row_per_s_std", "row_per_s_min", "row_per_s_max")
+REPEATS_MEAN = ("row_per_s_avg", "row_per_s_std", "row_work_per_wh_timed_avg")
 
 
 def _repeats_table(columns: list[tuple[str, str]], table_filter: str) -> None:
     """The repeat tag's table: one line per configuration (its first
-    repeat's), how many runs and measurements, and JUBE's own mean, spread
-    and range of the rate, read from the typed patterns."""
+    repeat's), how many runs and measurements, and JUBE's own mean and
+    spread of the rate and the work per Wh, read from the typed patterns,
+    with the energy's scope and whether it is measured or estimated."""
     names = [name for _, name in columns]
     assert table_filter == "'${repeat}' == '${row_repeat_min}'"
-    assert {"row_repeat_cnt", "row_measured_cnt", *REPEATS_MEAN} <= set(names)
+    assert {"row_repeat_cnt", "row_measured_cnt", *REPEATS_MEAN, "row_energy_scope",
+            "row_energy_kind"} <= set(names)
     assert len({title for title, _ in columns}) == len(columns)  # JUBE keys a table's columns by title
 
 
