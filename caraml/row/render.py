@@ -13,9 +13,9 @@ import json
 import math
 
 from caraml import benchmarks, report
+from caraml.row import verdict
 from caraml.row.record import FIELDS, KINDS, Row
 from caraml.row.status import MEASURED
-from caraml.row.verdict import kind as verdict_kind
 from caraml.row.verdict import shown as verdict_shown
 
 # the fields with lines of their own (free text a JUBE cell wraps; a
@@ -79,12 +79,19 @@ def notable(row: Row) -> bool:
     return row.state != "ok" or bool(row.flags) or not row.measurement or bool(row.history_error)
 
 
+def verdict_word(row: Row) -> str:
+    """The word of the rule whose verdict the row holds (its
+    not_a_measurement, decided once): the rule that words it so, else
+    verdict.OTHER. It names the verdict the row carries, never a new one."""
+    return next((word for word, rule in verdict.RULES if rule(row) == row.not_a_measurement), verdict.OTHER)
+
+
 def status(row: Row) -> str:
     """The Status cell of the result tables: the state, and for a row that
     ran to its figures and is no measurement the word of its verdict
     (`ok (short)`); the issues table's cause says the verdict whole."""
     if row.state in MEASURED and not row.measurement:
-        return f"{row.state} ({verdict_kind(row)})"
+        return f"{row.state} ({verdict_word(row)})"
     return row.state
 
 

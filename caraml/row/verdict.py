@@ -43,14 +43,10 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
 
 from caraml import report
 from caraml.power_limit import DEFAULT, EXTERNAL
 from caraml.row.status import MEASURED
-
-if TYPE_CHECKING:  # the record imports this module to judge a row
-    from caraml.row.record import Row
 
 MIN_TIMED_ITERATIONS = 20
 MIN_TIMED_SECONDS = 60.0
@@ -147,16 +143,6 @@ OTHER = "no measurement"
 def judge(row) -> str:
     """Why the row is not a measurement: the first rule it fails; "" for a measurement."""
     return next((why for _, rule in RULES if (why := rule(row))), "")
-
-
-def kind(row: Row) -> str:
-    """The word of the rule whose verdict the row holds (its
-    not_a_measurement, decided once): the rule that words it so, else
-    OTHER; "" for a measurement. It names the verdict the row carries,
-    never a new one."""
-    if row.measurement:
-        return ""
-    return next((word for word, rule in RULES if rule(row) == row.not_a_measurement), OTHER)
 
 
 def shown(why: str) -> str:
