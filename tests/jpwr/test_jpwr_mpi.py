@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from jpwr import mpi
-from jpwr.aggregate import combine, find_runs, latest_runs
+from jpwr.aggregate import combine, read_job
 from jpwr.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,8 @@ def test_use_mpi_gathers_each_ranks_files_by_its_rank_and_combine_folds_them(tmp
         f"{stem}.{rank}.{ext}" for rank in (0, 1) for stem, ext in files)
     assert [json.loads((out / f"meta.{r}.json").read_text())["rank"] for r in (0, 1)] == [0, 1]
     # both runs count (they are different ranks, not a rerun), each GPU once, from its rank
-    assert len(latest_runs(find_runs([out]))[0]) == 2
+    job = read_job([out])
+    assert (len(job.runs), job.superseded) == (2, [])
     table = combine([out])
     assert sorted(zip(table["rank"], table["device"])) == [(0, "gpu0"), (1, "gpu1")]
     assert table["counted"].all() and (table["energy_wh"] > 0).all()
@@ -123,7 +124,7 @@ def test_upstreams_readme_commands_under_a_real_mpirun(tmp_path):
                           timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert {p.name for p in out.glob("energy.*")} == {"energy.0.csv", "energy.1.csv"}
-    assert len(latest_runs(find_runs([out]))[0]) == 2
+    assert (len(read_job([out]).runs), read_job([out]).superseded) == (2, [])
     only = tmp_path / "only0"
     done = subprocess.run([*command[:-3], "--df-out", str(only), "--use-mpi", "--mpi-ranks", "0", "--",
                            *work], env=_env(tmp_path), capture_output=True, text=True, timeout=300)
