@@ -94,8 +94,9 @@ def test_jubes_own_statistics_over_the_repeats_are_the_repeats_table(tiny):
     assert float(line["Samples/s"]) == pytest.approx(statistics.mean(shown), abs=0.06)
     assert float(line["sd"]) == pytest.approx(statistics.stdev(shown), abs=0.06)
     assert (float(line["min"]), float(line["max"])) == pytest.approx((min(shown), max(shown)), abs=0.06)
-    # a second jube result reads JUBE's typed record of the analysis back
+    # a second jube result reads JUBE's typed record of the analysis back; no line over 160 characters
     assert tiny.jube("result", str(tiny.outpath), "-i", "last") == tiny.shown
+    assert tiny.shown_tables() == ["result", "repeats"]
 
 
 @pytest.mark.jube
