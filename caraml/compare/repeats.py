@@ -138,7 +138,7 @@ def _size(ratio: float) -> str:
 def ratio_words(ratio: float, low: float, high: float, why_none: str = "", runs: int | None = None) -> str:
     """`1.06x, 95 % CI 1.04–1.08`; within the tie margin `1.01x, a tie
     (within 2 %), 95 % CI 0.98–1.04`; where the interval holds 1 `no
-    significant difference: 1.05x, 95 % CI 0.97–1.13; 7 runs a side would
+    significant difference: 1.05x, 95 % CI 0.98–1.13; 5 runs a side would
     separate 5 %` (runs: runs_to_separate's); without an interval, why."""
     tied = intervals.tie(ratio)
     said = f"{ratio:.2f}x" + (f", a tie (within {intervals.TIE_MARGIN * 100:.0f} %)" if tied else "")
