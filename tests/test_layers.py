@@ -85,11 +85,12 @@ def test_jpwr_knows_nothing_of_jube():
 # What the login node's python3 may import of the suite besides the login
 # tools and the row model: the JUBE adapter, JUBE's record of a run, and the
 # tables and rules the row reads, the job script's own log lines, all
-# standard library only (jpwr's power limit scopes too, which are)
+# standard library only (jpwr's power limit scopes too, which are, and the
+# sysfs reader through which they find a node's GPUs)
 LOGIN_SHARED = ("caraml/report.py", "caraml/jube_run.py", "caraml/device_peaks.py", "caraml/benchmarks.py",
                 "caraml/benchmark_entry.py", "caraml/job_log.py",
                 "caraml/power_limit.py", "caraml/rocm_tf32.py", "jpwr/gpu/power_limit.py",
-                "jpwr/gpu/visible.py", "jpwr/method.py", "jpwr/notice.py")
+                "jpwr/gpu/visible.py", "jpwr/method.py", "jpwr/notice.py", "jpwr/sysfs.py")
 LOGIN_PACKAGES = ("caraml/login", "caraml/row")
 
 
