@@ -306,7 +306,11 @@ PY
     check_torch() {
         # A CPU-only '+cpu' torch wheel imports, but torchvision's compiled ops
         # then fail to register; building resnet50 and running nms catches it.
-        "$VENV/bin/python" - <<'PY' || die "torch/torchvision do not work together in $VENV (see the message above); delete $VENV and run again"
+        # (torch._dynamo, which torchvision imports, makes its compile cache's
+        # folder at once: a scratch one here, not one left in the temporary folder)
+        local scratch status=0
+        scratch="$(mktemp -d)"
+        TORCHINDUCTOR_CACHE_DIR="$scratch" "$VENV/bin/python" - <<'PY' || status=$?
 import torch, torchvision
 from torchvision.ops import nms
 torchvision.models.resnet50()
@@ -314,6 +318,8 @@ boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]])
 assert nms(boxes, torch.tensor([1.0, 0.5]), 0.5).tolist() == [0]
 print(f"[caraml setup] torch {torch.__version__} and torchvision {torchvision.__version__} work together")
 PY
+        rm -rf "$scratch"
+        [ "$status" = 0 ] || die "torch/torchvision do not work together in $VENV (see the message above); delete $VENV and run again"
     }
 
     ensure_venv
