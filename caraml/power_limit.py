@@ -17,7 +17,7 @@ replaces the points for one run, CARAML_POWER_LIMIT_SCOPE (`gpu`) the
 scope, CARAML_POWER_LIMIT_MODE the mode.
 
 The node side is caraml/node/power_limit_run.py (the driver core's) and
-caraml/node/power_guard.py (the job's guard); the row's record of what
+caraml/job/power_guard.py (the job's guard); the row's record of what
 their lines say is the row model's (caraml/row/power_limit.py).
 
     python -m caraml.power_limit sweep POINTS
@@ -51,7 +51,7 @@ MODES = (SUITE, EXTERNAL)
 SET_SCOPE = "power limit"
 RESTORED_SCOPE = "power limit restored"
 START_SCOPE = "power limit at start"
-# the power guard's (caraml/node/power_guard.py): a limit found, all found, one put back, the end
+# the power guard's (caraml/job/power_guard.py): a limit found, all found, one put back, the end
 GUARD_FOUND, GUARD_READY, GUARD_RESTORED, GUARD_END = ("power guard", "power guard ready",
                                                        "power guard restored", "power guard end")
 # the guard's record of each node in the job's folder: this, then the host's name

@@ -87,10 +87,10 @@ def test_jpwr_knows_nothing_of_jube():
 # tables and rules the row reads, the job script's own log lines, all
 # standard library only (jpwr's power limit scopes too, which are)
 LOGIN_SHARED = ("caraml/report.py", "caraml/jube_run.py", "caraml/device_peaks.py", "caraml/benchmarks.py",
-                "caraml/benchmark_entry.py", "caraml/job_log.py",
+                "caraml/benchmark_entry.py",
                 "caraml/power_limit.py", "caraml/rocm_tf32.py", "jpwr/gpu/power_limit.py",
                 "jpwr/gpu/visible.py", "jpwr/method.py", "jpwr/notice.py")
-LOGIN_PACKAGES = ("caraml/login", "caraml/row")
+LOGIN_PACKAGES = ("caraml/login", "caraml/row", "caraml/job")
 
 
 def _login_files() -> list[Path]:

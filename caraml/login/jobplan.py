@@ -30,7 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from caraml import power_limit, report, rocm_tf32  # noqa: E402
-from caraml.login import node_energy, room, systems  # noqa: E402
+from caraml.job import node_energy  # noqa: E402
+from caraml.login import room, systems  # noqa: E402
 from caraml.row.status import SIGNAL_FILE  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,12 +146,12 @@ def variables(f: dict[str, str], root: Path) -> list[str]:
         "SIGNAL_FILE": SIGNAL_FILE,
         "SAMPLES_PER_DEVICE": f["samples_per_device"],
         # the nodes' energy as Slurm meters it, beside the energy folder
-        # (caraml/login/node_energy.py), and the meter platform.xml declares
+        # (caraml/job/node_energy.py), and the meter platform.xml declares
         "NODE_ENERGY_FILE": node_energy.FILE_NAME,
         "NODE_METER": f["node_meter"],
         "SUBMIT_MODE": f["submit_mode"],
         "MASTER_ADDR_SUFFIX": f["master_addr_suffix"],
-        # the power guard's records, one a node (caraml/node/power_guard.py)
+        # the power guard's records, one a node (caraml/job/power_guard.py)
         "GUARD_FILES": power_limit.GUARD_FILES,
         # an earlier point of the sweep found no privilege: this one does not run
         "POWER_LIMIT_REFUSED": str(power_limit.refusal_marker(rundir)) if refused_here(f) else "",
@@ -216,7 +217,7 @@ def launcher_words(f: dict[str, str], python: str) -> list[str]:
 
 def guarded(f: dict[str, str]) -> bool:
     """Whether the job starts a power guard on each node: a job on GPUs, or
-    one that asks for a power limit (caraml/node/power_guard.py)."""
+    one that asks for a power limit (caraml/job/power_guard.py)."""
     return f["building_container"] != "yes" and (
         f["device_kind"] in VISIBLE_DEVICES or bool(f["power_limit"].strip()))
 
@@ -234,7 +235,7 @@ def guard_line(f: dict[str, str], root: Path) -> str:
     if not guarded(f):
         return ""
     python = shlex.quote(python_for_job(f, root))
-    guard = [python, "-m", "caraml.node.power_guard", "guard", "--dir", "."]
+    guard = [python, "-m", "caraml.job.power_guard", "guard", "--dir", "."]
     if f["submit_mode"] != "slurm":
         return " ".join(container_words(f, root) + guard + ["--watch-pid", "$$"])
     nodes = int(f["nodes"])

@@ -25,7 +25,7 @@ every rank with one line (the driver core's `agreed`), with every limit
 already set put back. A job refused the privilege to set a limit notes it
 in the run's folder (caraml/power_limit.py, REFUSED_FILE): the sweep's later
 points end at once with the same line instead of queueing to fail alike.
-The job's power guard (caraml/node/power_guard.py) puts back what a rank that
+The job's power guard (caraml/job/power_guard.py) puts back what a rank that
 is killed outright cannot."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from caraml import benchmarks, device_peaks
 from caraml.benchmark_entry import Benchmark, number, whole
 from caraml.report import CONTENTION_PCT, MEMORY, last_kv
 from caraml.row import power_limit
-from caraml.job_log import requeued
+from caraml.job.log import requeued
 from caraml.row.evidence import Evidence
 from caraml.row.facts import (Facts, energy, energy_flags, headline, measured_peak, mfu_refusal, node_energy,
                               provenance)

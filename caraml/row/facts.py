@@ -2,14 +2,14 @@
 `CARAML <scope>: key=value` lines (caraml/report.py) and the energy lines of
 `jpwr combine` (jpwr-summary, jpwr-scope, jpwr-window, jpwr-scopes,
 jpwr-hosts), and the job's node energy as its file gives it
-(caraml/login/node_energy.py). Standard library only (login node)."""
+(caraml/job/node_energy.py). Standard library only (login node)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from caraml.login.node_energy import MEASURED, NodeEnergy
+from caraml.job.node_energy import MEASURED, NodeEnergy
 from caraml.report import contended_peak_refusal, kv, kv_lines, last_kv
 from caraml.row.record import gpu_work_per_wh
 

@@ -9,7 +9,7 @@ The lines, in job.out (caraml/node/power_limit_run.py, every rank):
     ... reported_w=300
     CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=400
 
-and in the power guard's file of each node (caraml/node/power_guard.py),
+and in the power guard's file of each node (caraml/job/power_guard.py),
 of which `CARAML power guard end: host=n1 restored=yes|no|none` says
 whether it put back, read again, every limit it found changed.
 

@@ -118,7 +118,7 @@ class Row:
     energy_by_node: dict[str, float] = field(default_factory=dict)
     counter_vs_integrated_pct: float | None = None
     # the nodes' energy from the centre's meter, as Slurm's energy accounting
-    # read it (caraml/login/node_energy.py): its own figure beside jpwr's,
+    # read it (caraml/job/node_energy.py): its own figure beside jpwr's,
     # never added to it. Its state (measured, none, failed, missing,
     # unreadable, incomplete) and why there is no figure; node_wh only where
     # the meter covers whole nodes (scope node), over its window (job: the job

@@ -5,7 +5,7 @@ rowPatterns); once the combine step has run, its own lines win. Written
 wherever a row's state changes: when the job is written and submitted
 (caraml/login/jobplan.py), when a check refuses it (platform.xml,
 preflight_cmd), when the job starts and ends (aux/job.sh.in) and when its
-script was killed (caraml/jobwatch.py); each time the run's full table
+script was killed (caraml/job/watch.py); each time the run's full table
 (caraml/row/full_table.py) is written anew too. A container build job's lines say
 how its build stands (caraml/row/status.py, decide_build).
 

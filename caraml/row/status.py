@@ -21,7 +21,7 @@ import re
 import subprocess
 from dataclasses import dataclass
 
-from caraml.job_log import START
+from caraml.job.log import START
 from caraml.report import WINDOW_REACHED
 from caraml.row.evidence import DONE, SIGNAL_FILE, Evidence
 

@@ -17,7 +17,7 @@ previous limit is restored
 
 SIGKILL (Slurm's last word after its KillWait, the OOM killer), an abort or
 a segfault cannot be answered from inside the process: the job's power
-guard (caraml/node/power_guard.py) puts the limit back from outside it.
+guard (caraml/job/power_guard.py) puts the limit back from outside it.
 
 NVIDIA GPUs through NVML (nvidia-ml-py: nvmlDeviceGetPowerManagementLimit,
 ...Constraints, ...DefaultLimit, nvmlDeviceSetPowerManagementLimit, all in

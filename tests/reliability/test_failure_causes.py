@@ -1,4 +1,4 @@
-"""The cause a failed job's row names (caraml/failure.py), from real failure
+"""The cause a failed job's row names (caraml/job/failure.py), from real failure
 logs made here on CPU with torchrun and gloo, and from GPU-style logs in
 logs/ (see logs/README.md)."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from caraml import failure, oom_evidence
-from caraml.oom_evidence import Verdict
+from caraml.job import failure, oom_evidence
+from caraml.job.oom_evidence import Verdict
 
 LOGS = Path(__file__).parent / "logs"
 

@@ -219,7 +219,7 @@ def test_without_the_environment_a_tool_that_needs_it_fails_with_one_line(tmp_pa
 
 
 def _guard_lines(job: str) -> list[str]:
-    return [ln.strip() for ln in job.splitlines() if "caraml.node.power_guard guard" in ln]
+    return [ln.strip() for ln in job.splitlines() if "caraml.job.power_guard guard" in ln]
 
 
 @pytest.mark.parametrize("changes, guarded", [
@@ -247,7 +247,7 @@ def test_under_slurm_the_guard_is_one_task_a_node_beside_the_job_with_every_gpu(
     assert words[:7] == ["srun", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
                          "--gpus-per-task=4", "--mpi=pmi2"]
     assert words[words.index("apptainer"):][:2] == ["apptainer", "exec"]  # where the bindings are
-    assert words[-6:] == ["python3", "-m", "caraml.node.power_guard", "guard", "--dir", "."]
+    assert words[-6:] == ["python3", "-m", "caraml.job.power_guard", "guard", "--dir", "."]
 
 
 def test_after_a_point_refused_its_privilege_the_sweeps_other_points_do_not_run(tmp_path, capsys):

@@ -4,9 +4,9 @@ power limit the job changed, however the job's processes end: at the end
 of the run, by a signal, or by SIGKILL, an abort, a segfault or the OOM
 killer, after which no code of a training process runs.
 
-    python -m caraml.node.power_guard guard --dir DIR [--watch-pid PID]
-    python -m caraml.node.power_guard wait --dir DIR --nodes N [--timeout-s S]
-    python -m caraml.node.power_guard reset
+    python -m caraml.job.power_guard guard --dir DIR [--watch-pid PID]
+    python -m caraml.job.power_guard wait --dir DIR --nodes N [--timeout-s S]
+    python -m caraml.job.power_guard reset
 
 `guard` records the limit of every GPU this process sees, at every scope
 the device reports (the GPU's own; a GH200 superchip's module), and the

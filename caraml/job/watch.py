@@ -26,10 +26,10 @@ from pathlib import Path
 Process = tuple[int, str]  # pid and start time: a pid alone may be reused
 # The job's power guard outlives its job script: it puts the GPUs' power
 # limits back once the ranks that set them are gone, and then ends by itself
-# (caraml/node/power_guard.py, --watch-pid)
-GUARD = b"caraml.node.power_guard"
+# (caraml/job/power_guard.py, --watch-pid)
+GUARD = b"caraml.job.power_guard"
 # the suite's checkout, whose row model the watcher runs
-CHECKOUT = str(Path(__file__).resolve().parents[1])
+CHECKOUT = str(Path(__file__).resolve().parents[2])
 
 
 def _stat(pid: int) -> tuple[int, str] | None:

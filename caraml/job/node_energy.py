@@ -17,9 +17,9 @@ Where Slurm meters nothing (AcctGatherEnergyType none, or job accounting
 that carries no energy), outside Slurm, or where no step covers every node
 of the job, the file says so and why; it never holds an estimate.
 
-    python3 -m caraml.login.node_energy begin FILE [--declared METER]
-    python3 -m caraml.login.node_energy end FILE
-    python3 -m caraml.login.node_energy show FILE
+    python3 -m caraml.job.node_energy begin FILE [--declared METER]
+    python3 -m caraml.job.node_energy end FILE
+    python3 -m caraml.job.node_energy show FILE
 
 FILE (node_energy.json beside the job's energy folder) is described in
 docs/node_energy.md; read_node_energy() reads it. Standard library only:
@@ -252,7 +252,7 @@ def line(energy: NodeEnergy) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m caraml.login.node_energy",
+    parser = argparse.ArgumentParser(prog="python3 -m caraml.job.node_energy",
                                      description="The job's node energy from Slurm's energy accounting.")
     parser.add_argument("action", choices=("begin", "end", "show"))
     parser.add_argument("file", type=Path)

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 if __package__ in (None, ""):
-    # Run by the job script as a file: the suite's packages live one folder up.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from caraml import oom_evidence  # noqa: E402
-from caraml.job_log import last_attempt  # noqa: E402
-from caraml.oom_evidence import Verdict  # noqa: E402
+    # Run by the job script as a file: the suite's packages live two folders up.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from caraml.job import oom_evidence  # noqa: E402
+from caraml.job.log import last_attempt  # noqa: E402
+from caraml.job.oom_evidence import Verdict  # noqa: E402
 from caraml.report import ERROR_PREFIX, error, one_line  # noqa: E402
 
 # torchrun's --tee / log-line prefix, "[rank3]:" and "[default0]:"
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples-per-device", default="",
                     help="batch per device, named in an out-of-memory cause")
     ap.add_argument("--oom-kills-at-start", default="",
-                    help="the job cgroup's oom_kill count at the job's start (caraml/oom_evidence.py)")
+                    help="the job cgroup's oom_kill count at the job's start (caraml/job/oom_evidence.py)")
     ap.add_argument("logs", nargs="*", type=Path, help="the job's log files, stderr first")
     args = ap.parse_args(argv)
     text = read_logs(args.logs)
