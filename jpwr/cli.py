@@ -23,11 +23,14 @@ import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import NoReturn
 
 from jpwr import aggregate
-from jpwr.ctxmgr import get_power
+from jpwr.ctxmgr import PowerScope, get_power
 from jpwr.files import OutputUnwritable
-from jpwr.method import MethodUnavailable
+from jpwr.method import Method, MethodUnavailable
 from jpwr.methods import NAMES, check_names, from_names
 from jpwr.notice import one_line, say
 from jpwr.version import VersionAction
@@ -48,7 +51,7 @@ class UsageError(ValueError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
@@ -119,7 +122,7 @@ class SignalForwarder:
         self._pending: list[int] = []
         self._previous = {sig: signal.signal(sig, self._handle) for sig in FORWARDED}
 
-    def _handle(self, signum: int, _frame) -> None:
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGINT and _terminal_sent_it():
             return
         if self.child is None:
@@ -149,7 +152,7 @@ def _terminal_sent_it() -> bool:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent():
+def _die_with_parent() -> Callable[[], None] | None:
     """preexec_fn for CMD: the kernel kills CMD when jpwr dies, also of a
     SIGKILL that gives jpwr no chance to pass anything on. Linux only."""
     if not sys.platform.startswith("linux"):
@@ -175,7 +178,7 @@ class CommandNotFound(UsageError):
     pass
 
 
-def _prepare(argv: list[str]):
+def _prepare(argv: list[str]) -> tuple[list[str], list[Method], PowerScope]:
     """Everything that can refuse the run, before the command starts:
     (command, methods, scope)."""
     options, command = split_command(argv)
@@ -241,7 +244,7 @@ def run(argv: list[str]) -> int:
     return _exit_status(returncode)
 
 
-def _print_summary(scope) -> None:
+def _print_summary(scope: PowerScope) -> None:
     table, _ = scope.channel_energy()
     table["origin"], table["file"] = aggregate.FROM_ENERGY, ""
     print(aggregate.format_table(table), file=sys.stderr)

@@ -134,7 +134,8 @@ def _login_files() -> list[Path]:
 
 
 def test_login_tools_and_the_row_model_need_the_standard_library_and_the_jube_adapter_only():
-    allowed = {_module(p) for p in _login_files()} | {"caraml", "jpwr", "jpwr.gpu", "yaml"}  # PyYAML: JUBE needs it
+    # PyYAML: JUBE needs it
+    allowed = {_module(p) for p in _login_files()} | {"caraml", "jpwr", "jpwr.gpu", "yaml"}
     found = {str(p.relative_to(REPO)): bad for p in _login_files()
              if (bad := {n for n in imported(p, members=True) if n not in allowed
                          and n.split(".")[0] not in sys.stdlib_module_names

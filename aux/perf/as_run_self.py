@@ -28,8 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import as_run  # noqa: E402
-import fno_peers  # noqa: E402
+import as_run
+import fno_peers
 
 
 def parse() -> argparse.Namespace:

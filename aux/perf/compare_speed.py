@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.compare
 
-from tests.compare import rowfixtures as fx  # noqa: E402
+from tests.compare import rowfixtures as fx
 
 COMMAND = Path(sys.executable).parent / "caraml-compare"
 

@@ -14,7 +14,8 @@ Defaults that fit the host: ResNet-50 fp16 at 224 px on a GPU, ResNet-18
 fp32 at 64 px (the CPU system's configuration) on a CPU.
 
     .venv/bin/python aux/perf/ic_peers.py [--model M] [--precision P] [--image-size S]
-        [--batch-sizes B ...] [--rounds 5] [--iterations 5] [--as-run-rounds 8] [--as-run-iterations 160] [--as-run-slice S]
+        [--batch-sizes B ...] [--rounds 5] [--iterations 5] [--as-run-rounds 8]
+        [--as-run-iterations 160] [--as-run-slice S]
         [--out docs/perf]
 
 Writes one JSON file per run into --out (machine, device, driver, versions,

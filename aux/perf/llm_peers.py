@@ -15,7 +15,8 @@ Defaults that fit the host: the 800M GPT in bf16 on a GPU, cpu-small in
 fp32 (the CPU system's configuration) on a CPU.
 
     .venv/bin/python aux/perf/llm_peers.py [--model-size M] [--precision P]
-        [--global-batch-size B] [--micro-batch-size m] [--rounds 5] [--as-run-rounds 8] [--as-run-iterations 160] [--as-run-slice S]
+        [--global-batch-size B] [--micro-batch-size m] [--rounds 5] [--as-run-rounds 8]
+        [--as-run-iterations 160] [--as-run-slice S]
         [--models megatron torch torch-compiled hf hf-compiled] [--out docs/perf]
 
 Writes one JSON file per run into --out (machine, device, driver, versions,

@@ -60,9 +60,9 @@ def draw_history(args: argparse.Namespace) -> int:
     for line in found.drops:
         print(f"DROP: {line}")
     status = BELOW_BAND if found.ending_below else DROPPED if found.ending_dropped else 0
-    print(f"wrote {args.out}/history.html ({len(found.below)} points below their band, {found.ending_below} "
-          f"series ending below it; {len(found.drops)} drops run to run, {found.ending_dropped} series ending "
-          f"in one); exit status {status}")
+    print(f"wrote {args.out}/history.html ({len(found.below)} points below their band, "
+          f"{found.ending_below} series ending below it; {len(found.drops)} drops run to run, "
+          f"{found.ending_dropped} series ending in one); exit status {status}")
     return status
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
@@ -161,7 +162,7 @@ def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
     return lines, margins
 
 
-def _bars(ax, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, title: str) -> None:
+def _bars(ax: Axes, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, title: str) -> None:
     values = list(ranked[figure])
     colours = [plots.MEASURED] * len(values)
     plots._barh(ax, list(ranked["system"]), values, colours, list(ranked["energy_estimated"])
@@ -188,9 +189,12 @@ def ranked_chart(decision: Decision, out: Path) -> Path:
     for ax, (figure, title, ratio) in zip(axes[0], shown):
         ranked = decision.ranked[figure]
         _bars(ax, ranked, figure, ratio, decision.reference, title.format(unit=ranked["unit"].iloc[0]))
-    handles = [Patch(color=plots.MEASURED, label="median of the runs (one run: its rate), best batch per system"),
+    handles = [Patch(color=plots.MEASURED,
+                     label="median of the runs (one run: its rate), best batch per system"),
                Patch(facecolor="white", edgecolor=plots.ESTIMATED, hatch="//", label="energy estimated"),
-               Patch(facecolor="white", edgecolor="0.2", label="error bar: min-max of the runs (one run: its rate at the mean and the median iteration)")]
+               Patch(facecolor="white", edgecolor="0.2",
+                     label="error bar: min-max of the runs (one run: its rate at the mean and the median "
+                           "iteration)")]
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1, fontsize=8,
                frameon=False)
     fig.suptitle(f"{decision.benchmark} {decision.like}: ranked, best first (ratio to {decision.reference})",
@@ -246,10 +250,10 @@ def cost_chart(decision: Decision, costs: pd.DataFrame, currency: str, out: Path
     for bar, estimated in zip(bars, costs["energy_estimated"]):
         if estimated:
             bar.set_hatch("//")
-    for i, line in enumerate(costs.itertuples()):
+    for i, line in enumerate(costs.to_dict("records")):
         # a system without accelerator-only energy keeps its node-hours, its electricity said missing
-        said, end = (f" {number(line.cost)} {currency}", line.cost) if pd.notna(line.cost) else \
-            (f" {number(line.node_hours_cost)} {currency} + electricity missing", line.node_hours_cost)
+        said, end = (f" {number(line['cost'])} {currency}", line["cost"]) if pd.notna(line["cost"]) else \
+            (f" {number(line['node_hours_cost'])} {currency} + electricity missing", line["node_hours_cost"])
         ax.annotate(said, (end, i), va="center", fontsize=7)
     ax.set_yticks(list(y), list(costs["system"]), fontsize=7)
     ax.invert_yaxis()
@@ -269,17 +273,18 @@ def solution_chart(decision: Decision, out: Path) -> Path | None:
     if points.empty:
         return None
     points = points[points["time_h"].map(lambda v: not isinstance(v, str))]
-    points = points.astype({"time_h": float, "gpu_energy_kwh": float}).dropna(subset=["time_h", "gpu_energy_kwh"])
+    points = points.astype({"time_h": float, "gpu_energy_kwh": float}).dropna(
+        subset=["time_h", "gpu_energy_kwh"])
     if points.empty:
         return None
     points = points.assign(front=pareto(points))
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
     markers = "osD^v<>phP*X8"
-    for i, p in enumerate(points.itertuples()):
-        ax.scatter(p.time_h, p.gpu_energy_kwh, marker=markers[i % len(markers)], s=55,
-                   facecolors="white" if p.energy_estimated else None,
-                   edgecolors="red" if p.front else "0.3", lw=1.6 if p.front else 0.8,
-                   label=f"{p.system}{' (on the front)' if p.front else ''}")
+    for i, p in enumerate(points.to_dict("records")):
+        ax.scatter(p["time_h"], p["gpu_energy_kwh"], marker=markers[i % len(markers)], s=55,
+                   facecolors="white" if p["energy_estimated"] else None,
+                   edgecolors="red" if p["front"] else "0.3", lw=1.6 if p["front"] else 0.8,
+                   label=f"{p['system']}{' (on the front)' if p['front'] else ''}")
     front = points[points["front"]].sort_values("time_h")
     ax.step(front["time_h"], front["gpu_energy_kwh"], where="post", color="red", lw=1, ls="--")
     ax.set_xlabel("time to solution on one node [h]", fontsize=8)

@@ -10,6 +10,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from caraml.compare import decision, frontier, plots, power, report, rows
@@ -40,11 +41,11 @@ def caveats(c: Comparison, decided: Decided) -> list[str]:
     return [*decided.decision.unranked, *unpriced]
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     """A figure for JSON: NaN as null, numpy scalars as Python's."""
     if isinstance(value, float) and math.isnan(value):
         return None
-    return value.item() if hasattr(value, "item") else value
+    return value.item() if isinstance(value, (np.generic, np.ndarray)) else value
 
 
 def decision_record(c: Comparison) -> dict:
@@ -74,11 +75,11 @@ def _decisions(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
     pages = []
     for decided in c.decided:
         chosen = decided.decision
-        charts = [decision.ranked_chart(chosen, out), decision.solution_chart(chosen, out),
-                  decision.share_chart(chosen, out)]
+        drawn = [decision.ranked_chart(chosen, out), decision.solution_chart(chosen, out),
+                 decision.share_chart(chosen, out)]
         if not decided.costs.empty:
-            charts.append(decision.cost_chart(chosen, decided.costs, c.currency, out))
-        charts = [chart for chart in charts if chart is not None]
+            drawn.append(decision.cost_chart(chosen, decided.costs, c.currency, out))
+        charts = [chart for chart in drawn if chart is not None]
         pngs += charts
         pages.append({"name": chosen.benchmark, "like": chosen.like, "leaders": chosen.leaders,
                       "caveats": caveats(c, decided), "charts": [report.image(p) for p in charts]})

@@ -66,8 +66,8 @@ def load(path: Path) -> tuple[str, dict[str, dict[str, float]]]:
         if pue < 1:
             raise CompareError(f"{where}: pue must be at least 1 (the facility's power over the IT "
                                f"equipment's), got {entry['pue']!r}")
-        out[str(entry["system"])] = {"node_hour": node_hour,
-                                     "electricity_kwh": _positive(where, entry, "electricity_kwh"), "pue": pue}
+        out[str(entry["system"])] = {"node_hour": node_hour, "pue": pue,
+                                     "electricity_kwh": _positive(where, entry, "electricity_kwh")}
     return currency, out
 
 
@@ -128,8 +128,9 @@ def _cost_draws(cost_line: pd.Series, line: pd.Series, rng: np.random.Generator)
     drawn = repeats.draws(line, ["per_s_per_node", per_wh], rng)
     if drawn is None:
         return None
-    return (cost_line["node_hours_cost"] * line["per_s_per_node"] / drawn["per_s_per_node"]
-            + cost_line["electricity_cost"] * line[per_wh] / drawn[per_wh])
+    cost: np.ndarray = (cost_line["node_hours_cost"] * line["per_s_per_node"] / drawn["per_s_per_node"]
+                        + cost_line["electricity_cost"] * line[per_wh] / drawn[per_wh])
+    return cost
 
 
 def cheapest(costs: pd.DataFrame, lines: pd.DataFrame, currency: str) -> tuple[str, dict] | None:
@@ -154,10 +155,12 @@ def cheapest(costs: pd.DataFrame, lines: pd.DataFrame, currency: str) -> tuple[s
     runner = full.iloc[1]
     ratio = runner["cost"] / best["cost"]
     rng = np.random.default_rng(repeats.SEED)
-    sides = [_cost_draws(c, by_system.loc[c["system"]], rng) for c in (runner, best)]
-    missing = [c["system"] for c, d in zip((runner, best), sides) if d is None]
-    interval = (math.nan, math.nan, repeats.why_no_interval({"system": missing[0]})) if missing \
-        else repeats.bounds(sides[0] / sides[1])
+    above, below = (_cost_draws(c, by_system.loc[c["system"]], rng) for c in (runner, best))
+    if above is None or below is None:
+        missing = runner["system"] if above is None else best["system"]
+        interval = (math.nan, math.nan, repeats.why_no_interval({"system": missing}))
+    else:
+        interval = repeats.bounds(above / below)
     figures.update(runner_up=runner["system"], margin=ratio, low=interval[0], high=interval[1],
                    significant=repeats.significant(interval[0], interval[1]), no_interval=interval[2])
     return (f"{said}; the runner-up {runner['system']}, its cost over the cheapest: "

@@ -16,7 +16,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from caraml.compare.units import number
+from caraml.compare.rows import Line
+from caraml.compare.units import number, numeric
 
 # Rows are like for like when these agree: same benchmark, model, precision,
 # sequence length or image size, and torch.compile mode (the operator
@@ -40,13 +41,20 @@ ITERATION_SPREAD = ("time_per_iteration_p10_s", "time_per_iteration_p90_s")
 _P10_P90_SIGMAS = 2 * 1.2815516
 
 
-def _word(value) -> str:
-    """A value of a configuration as text: 512 and 512.0 alike (a column with a gap is float), NaN and None alike."""
+def _word(value: object) -> str:
+    """A value of a configuration as text: 512 and 512.0 alike (a column with
+    a gap is float), NaN and None alike."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def top(frame: pd.DataFrame, column: str) -> pd.Series:
+    """The row with the column's largest value (the first of equals; a
+    missing value never)."""
+    return frame.iloc[int(np.nanargmax(frame[column].to_numpy(dtype=float)))]
 
 
 def config_key(rows: pd.DataFrame) -> pd.Series:
@@ -65,7 +73,7 @@ def collapse(measured: pd.DataFrame) -> pd.DataFrame:
     for key, group in measured.groupby(config_key(measured), sort=False):
         order = group["per_s_per_device"].rank(method="first")
         # the run at the median (the lower one of an even count) stands for the others' words
-        line = group.loc[(order - (len(group) + 1) // 2).abs().idxmin()].to_dict()
+        line = group.iloc[int((order - (len(group) + 1) // 2).abs().to_numpy().argmin())].to_dict()
         line["runs"], line["config"] = len(group), key
         for figure in FIGURES:
             values = group[figure].astype(float)
@@ -78,20 +86,22 @@ def collapse(measured: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def _iteration_scale(line: pd.Series | dict, rng: np.random.Generator) -> np.ndarray | None:
+def _iteration_scale(line: Line, rng: np.random.Generator) -> np.ndarray | None:
     """One run: the rate's sampling spread from its timed iterations (their
     p10-p90 as a normal's spread, the mean of n of them), as factors on
     each figure; None where the row records no such spread."""
-    p10, p90 = (line.get(key) for key in ITERATION_SPREAD)
-    n, mean_s = line.get("timed_iterations"), line.get("time_per_iteration_s")
-    if any(v is None or pd.isna(v) for v in (p10, p90, n, mean_s)) or not n or not mean_s:
+    p10, p90, n, mean_s = (numeric(line.get(key)) for key in (*ITERATION_SPREAD, "timed_iterations",
+                                                             "time_per_iteration_s"))
+    if p10 is None or p90 is None or not n or not mean_s:
         return None
     error = (p90 - p10) / _P10_P90_SIGMAS / math.sqrt(n)
     means = rng.normal(mean_s, error, RESAMPLES)
-    return mean_s / np.clip(means, mean_s * 1e-3, None)
+    scale: np.ndarray = mean_s / np.clip(means, mean_s * 1e-3, None)
+    return scale
 
 
-def draws(line: pd.Series | dict, figures: list[str], rng: np.random.Generator) -> dict[str, np.ndarray] | None:
+def draws(line: Line, figures: list[str],
+          rng: np.random.Generator) -> dict[str, np.ndarray] | None:
     """Bootstrap draws of each figure's median: over the runs (the same
     resampled runs for every figure, so that a cost keeps its time and
     energy of one run together), or over the timed iterations of a single
@@ -104,18 +114,19 @@ def draws(line: pd.Series | dict, figures: list[str], rng: np.random.Generator) 
     return None if scale is None else {f: float(line[f]) * scale for f in figures}
 
 
-def why_no_interval(line: pd.Series | dict) -> str:
+def why_no_interval(line: Line) -> str:
     return f"{line['system']} rests on 1 run, whose row records no spread of its timed iterations"
 
 
-def interval(top: pd.Series | dict, bottom: pd.Series | dict, figure: str) -> tuple[float, float, str]:
+def interval(top: Line, bottom: Line, figure: str) -> tuple[float, float, str]:
     """The 95 % interval of top's figure over bottom's, and why there is none (empty where there is)."""
     rng = np.random.default_rng(SEED)
-    sides = [draws(top, [figure], rng), draws(bottom, [figure], rng)]
-    for side, line in zip(sides, (top, bottom)):
-        if side is None:
-            return math.nan, math.nan, why_no_interval(line)
-    return bounds(sides[0][figure] / sides[1][figure])
+    above, below = draws(top, [figure], rng), draws(bottom, [figure], rng)
+    if above is None:
+        return math.nan, math.nan, why_no_interval(top)
+    if below is None:
+        return math.nan, math.nan, why_no_interval(bottom)
+    return bounds(above[figure] / below[figure])
 
 
 def bounds(ratios: np.ndarray) -> tuple[float, float, str]:

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -28,6 +30,9 @@ from caraml.row import render, row_json, verdict
 from caraml.row.record import Row
 from caraml.row.run import rows_of_run, undecided
 from caraml.row.status import MEASURED
+
+# a line of the comparison: a row of its table, or that row as a dict
+Line = pd.Series | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -180,7 +185,7 @@ def measured(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["measurement"].astype(bool)]
 
 
-def cause(line: pd.Series | dict) -> str:
+def cause(line: Line) -> str:
     """Why a line is no measurement, as every part of the report says it: the
     verdict of a row that ran, else its state and reason (the verdict's why)."""
     why = line["not_a_measurement"]

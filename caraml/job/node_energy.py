@@ -35,10 +35,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from caraml import report  # noqa: E402
+from caraml import report
 
 FORMAT = "caraml-node-energy-1"
 FILE_NAME = "node_energy.json"
@@ -124,7 +125,7 @@ def _declaration(declared: str, plugins: list[str]) -> list[str]:
 def begin(environ: dict[str, str], declared: str) -> dict:
     """The file's content at the job's start: the first reading, or why
     there is none."""
-    record = {"format": FORMAT, "window": WINDOW, "declared": declared, "notes": []}
+    record: dict[str, Any] = {"format": FORMAT, "window": WINDOW, "declared": declared, "notes": []}
     job = environ.get("SLURM_JOB_ID")
     if not job:
         return {**record, "state": NONE, "reason": "the job ran outside Slurm (submit mode local): "

@@ -26,7 +26,8 @@ PROC_CGROUP = Path("/proc/self/cgroup")
 SLURM_OOM = re.compile(r"Detected \d+ oom[-_]kill events? in StepId=\S+")
 # the kernel's lines for a process it killed for want of memory (the whole
 # system's, or a memory cgroup's), and the oom-kill summary line
-_KERNEL_KILLED = r"(?:Out of memory|Memory cgroup out of memory): Killed process {pid}\b|oom-kill:.*\bpid={pid}\b"
+_KERNEL_KILLED = (r"(?:Out of memory|Memory cgroup out of memory): Killed process {pid}\b"
+                  r"|oom-kill:.*\bpid={pid}\b")
 
 
 def _job_cgroup(own: str) -> str:

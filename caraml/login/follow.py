@@ -37,12 +37,14 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from caraml import jube_run
-from caraml.row.run import READ_ERRORS, decide, decide_now
 from caraml.login.host_locks import JUBE_RUN_ID, held, jube_folder_lock, jube_script
+from caraml.row.run import READ_ERRORS, decide_now, decide_work_package
 
 SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
 PROGRESS = re.compile(r"^\s*iteration\s+\d+.*$", re.MULTILINE)
@@ -137,7 +139,7 @@ def ended(work: Path, settled: bool = True) -> str | None:
         row = decide_now(work)
     else:
         try:
-            row = decide(None, work)
+            row = decide_work_package(None, work)
         except READ_ERRORS:
             return None
     return (f"{row.state}{f' ({row.reason})' if row.reason else ''}, "
@@ -145,7 +147,8 @@ def ended(work: Path, settled: bool = True) -> str | None:
 
 
 class Follower:
-    def __init__(self, handle: Path, pace_s: float, out=sys.stdout, clock=time.monotonic) -> None:
+    def __init__(self, handle: Path, pace_s: float, out: TextIO = sys.stdout,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.handle = handle
         self.pace_s = pace_s
         self.out = out
@@ -258,7 +261,7 @@ def jube(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["jube", *args], capture_output=True, text=True)
 
 
-def _pass_on(stream, follower: Follower) -> None:
+def _pass_on(stream: Iterable[str], follower: Follower) -> None:
     """Shows `jube run`'s output as it comes and lets the follower hear it."""
     for line in stream:
         sys.stdout.write(line)

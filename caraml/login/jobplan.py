@@ -26,13 +26,14 @@ import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from caraml import power_limit, report, rocm_tf32  # noqa: E402
-from caraml.job import node_energy  # noqa: E402
-from caraml.login import room, systems  # noqa: E402
-from caraml.row.status import SIGNAL_FILE  # noqa: E402
+from caraml import power_limit, report, rocm_tf32
+from caraml.job import node_energy
+from caraml.login import room, systems
+from caraml.row.evidence import SIGNAL_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "aux" / "job.sh.in"
@@ -126,7 +127,7 @@ def external_limit_line(f: dict[str, str]) -> list[str]:
                                   f["power_limit_scope"], int(f["devices_per_package"] or 1))
     try:
         watts = power_limit.asked_w(f["power_limit"].strip(), tdp)
-    except power_limit.BenchmarkInputError as err:
+    except report.BenchmarkInputError as err:
         raise PlanError(str(err)) from None
     return [] if watts is None else [f"#SBATCH --{option}={watts:g}"]
 
@@ -142,7 +143,7 @@ def variables(f: dict[str, str], root: Path) -> list[str]:
         "ERR_FILE": f["err_file"],
         "ERROR_FILE": f["error_file"],
         "DONE_FILE": f["done_file"],
-        # the signals that reached the job script (caraml/row.py reads it)
+        # the signals that reached the job script (caraml/row/ reads it)
         "SIGNAL_FILE": SIGNAL_FILE,
         "SAMPLES_PER_DEVICE": f["samples_per_device"],
         # the nodes' energy as Slurm meters it, beside the energy folder
@@ -348,7 +349,7 @@ def submit(facts_path: Path) -> int:
 
 
 # sbatch's reason for a refusal -> what to change, for facts f
-REFUSALS = {
+REFUSALS: dict[str, Callable[[dict[str, str]], str]] = {
     "Invalid account or account/partition combination": lambda f: (
         f"submit with an account that may use partition {f['partition'] or '(the default)'}: "
         "set CARAML_ACCOUNT (sacctmgr show associations user=$USER lists yours; "

@@ -17,6 +17,7 @@ perflog in `flags`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -93,8 +94,8 @@ def stricter(a: tuple | None, b: tuple | None, unit: str) -> tuple | None:
             None if math.isinf(high) else round(high / value - 1, 12), unit)
 
 
-def reframe_reference(row: Row, refs: pd.DataFrame, key: str, xfail,
-                      centre: dict[str, tuple] | None = None) -> dict[str, dict]:
+def reframe_reference(row: Row, refs: pd.DataFrame, key: str, xfail: Callable[[str, tuple], object],
+                      centre: dict[str, object] | None = None) -> dict[str, dict[str, object]]:
     """ReFrame's whole reference for this row: the bands of references(),
     merged with the reference a centre's subclass gives the ReFrame way
     (`centre`: variable -> tuple, as resolved for this partition), the
@@ -103,11 +104,12 @@ def reframe_reference(row: Row, refs: pd.DataFrame, key: str, xfail,
     as an expected failure that says why, made by ReFrame's builtin xfail(message,
     reference), which the check passes in. ReFrame turns the dict into its
     scoped form when the check assigns it, so it is made whole here."""
-    out = references(row, refs, key)
+    out: dict[str, dict[str, object]] = {k: dict(v) for k, v in references(row, refs, key).items()}
     units = {name: unit for name, (_, unit) in perf_values(row).items()}
     for name, theirs in (centre or {}).items():
         if name in units:
-            merged = stricter(out.get(key, {}).get(name), tuple(theirs), units[name]) \
+            ours = out.get(key, {}).get(name)
+            merged = stricter(ours if isinstance(ours, tuple) else None, tuple(theirs), units[name]) \
                 if isinstance(theirs, (tuple, list)) else theirs  # a centre's own xfail stays
             out.setdefault(key, {})[name] = merged
     for name, why in render.missing(row).items():

@@ -22,11 +22,12 @@ import os
 import shlex
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml import jube_run
-from caraml.benchmarks import Benchmark
+from caraml.benchmark_entry import Benchmark
 from caraml.login.host_locks import lock_file, run_jube
 from caraml.login.jobplan import ROOT, suite_python
 from caraml.report import ERROR_PREFIX
@@ -81,7 +82,7 @@ def jube_command() -> str:
 
 
 def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float = 300,
-         environ=None) -> Plan:
+         environ: Mapping[str, str] | None = None) -> Plan:
     """Plans one work package in STAGE with a JUBE dry run and leaves there
     the job script and the work package's parameters (params.json)."""
     stage = Path(stage)
@@ -142,9 +143,9 @@ def prepare_data(planned: Plan, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
     """Runs the data step (where the plan has one) in its folder of the
     stage: data.args for the job, stdout and stderr; a failure raises the
     step's one-line error."""
-    if not planned.prepare:
-        return
     folder = planned.data_folder
+    if not planned.prepare or folder is None:
+        return
     with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
         try:
             # in its folder, as JUBE's data step runs in its work package

@@ -6,7 +6,6 @@ file and its parameters, from JUBE's own record of the run
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 

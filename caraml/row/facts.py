@@ -74,9 +74,11 @@ class Facts:
 
 
 def _num(value: str | None) -> float | None:
+    if value is None:
+        return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
     return number if number == number else None
 
@@ -173,9 +175,10 @@ def accelerator_share(by_scope: dict[str, float | None]) -> dict:
     (the whole run) and one set of hosts' samples; none elsewhere."""
     node = by_scope.get("node")
     scope = next((s for s in ACCELERATOR_SCOPES if by_scope.get(s)), None)
-    if not node or scope is None:
+    accelerators = by_scope.get(scope) if scope is not None else None
+    if not node or accelerators is None:
         return {}
-    return {"accelerator_share_of_node_pct": 100 * by_scope[scope] / node,
+    return {"accelerator_share_of_node_pct": 100 * accelerators / node,
             "accelerator_share_basis": f"{scope}/node(run)"}
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 from caraml import benchmarks, report
 from caraml.row.record import FIELDS, KINDS, Row
@@ -35,7 +36,7 @@ def pairs(values: dict) -> str | None:
                     for k, v in values.items() if v is not None) or None
 
 
-def _word(name: str, value: object) -> str | None:
+def _word(name: str, value: Any) -> str | None:
     """A field's value as one word of the row line (None: unknown). Watts
     to one decimal in every row, so a column of them lines up; MFU to three."""
     kind = KINDS[name]
@@ -68,16 +69,17 @@ def notable(row: Row) -> bool:
     return row.state != "ok" or bool(row.flags) or not row.measurement or bool(row.history_error)
 
 
-def labels(row: Row) -> dict[str, object]:
+def labels(row: Row) -> dict[str, str | None]:
     """What the tables show that no field holds, each made from fields."""
-    energy = row.energy_scope is not None
+    scope = row.energy_scope
     return {"notable": "yes" if notable(row) else "no",
             "layout": f"{row.nodes or '?'}x{row.devices_per_node or '?'}",
-            "energy_kind": ("estimated" if row.energy_estimated else "measured") if energy else None,
-            "energy_source": _energy_source(row) if energy else None,
+            "energy_kind": ("estimated" if row.energy_estimated else "measured")
+            if scope is not None else None,
+            "energy_source": _energy_source(row) if scope is not None else None,
             # the headline's scope, marked where it covers the whole run, not the timed iterations
-            "energy_scope_shown": row.energy_scope + ("" if row.energy_window == "timed" else "(run)")
-            if energy else None,
+            "energy_scope_shown": scope + ("" if row.energy_window == "timed" else "(run)")
+            if scope is not None else None,
             "energy_devices_shown": f"{row.energy_devices}x{row.energy_scope}"
             if row.energy_devices else None}
 
@@ -89,7 +91,7 @@ def words(row: Row) -> dict[str, str]:
     values = {"state": report.word(row.state), **labels(row)}
     values.update({name: _word(name, getattr(row, name)) for name in FIELDS
                    if name not in values and name not in OWN_LINES})
-    return {name: value for name, value in values.items() if value not in (None, "-")}
+    return {name: value for name, value in values.items() if value is not None and value != "-"}
 
 
 def cause(row: Row) -> str:

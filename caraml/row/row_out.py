@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         # not an error line: the row's own decision must not read it as the job's failure
         print(f"CARAML: the row's lines could not be written into {args.work} ({error}); "
               "jube result shows the row once its combine step has run", file=sys.stderr)
-    return args.exit_status
+    return int(args.exit_status)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from caraml.row.jube_lines import print_lines
 from caraml.row.record import Row
 from caraml.row.run import undecided
 
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(errors="replace")

@@ -23,11 +23,11 @@ from reframe.core.meta import make_test
 
 # appended, not inserted: ReFrame removes the folder it added by its position
 sys.path.append(str(Path(__file__).resolve().parents[2]))
-from caraml.benchmarks import all_benchmarks  # noqa: E402
-from caraml.compare import CompareError  # noqa: E402
-from caraml.login.jobplan import ROOT  # noqa: E402
-from caraml.regression import centre, figures  # noqa: E402
-from caraml.regression.plan import (  # noqa: E402
+from caraml.benchmarks import all_benchmarks
+from caraml.compare import CompareError
+from caraml.login.jobplan import ROOT
+from caraml.regression import centre, figures
+from caraml.regression.plan import (
     JOB_SCRIPT,
     PlanError,
     decide,
@@ -36,7 +36,7 @@ from caraml.regression.plan import (  # noqa: E402
     plan,
     prepare_data,
 )
-from caraml.row.row_json import read  # noqa: E402
+from caraml.row.row_json import read
 
 # One check per benchmark of the table (caraml/benchmarks.py) and each of its
 # configurations (JUBE tags besides the system's)
@@ -110,7 +110,8 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     @run_after("setup")
     def a_system_of_platform_xml(self):
         try:
-            self._tags = centre.system_tags(self._system_tags(), f"partition {self.current_partition.fullname}")
+            self._tags = centre.system_tags(self._system_tags(),
+                                            f"partition {self.current_partition.fullname}")
         except PlanError as error:
             raise ReframeError(str(error)) from None
 

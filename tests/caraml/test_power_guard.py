@@ -19,7 +19,6 @@ import pytest
 
 from caraml.job import watch
 from caraml.row import power_limit as row_limit
-from tests.jpwr.jpwr_fakes import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BINDINGS = ROOT / "tests" / "fake_bindings"
@@ -91,7 +90,8 @@ def test_the_guard_puts_back_a_limit_whose_process_died_without_a_word(tmp_path,
     assert guard.wait(timeout=60) == 0
     assert _nvml_mw(tmp_path) == [250_000, 200_000]  # as the guard found them
     record = _record(tmp_path)
-    assert "CARAML power guard: host=" in record and "device=gpu1 scope=gpu found_w=200 default_w=250" in record
+    assert "CARAML power guard: host=" in record
+    assert "device=gpu1 scope=gpu found_w=200 default_w=250" in record
     assert "device=gpu1 scope=gpu found_w=200 was_w=150 reads_w=200 restored=yes" in record
     assert "device=gpu0 scope=gpu found_w=250 was_w=250 reads_w=250 restored=yes" in record
     assert row_limit.guard_outcome(record) == "yes"

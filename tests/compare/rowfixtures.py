@@ -327,11 +327,11 @@ def repeated(data: dict, factor: float, date: str) -> dict:
 def nan_loss(data: dict, at: int = 3) -> dict:
     """The row as row.json of the record's schema, its loss not finite from iteration at on (a diverged
     run that is fast all the same), judged by the one verdict."""
-    from caraml.row import record, row_json
+    from caraml.row import row_json, verdict
 
     row = dataclasses.replace(row_json.from_dict(data), loss_first=8.3, loss_nonfinite="nan",
                               loss_nonfinite_at=at)
-    return row_json.to_dict(record.judged(row))
+    return row_json.to_dict(verdict.judged(row))
 
 
 def repeated_committee(root: Path, history_db: Path) -> list[str]:
@@ -341,8 +341,9 @@ def repeated_committee(root: Path, history_db: Path) -> list[str]:
     energy channel (a system that keeps its node-hours' cost, its
     electricity missing); MI300X's smoke row and an H100 row at batch 1024
     whose loss is nan from iteration 3 (and which would lead every
-    ranking), both of which the verdict marks no measurement; and in history_db an earlier A100 run of 2026-11-20 that
-    was 1/0.85 as fast as the A100 runs here (A100 15 % below it). The
+    ranking), both of which the verdict marks no measurement; and in
+    history_db an earlier A100 run of 2026-11-20 that was 1/0.85 as fast as
+    the A100 runs here (A100 15 % below it). The
     arguments for caraml-compare."""
     from caraml.row import history, row_json
 

@@ -40,8 +40,8 @@ def test_a_failed_system_stays_in_the_report_and_the_exit_status_is_1(tmp_path, 
     out = tmp_path / "out"
     assert cli.main([str(good), str(bad), "--out", str(out), "--no-references"]) == comparison.SYSTEM_FAILED
     printed = capsys.readouterr().out
-    assert "failed benchmark: H100 llm: no measured row (2 rows: failed: CUDA out of memory; failed: NCCL timeout)" \
-        in printed
+    assert ("failed benchmark: H100 llm: no measured row (2 rows: failed: CUDA out of memory; "
+            "failed: NCCL timeout)") in printed
     page = (out / "report.html").read_text()
     assert "H100 llm: no measured row" in page and "exit status 1" in printed
     head = pd.read_csv(out / "headline.csv")

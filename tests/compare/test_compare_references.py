@@ -13,7 +13,8 @@ from tests.compare import rowfixtures as fx
 
 def _ref(**changes) -> dict:
     return {"system": "A100", "benchmark": "llm", "model": "800M", "figure": "throughput_per_device",
-            "value": 20000.0, "lower": 0.1, "upper": 0.2, "kind": "measured by this suite", "source": "a test",
+            "value": 20000.0, "lower": 0.1, "upper": 0.2, "kind": "measured by this suite",
+            "source": "a test",
             **changes}
 
 
@@ -53,7 +54,8 @@ def test_a_reference_with_batch_applies_to_that_batch(tmp_path):
 def test_the_command_exits_3_when_a_figure_falls_below_its_band_and_0_otherwise(tmp_path, capsys):
     path = fx.write_run(tmp_path, "a", [fx.a100(per_s_per_device=17000.0)])
     low = _write(tmp_path, _ref(), name="low.yaml")
-    assert cli.main([str(path), "--out", str(tmp_path / "o1"), "--references", str(low)]) == comparison.BELOW_BAND
+    assert cli.main([str(path), "--out", str(tmp_path / "o1"), "--references", str(low)]) == \
+        comparison.BELOW_BAND
     assert "BELOW BAND: A100 800M bf16 seq 2048 batch 512 throughput_per_device 1.7e+04 < 1.8e+04" \
         in capsys.readouterr().out
     fine = _write(tmp_path, _ref(value=17000.0), name="fine.yaml")
@@ -138,7 +140,8 @@ def test_a_healthy_batch_sweep_never_raises_the_alarm_of_a_reference_for_one_siz
     out = tmp_path / "o"
     assert cli.main([f"A100={fx.write_run(tmp_path, 'a', sweep)}", "--out", str(out)]) == 0
     assert "BELOW BAND" not in capsys.readouterr().out
-    checks = reference.verdicts(repeats.collapse(rows.measured(_rows(tmp_path / "b", sweep))), reference.load())
+    collapsed = repeats.collapse(rows.measured(_rows(tmp_path / "b", sweep)))
+    checks = reference.verdicts(collapsed, reference.load())
     assert checks[["global_batch", "verdict"]].values.tolist() == [[1024, "within"]]
 
 

@@ -109,7 +109,8 @@ def test_jube_run_refuses_a_path_it_would_run_commands_from(tmp_path, script, ou
     [run_dir] = [p for p in (checkout / outpath).iterdir() if p.is_dir()]
     rows = rows_of_run(run_dir)
     assert rows and all(row.state == "failed" for row in rows), [(row.state, row.reason) for row in rows]
-    assert all(row.reason.startswith(f"the checkout path {checkout} holds '$'") for row in rows), rows[0].reason
+    assert all(row.reason.startswith(f"the checkout path {checkout} holds '$'") for row in rows), \
+        rows[0].reason
 
 
 @pytest.mark.parametrize("char", list(REFUSED))

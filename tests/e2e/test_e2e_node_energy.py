@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from caraml.login import jobplan
 from caraml.job.node_energy import FILE_NAME, begin, read_node_energy
+from caraml.login import jobplan
 from caraml.row.decide import decide_row
 from caraml.row.evidence import gather
 from jpwr.aggregate import combine

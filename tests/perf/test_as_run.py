@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "aux" / "perf"))
 
-import as_run  # noqa: E402
+import as_run
 
 
 def test_the_drivers_figures_come_from_its_last_summary_line(tmp_path):

@@ -14,7 +14,8 @@ from caraml.compare import reference
 from caraml.compare.rows import RunDir, line
 from caraml.regression import figures
 from caraml.row import render
-from caraml.row.record import judged, make
+from caraml.row.record import make
+from caraml.row.verdict import judged
 
 ROW = judged(make({
     "benchmark": "llm", "work_package": "/stage", "system_name": "CPU", "device_kind": "cpu",

@@ -232,7 +232,8 @@ def test_a_requeued_job_fails_by_its_last_attempt_not_by_the_first_ones_end(tmp_
                          "lower the global batch size (or the micro-batch size) or use more devices"), line
     assert "NCCL" not in line
     # one attempt: its whole output, whatever precedes its start line
-    log.write_text("a line before the start\n" + start.format("n1", 0) + (LOGS / "nccl_rank2.err").read_text())
+    log.write_text("a line before the start\n" + start.format("n1", 0)
+                   + (LOGS / "nccl_rank2.err").read_text())
     assert "communication error (NCCL)" in _line(1, log)
 
 

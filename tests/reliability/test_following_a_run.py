@@ -234,7 +234,8 @@ def test_a_job_that_ends_while_jube_rewrites_its_record_is_said_once_the_record_
     follower = follow.Follower(handle, pace_s=60, out=late)
     follower.heard("# id: 0\n")
     follower.look()
-    assert "000001_execute failed (the row model could not decide this row (ParseError" in late.getvalue(), late.getvalue()
+    assert "000001_execute failed (the row model could not decide this row (ParseError" in late.getvalue(), \
+        late.getvalue()
 
 def test_only_the_run_its_own_jube_run_names_is_followed(tmp_path):
     """Two main commands in one clone: A's follower once took B's newer run
