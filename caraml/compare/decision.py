@@ -164,7 +164,7 @@ def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
 
 def _bars(ax: Axes, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, title: str) -> None:
     values = list(ranked[figure])
-    colours = [plots.MEASURED] * len(values)
+    colours = [plots.MEASURED_COLOUR] * len(values)
     plots._barh(ax, list(ranked["system"]), values, colours, list(ranked["energy_estimated"])
                 if figure == "work_per_wh_gpu" else [False] * len(values), "")
     ax.errorbar(values, range(len(values)), xerr=[[v - lo for v, lo in zip(values, ranked[LOW])],
@@ -189,9 +189,10 @@ def ranked_chart(decision: Decision, out: Path) -> Path:
     for ax, (figure, title, ratio) in zip(axes[0], shown):
         ranked = decision.ranked[figure]
         _bars(ax, ranked, figure, ratio, decision.reference, title.format(unit=ranked["unit"].iloc[0]))
-    handles = [Patch(color=plots.MEASURED,
+    handles = [Patch(color=plots.MEASURED_COLOUR,
                      label="median of the runs (one run: its rate), best batch per system"),
-               Patch(facecolor="white", edgecolor=plots.ESTIMATED, hatch="//", label="energy estimated"),
+               Patch(facecolor="white", edgecolor=plots.ESTIMATED_COLOUR, hatch="//",
+                     label="energy estimated"),
                Patch(facecolor="white", edgecolor="0.2",
                      label="error bar: min-max of the runs (one run: its rate at the mean and the median "
                            "iteration)")]
@@ -213,7 +214,7 @@ def share_chart(decision: Decision, out: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(7.5, 1.3 + plots.BAR_HEIGHT_IN * len(shares)))
     y = range(len(shares))
     accelerators = list(shares["accelerator_share_of_node_pct"])
-    ax.barh(y, accelerators, color=plots.MEASURED, label="accelerators")
+    ax.barh(y, accelerators, color=plots.MEASURED_COLOUR, label="accelerators")
     ax.barh(y, [100 - a for a in accelerators], left=accelerators, color="0.75",
             label="the rest of the node (CPUs, memory, network, fans)")
     for i, (share, basis) in enumerate(zip(accelerators, shares["accelerator_share_basis"])):
@@ -244,7 +245,7 @@ def cost_chart(decision: Decision, costs: pd.DataFrame, currency: str, out: Path
         return None
     fig, ax = plt.subplots(figsize=(7.5, 1.3 + plots.BAR_HEIGHT_IN * len(costs)))
     y = range(len(costs))
-    ax.barh(y, costs["node_hours_cost"], color=plots.MEASURED, label="node-hours")
+    ax.barh(y, costs["node_hours_cost"], color=plots.MEASURED_COLOUR, label="node-hours")
     bars = ax.barh(y, costs["electricity_cost"].fillna(0), left=costs["node_hours_cost"], color="tab:green",
                    label=f"electricity ({costs['energy_scope'].iloc[0]} scope x PUE)")
     for bar, estimated in zip(bars, costs["energy_estimated"]):

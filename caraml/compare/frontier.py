@@ -30,7 +30,7 @@ from caraml.compare.repeats import LIKE
 from caraml.compare.report import configuration
 from caraml.compare.rows import cause
 from caraml.compare.units import number
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 
 # the rows of one sweep: as the sweep's JUBE parameter makes them, one per limit
 SWEEP = ["system", "benchmark", "label"]
@@ -100,7 +100,7 @@ def _off(row: pd.Series, reference: pd.Series | None) -> tuple[str, str]:
     if left:
         left += (f" (it was {number(row['power_limit_before_w'], 'W')} before): the node may have been left "
                  "capped")
-    if row["state"] not in MEASURED:
+    if row["state"] not in RAN:
         return FAILED, "; ".join(filter(None, [f"{row['state']}: {row['reason']}".rstrip(": "), left]))
     doubts = _doubts(row)
     if left or doubts:
@@ -206,8 +206,8 @@ def sweeps(rows: pd.DataFrame, jobs: Jobs) -> list[Sweep]:
 
 
 _STYLE: dict[str, dict[str, Any]] = {
-    ON_FRONT: {"marker": "o", "edgecolors": "red", "lw": 1.6, "color": plots.MEASURED},
-    DOMINATED: {"marker": "o", "edgecolors": "0.3", "lw": 0.8, "color": plots.MEASURED},
+    ON_FRONT: {"marker": "o", "edgecolors": "red", "lw": 1.6, "color": plots.MEASURED_COLOUR},
+    DOMINATED: {"marker": "o", "edgecolors": "0.3", "lw": 0.8, "color": plots.MEASURED_COLOUR},
     FLAGGED: {"marker": "X", "edgecolors": "none", "lw": 0, "color": "tab:red"}}
 _LEGEND = {ON_FRONT: "Pareto-optimal limit (red ring, dashed front)", DOMINATED: "dominated limit",
            FLAGGED: "flagged, never on the front (reason in the table)"}

@@ -30,7 +30,8 @@ from caraml.compare.units import number
 
 DPI = 80
 BAR_HEIGHT_IN = 0.32  # per bar, so that labels never overlap
-MEASURED, ESTIMATED, PUBLISHED, LITERATURE = "tab:blue", "tab:orange", "0.55", "0.82"
+MEASURED_COLOUR, ESTIMATED_COLOUR = "tab:blue", "tab:orange"
+PUBLISHED_COLOUR, LITERATURE_COLOUR = "0.55", "0.82"
 
 
 # axis ticks as the tables write numbers: 3 significant digits, thousands separated
@@ -71,7 +72,7 @@ def _barh(ax: Axes, labels: list[str], values: list[float], colours: list[str], 
         if hatch:
             bar.set_hatch("//")
             bar.set_facecolor("white")
-            bar.set_edgecolor(ESTIMATED)
+            bar.set_edgecolor(ESTIMATED_COLOUR)
     for bar, value in zip(bars_, values):
         ax.annotate(" " + number(value, unit), (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                     va="center", fontsize=7)
@@ -98,18 +99,18 @@ def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
                   for r in group.to_dict("records")]
         labels += [f"{p['system']}{_batch(p['global_batch'])} ({p['kind']})" for p in pub.to_dict("records")]
         values = [*group["per_s_per_device"], *pub["value"]]
-        colours = [MEASURED] * len(group) + [PUBLISHED if o == "published" else LITERATURE
-                                             for o in pub["origin"]]
+        colours = [MEASURED_COLOUR] * len(group) + [
+            PUBLISHED_COLOUR if o == "published" else LITERATURE_COLOUR for o in pub["origin"]]
         _barh(axes[0][0], labels, values, colours, [False] * len(values), "")
         axes[0][0].set_title(f"{unit}/s per device", fontsize=9)
         for ax, ((scope, window), rows) in zip(axes[0][1:], scopes):
             _barh(ax, [str(system) for system in rows["system"]], list(rows["work_per_wh"]),
-                  [MEASURED] * len(rows), list(rows["energy_estimated"]), "")
+                  [MEASURED_COLOUR] * len(rows), list(rows["energy_estimated"]), "")
             ax.set_title(f"{unit}/Wh, scope {scope}, {window} window", fontsize=9)
-        handles = [Patch(color=MEASURED, label="measured"),
-                   Patch(facecolor="white", edgecolor=ESTIMATED, hatch="//", label="energy estimated"),
-                   Patch(color=PUBLISHED, label="published: paper table/figure"),
-                   Patch(color=LITERATURE, label="paper text or upstream README, not published")]
+        handles = [Patch(color=MEASURED_COLOUR, label="measured"),
+                   Patch(facecolor="white", edgecolor=ESTIMATED_COLOUR, hatch="//", label="energy estimated"),
+                   Patch(color=PUBLISHED_COLOUR, label="published: paper table/figure"),
+                   Patch(color=LITERATURE_COLOUR, label="paper text or upstream README, not published")]
         fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8,
                    frameon=False)
         fig.suptitle(f"{benchmark} {like}: best configuration per system", fontsize=10)

@@ -15,7 +15,7 @@ import pandas as pd
 from caraml.compare.figures import NOT_REPRESENTATIVE
 from caraml.compare.rows import Line, cause, measured
 from caraml.compare.units import NA, count, duration, energy, number
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 from caraml.row.verdict import MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS
 
 METHOD = [
@@ -126,7 +126,7 @@ def node_energy(row: Line) -> str:
 
 
 def _row_cells(row: Line, unit: str, headline: bool) -> dict:
-    if row["state"] not in MEASURED:
+    if row["state"] not in RAN:
         return {"system": row["system"], "configuration": row.get("like", NA),
                 "status": f"{row['state']}: {row['reason']}".rstrip(": ")}
     est = " (estimated)" if row["energy_estimated"] else ""
@@ -168,7 +168,7 @@ def _row_cells(row: Line, unit: str, headline: bool) -> dict:
 def rows_display(table: pd.DataFrame, headline: bool) -> pd.DataFrame:
     if table.empty:
         return pd.DataFrame()
-    units = table.loc[table["state"].isin(MEASURED), "unit"]
+    units = table.loc[table["state"].isin(RAN), "unit"]
     unit = units.iloc[0] if not units.empty else "work"
     lines = [_row_cells(row, unit, headline) for _, row in table.iterrows()]
     columns = _together(list(dict.fromkeys(c for line in lines for c in line)), f"{unit}/Wh, ")

@@ -29,7 +29,7 @@ from caraml.power_limit import DEFAULT as DEFAULT_LIMIT
 from caraml.row import render, row_json, verdict
 from caraml.row.record import Row
 from caraml.row.run import rows_of_run, undecided
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 
 # a line of the comparison: a row of its table, or that row as a dict
 Line = pd.Series | Mapping[str, Any]
@@ -177,7 +177,7 @@ def at_default_limit(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def ran(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows whose job ran to a figure, measurements or not."""
-    return rows[rows["state"].isin(MEASURED)]
+    return rows[rows["state"].isin(RAN)]
 
 
 def measured(rows: pd.DataFrame) -> pd.DataFrame:
@@ -189,7 +189,7 @@ def cause(line: Line) -> str:
     """Why a line is no measurement, as every part of the report says it: the
     verdict of a row that ran, else its state and reason (the verdict's why)."""
     why = line["not_a_measurement"]
-    return verdict.shown(why) if line["state"] in MEASURED else why
+    return verdict.shown(why) if line["state"] in RAN else why
 
 
 def check_comparable(rows: pd.DataFrame) -> None:

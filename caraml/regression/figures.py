@@ -5,7 +5,7 @@ same reader, the same matching, the same bands) and the provenance the
 perflog carries.
 
 Sanity: the row's job ran to its figures (caraml/row/status.py's
-MEASURED). A row that ran and is no measurement (caraml/row/verdict.py:
+RAN). A row that ran and is no measurement (caraml/row/verdict.py:
 too few timed iterations or seconds, energy that is not whole) passes
 sanity and never passes its performance: every figure is NaN in the
 perflog, an expected failure that names the verdict, as is a figure the
@@ -26,17 +26,17 @@ from caraml.compare import reference
 from caraml.compare.rows import RunDir, line
 from caraml.row import render
 from caraml.row.record import Row
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 from caraml.row.verdict import shown
 
 # the row's provenance as the perflog's fields (check variables of the same names)
-PROVENANCE = ("commit", "suite_version", "torch", "energy_source", "energy_scope", "energy_kind",
+PROVENANCE = ("commit", "suite_version", "torch", "energy_methods", "energy_scope", "energy_kind",
               "energy_window", "system", "config", "flags", "status", "measurement")
 
 
 def sanity(row: Row) -> tuple[bool, str]:
     """Whether the row passes, and why not."""
-    if row.state not in MEASURED:
+    if row.state not in RAN:
         return False, f"row {row.state}: {row.reason or 'no reason given'}"
     return True, ""
 
@@ -122,7 +122,7 @@ def provenance(row: Row) -> dict[str, str]:
     labels = render.labels(row)
     fields = {
         "commit": row.commit, "suite_version": row.suite_version, "torch": row.torch,
-        "energy_source": row.energy_methods, "energy_scope": row.energy_scope,
+        "energy_methods": row.energy_methods, "energy_scope": row.energy_scope,
         "energy_kind": labels["energy_kind"], "energy_window": row.energy_window,
         "system": row.system_name, "config": row.label, "flags": " ".join(row.flags) or "none",
         "status": row.state,

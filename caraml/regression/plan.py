@@ -182,7 +182,7 @@ def local_lock() -> Path:
     return lock_file("local-jobs")
 
 
-def decide(benchmark: str, stage: Path, timeout_s: float = 900) -> Path:
+def run_row_model(benchmark: str, stage: Path, timeout_s: float = 900) -> Path:
     """Decides the row of the job that ran in STAGE with the row model, as
     JUBE's combine step does (caraml/row/standalone.py): row.json and the
     `CARAML row` lines in row.out."""

@@ -37,7 +37,7 @@ PERFLOG_FORMAT = (
     "system=%(check_caraml_system)s|config=%(check_caraml_config)s|status=%(check_caraml_status)s|"
     "measurement=%(check_caraml_measurement)s|"
     "commit=%(check_caraml_commit)s|suite=%(check_caraml_suite_version)s|torch=%(check_caraml_torch)s|"
-    "energy_methods=%(check_caraml_energy_source)s|energy_scope=%(check_caraml_energy_scope)s|"
+    "energy_methods=%(check_caraml_energy_methods)s|energy_scope=%(check_caraml_energy_scope)s|"
     "energy=%(check_caraml_energy_kind)s|energy_window=%(check_caraml_energy_window)s|"
     "flags=%(check_caraml_flags)s|%(check_perfvalues)s")
 PERFVAR_FORMAT = ("%(check_perf_var)s=%(check_perf_value)s|%(check_perf_unit)s|"

@@ -24,7 +24,7 @@ from caraml.row.facts import (
     provenance,
 )
 from caraml.row.record import Row, make, timed_span
-from caraml.row.status import MEASURED, SlurmState, Status, decide, slurm_state
+from caraml.row.status import RAN, SlurmState, Status, decide_status, slurm_state
 from caraml.row.verdict import judged
 
 _num, _int = number, whole
@@ -130,7 +130,7 @@ def flags(ev: Evidence, status: Status, energy_fields: dict, limit: dict) -> lis
     the node: a power limit away from the default, or not put back."""
     times = requeued(ev.text("job.out"))
     again = [f"requeued({times})"] if times else []
-    if status.state not in MEASURED:
+    if status.state not in RAN:
         return again + power_limit.flags(limit, measured=False)
     out = again + (energy_flags(energy_fields) if energy_fields else [])
     out += power_limit.flags(limit, measured=True)
@@ -158,8 +158,8 @@ def decide_row(name: str | None, ev: Evidence, *, slurm_state: SlurmState | None
     g = last_kv(job_out, "global")
     system = _system(ev.params)
     throughput = _throughput(benchmark, g, ev, system)
-    status = decide(ev, has_throughput=bool(throughput), slurm_state=slurm_state)
-    ran = status.state in MEASURED
+    status = decide_status(ev, has_throughput=bool(throughput), slurm_state=slurm_state)
+    ran = status.state in RAN
     work_total = _num(g.get(benchmark.figures.work_total))
     if work_total is None and benchmark.vendor_steps is not None and throughput:
         # Graphcore's GPT-2 (GC200): every logged step trained one global batch

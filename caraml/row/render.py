@@ -14,8 +14,9 @@ import math
 from typing import Any
 
 from caraml import benchmarks, report
+from caraml.row import verdict
 from caraml.row.record import FIELDS, KINDS, Row
-from caraml.row.verdict import shown as verdict_shown
+from caraml.row.status import RAN
 
 # the fields with lines of their own (free text a JUBE cell wraps; a
 # history error is said in the cause's)
@@ -58,10 +59,20 @@ def _word(name: str, value: Any) -> str | None:
     return report.word(value).replace("=", "%3D")
 
 
-def _energy_source(row: Row) -> str:
-    """How the energy was had, in one word, with its methods."""
-    how = "incomplete" if row.energy_incomplete else "estimated" if row.energy_estimated else "measured"
-    return f"{how}({row.energy_methods or '-'})"
+# How a row's headline energy was had, in jpwr's words (its summary's
+# `source`): an estimate, whole or not; a measurement of part of its window
+# (the share it covers is in the row's flags); a measurement of all of it.
+ESTIMATED, INCOMPLETE, MEASURED = "estimated", "incomplete", "measured"
+
+
+def energy_kind(row: Row) -> str | None:
+    """How the headline energy was had: ESTIMATED, INCOMPLETE or MEASURED;
+    None for a row without energy."""
+    if row.energy_scope is None:
+        return None
+    if row.energy_estimated:
+        return ESTIMATED
+    return MEASURED if verdict.energy_whole(row) else INCOMPLETE
 
 
 def notable(row: Row) -> bool:
@@ -71,12 +82,12 @@ def notable(row: Row) -> bool:
 
 def labels(row: Row) -> dict[str, str | None]:
     """What the tables show that no field holds, each made from fields."""
-    scope = row.energy_scope
+    scope, kind = row.energy_scope, energy_kind(row)
     return {"notable": "yes" if notable(row) else "no",
             "layout": f"{row.nodes or '?'}x{row.devices_per_node or '?'}",
-            "energy_kind": ("estimated" if row.energy_estimated else "measured")
-            if scope is not None else None,
-            "energy_source": _energy_source(row) if scope is not None else None,
+            "energy_kind": kind,
+            # the kind with the methods: measured(pynvml), estimated(estimate)
+            "energy_source": f"{kind}({row.energy_methods or '-'})" if kind is not None else None,
             # the headline's scope, marked where it covers the whole run, not the timed iterations
             "energy_scope_shown": scope + ("" if row.energy_window == "timed" else "(run)")
             if scope is not None else None,
@@ -99,10 +110,10 @@ def cause(row: Row) -> str:
     row whose job ran to its figures and is no measurement (another row's
     state and reason say why already), and why the row is not in the
     results history."""
-    ran = row.state in ("ok", "ok-stopped-early")
-    verdict = verdict_shown(row.not_a_measurement) if ran and not row.measurement else ""
+    ran = row.state in RAN
+    judged = verdict.shown(row.not_a_measurement) if ran and not row.measurement else ""
     history = f"{HISTORY_NOT_WRITTEN}: {row.history_error}" if row.history_error else ""
-    return "; ".join(filter(None, [row.reason, verdict, history]))
+    return "; ".join(filter(None, [row.reason, judged, history]))
 
 
 def history_columns() -> list[tuple[str, str]]:
@@ -189,6 +200,6 @@ def missing(row: Row) -> dict[str, str]:
         if not math.isnan(value):
             continue
         said = [f for f in row.flags if f.startswith(f"{name}-not-available(")]
-        out[name] = (verdict_shown(row.not_a_measurement) if not row.measurement
+        out[name] = (verdict.shown(row.not_a_measurement) if not row.measurement
                      else said[0] if said else f"the row has no {name} figure")
     return out

@@ -28,8 +28,10 @@ from caraml.row.evidence import DONE, SIGNAL_FILE, Evidence
 
 STATES = ("ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending", "running")
 BUILD_STATES = ("built", "failed", "dry-run", "queued", "building")
-# The states that are measurements; every other row is left out of every figure.
-MEASURED = ("ok", "ok-stopped-early")
+# The states of a job that ran to its figures (whether a row is a
+# measurement is the verdict's: caraml/row/verdict.py); every other row is
+# left out of every figure.
+RAN = ("ok", "ok-stopped-early")
 # The job script's own error marker, and the suite's one-line errors
 _ERROR = re.compile(r"^(?:CARAML ERROR: |(?=job exited with ))(.*)$", re.MULTILINE)
 _END = re.compile(r"^CARAML job: end=\S+ status=(-?\d+)", re.MULTILINE)
@@ -47,10 +49,6 @@ class Status:
     def __post_init__(self) -> None:
         if self.state not in STATES + BUILD_STATES:
             raise ValueError(f"unknown row state {self.state!r}")
-
-    @property
-    def measured(self) -> bool:
-        return self.state in MEASURED
 
 
 # what asks Slurm for a job's state and reason (tests give their own)
@@ -122,7 +120,8 @@ def _dry_run_reason(job: str, no_account: bool) -> str:
     return f"job script {short} written and not submitted"
 
 
-def decide(ev: Evidence, *, has_throughput: bool, slurm_state: SlurmState | None = slurm_state) -> Status:
+def decide_status(ev: Evidence, *, has_throughput: bool,
+                  slurm_state: SlurmState | None = slurm_state) -> Status:
     """The status of a work package from its markers, first rule that holds."""
     signal = _received(ev)
     if signal:

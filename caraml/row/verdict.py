@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from caraml import report
 from caraml.power_limit import DEFAULT, EXTERNAL
 from caraml.row.record import Row
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 
 MIN_TIMED_ITERATIONS = 20
 MIN_TIMED_SECONDS = 60.0
@@ -73,7 +73,7 @@ MAX_SKIPPED_SHARE = 0.05
 
 
 def _ran(row: Row) -> str:
-    if row.state in MEASURED:
+    if row.state in RAN:
         return ""
     reason = row.reason or UNFINISHED.get(row.state, "")
     return f"{row.state}: {reason}" if reason else row.state
@@ -123,11 +123,15 @@ def _long_enough(row: Row) -> str:
     return ""
 
 
+def energy_whole(row: Row) -> bool:
+    """Whether the headline energy (its window's: caraml/row/facts.py) covers all of its window."""
+    return bool(row.energy_complete_timed if row.energy_window == "timed" else row.energy_complete_run)
+
+
 def _energy_whole(row: Row) -> str:
     if row.energy_scope is None:
         return ""  # no energy measured: nothing to be whole
-    whole = row.energy_complete_timed if row.energy_window == "timed" else row.energy_complete_run
-    if not whole:
+    if not energy_whole(row):
         covered = row.energy_covered_pct
         share = "an unknown share" if covered is None else f"{covered:.0f} %"
         return f"its energy is not whole (its samples cover {share} of the run)"

@@ -30,11 +30,11 @@ from caraml.regression import centre, figures
 from caraml.regression.plan import (
     JOB_SCRIPT,
     PlanError,
-    decide,
     job_resources,
     local_lock,
     plan,
     prepare_data,
+    run_row_model,
 )
 from caraml.row.row_json import read
 
@@ -68,7 +68,7 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     caraml_commit = variable(str, value="n/a")
     caraml_suite_version = variable(str, value="n/a")
     caraml_torch = variable(str, value="n/a")
-    caraml_energy_source = variable(str, value="n/a")
+    caraml_energy_methods = variable(str, value="n/a")
     caraml_energy_scope = variable(str, value="n/a")
     caraml_energy_kind = variable(str, value="n/a")
     caraml_energy_window = variable(str, value="n/a")
@@ -161,7 +161,7 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
             # its other header would make ReFrame rotate the perflog to .h0
             self.skip(f"dry run: {Path(self.stagedir) / JOB_SCRIPT} planned, nothing measured or logged")
         try:
-            decide(self.benchmark.name, Path(self.stagedir))
+            run_row_model(self.benchmark.name, Path(self.stagedir))
         except PlanError as error:
             raise ReframeError(str(error)) from None
 
