@@ -17,6 +17,7 @@ import argparse
 import ctypes
 import ctypes.util
 import functools
+import logging
 import os
 import shutil
 import signal
@@ -32,12 +33,12 @@ from jpwr.ctxmgr import PowerScope, get_power
 from jpwr.files import OutputUnwritable
 from jpwr.method import Method, MethodUnavailable
 from jpwr.methods import NAMES, check_names, from_names
-from jpwr.notice import one_line, say
+from jpwr.notice import LOG, add_level_options, chosen_level, detail, level_kept, one_line, say
 from jpwr.version import VersionAction
 
-RUN_USAGE = ("jpwr --methods M [M ...] [--interval MS] [--df-out DIR] [--df-filetype csv|h5] "
+RUN_USAGE = ("jpwr [-q|-v] --methods M [M ...] [--interval MS] [--df-out DIR] [--df-filetype csv|h5] "
              "[--df-suffix S] [--flush-s S] CMD [ARGS ...]")
-COMBINE_USAGE = "jpwr combine [--out FILE.csv] PATH [PATH ...]"
+COMBINE_USAGE = "jpwr combine [-q|-v] [--out FILE.csv] PATH [PATH ...]"
 USAGE_ERROR = 2
 NOT_FOUND = 127
 # Slurm and users stop jobs with these; the measured command must get them,
@@ -73,6 +74,7 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--use-mpi", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--mpi-ranks", nargs="+", metavar="RANK", help=argparse.SUPPRESS)
     parser.add_argument("--version", action=VersionAction)
+    add_level_options(parser)
     return parser
 
 
@@ -183,6 +185,7 @@ def _prepare(argv: list[str]) -> tuple[list[str], list[Method], PowerScope]:
     (command, methods, scope)."""
     options, command = split_command(argv)
     args = _run_parser().parse_args(options)
+    LOG.setLevel(chosen_level(args.quiet, args.verbose))
     if args.use_mpi or args.mpi_ranks:
         raise UsageError(NO_MPI)
     names = check_names(n for value in args.methods for n in value.split(",") if n)
@@ -193,6 +196,11 @@ def _prepare(argv: list[str]) -> tuple[list[str], list[Method], PowerScope]:
     if shutil.which(command[0]) is None:
         raise CommandNotFound(f"command not found: {command[0]}")
     methods = from_names(names)
+    for method in methods:
+        detail(f"{method.name}: {', '.join(c.device for c in method.channels)} "
+               f"({', '.join(sorted({c.source for c in method.channels}))})")
+    detail(f"a sample every {args.interval:g} ms, flushed every {args.flush_s:g} s"
+           + (f" into {args.df_out}" if args.df_out else ", no files (no --df-out)"))
     # host and pid end every file's name, as upstream's do: two runs into
     # one --df-out never overwrite each other (jpwr combine counts the
     # latest run of each rank and names the others)
@@ -247,7 +255,8 @@ def run(argv: list[str]) -> int:
 def _print_summary(scope: PowerScope) -> None:
     table, _ = scope.channel_energy()
     table["origin"], table["file"] = aggregate.FROM_ENERGY, ""
-    print(aggregate.format_table(table), file=sys.stderr)
+    if LOG.isEnabledFor(logging.INFO):
+        print(aggregate.format_table(table), file=sys.stderr)
     try:
         summary = aggregate.summarize(table)
     except aggregate.NoEnergyData as err:
@@ -266,14 +275,18 @@ def combine(argv: list[str]) -> int:
                      description="Combine the energy files of all ranks and nodes of a job.")
     parser.add_argument("--out", metavar="FILE.csv", help="also write the combined table here")
     parser.add_argument("paths", nargs="+", metavar="PATH")
+    add_level_options(parser)
     try:
         args = parser.parse_args(argv)
+        LOG.setLevel(chosen_level(args.quiet, args.verbose))
         table = aggregate.combine(args.paths)
         summary = aggregate.summarize(table)
     except ValueError as err:
         say(f"error: {err}")
         return 1
     print(aggregate.format_table(table))
+    for path, rows in table.groupby("file", sort=True):
+        detail(f"read {path}: {len(rows)} channel(s), {rows['origin'].iloc[0]}")
     for line in aggregate.notes(table):
         say(f"note: {line}")
     if args.out:
@@ -289,6 +302,7 @@ def combine(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["combine"]:
-        return combine(argv[1:])
-    return run(argv)
+    with level_kept(LOG):
+        if argv[:1] == ["combine"]:
+            return combine(argv[1:])
+        return run(argv)

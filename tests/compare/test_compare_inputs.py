@@ -134,3 +134,28 @@ def test_a_row_of_a_run_still_going_says_why_it_is_no_measurement_yet(tmp_path, 
             "its row is decided once `jube continue` has seen it end") in out, out
     page = (tmp_path / "out" / "report.html").read_text()
     assert "running: the job has not ended yet" in page
+
+
+def test_quiet_prints_the_alerts_alone_and_verbose_what_was_read_and_how_long_it_took(tmp_path, capsys,
+                                                                                    monkeypatch):
+    monkeypatch.delenv("CARAML_LOG_LEVEL", raising=False)
+    good = fx.write_run(tmp_path, "a100", [fx.a100()])
+    bad = fx.write_run(tmp_path, "h100", [fx.failed(reason="CUDA out of memory")])
+    printed = {}
+    for level in ("-q", "", "-v"):
+        args = [str(good), str(bad), "--out", str(tmp_path / f"out{level}"), "--no-references"]
+        assert cli.main([*args, *filter(None, [level])]) == comparison.SYSTEM_FAILED
+        printed[level] = capsys.readouterr().out.replace(str(tmp_path / f"out{level}"), "OUT").splitlines()
+    alert = "failed benchmark: H100 llm: no measured row (1 rows: failed: CUDA out of memory)"
+    assert printed["-q"] == [alert]
+    assert alert in printed[""] and any(line.startswith("wrote ") for line in printed[""])
+    assert not any(line.startswith(("computed:", "written:")) for line in printed[""])
+    assert set(printed[""]) < set(printed["-v"])
+    assert any(line.startswith("computed: 2 rows of 2 systems against A100 in ") for line in printed["-v"])
+    assert any(line.startswith("written: ") and " CPU in this process)" in line for line in printed["-v"])
+    monkeypatch.setenv("CARAML_LOG_LEVEL", "WARNING")
+    assert cli.main([str(good), str(bad), "--out", str(tmp_path / "env"), "--no-references"]) == 1
+    assert capsys.readouterr().out.splitlines() == [alert]
+    monkeypatch.setenv("CARAML_LOG_LEVEL", "chatty")
+    assert cli.main([str(good), "--out", str(tmp_path / "bad"), "--no-references"]) == comparison.BAD_INPUT
+    assert "caraml-compare: error: CARAML_LOG_LEVEL=chatty is no log level" in capsys.readouterr().err
