@@ -180,7 +180,8 @@ def row_verdicts(rows: pd.DataFrame, checks: pd.DataFrame, configs: pd.DataFrame
     its configuration, checked on the median of its repeats (configs:
     repeats.collapse, the lines the checks' `row` names); n/a where no
     reference applies."""
-    config_of = configs["config"].to_dict()
+    # no check: no measurement, and configs may lack the column
+    config_of = configs["config"].to_dict() if not checks.empty else {}
     worst = {config_of[index]: max(group["verdict"], key=lambda v: SEVERITY.get(v, 0))
              for index, group in checks.groupby("row")}
     found = repeats.config_key(rows).map(worst).where(rows["measurement"].astype(bool))

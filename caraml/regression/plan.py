@@ -120,7 +120,8 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
     words, exported = data_step(data_params, step.args)
     python = str(suite_python())
     (stage / step.step).mkdir(exist_ok=True)
-    prepare = [python, str(ROOT / "caraml" / "failure.py"), "--run", "data step", "--", python, *words]
+    failure = ROOT / "caraml" / "job" / "failure.py"
+    prepare = [python, str(failure), "--run", "data step", "--", python, *words]
     return Plan(stage / JOB_SCRIPT, params, prepare, exported, stage / step.step)
 
 

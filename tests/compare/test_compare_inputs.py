@@ -159,3 +159,14 @@ def test_quiet_prints_the_alerts_alone_and_verbose_what_was_read_and_how_long_it
     monkeypatch.setenv("CARAML_LOG_LEVEL", "chatty")
     assert cli.main([str(good), "--out", str(tmp_path / "bad"), "--no-references"]) == comparison.BAD_INPUT
     assert "caraml-compare: error: CARAML_LOG_LEVEL=chatty is no log level" in capsys.readouterr().err
+
+
+def test_a_run_with_no_measurement_is_checked_against_the_references_without_a_check(tmp_path, capsys):
+    """No measurement, so nothing to check against a band: the report is
+    written, its one line names why."""
+    path = fx.write_run(tmp_path, "cpu", [fx.smoke("CPU")])
+    assert cli.main([f"CPU={path}", "--out", str(tmp_path / "out")]) == comparison.SYSTEM_FAILED
+    printed = capsys.readouterr().out
+    assert ("failed benchmark: CPU llm: no measured row (1 rows: not a measurement (4 timed "
+            "iterations") in printed
+    assert (tmp_path / "out" / "report.html").is_file()
