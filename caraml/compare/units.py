@@ -18,12 +18,10 @@ _ENERGY = ((1e3, "Wh", 1.0), (1e6, "kWh", 1e3), (math.inf, "MWh", 1e6))
 
 
 def numeric(value: object) -> float | None:
-    """A cell's value as a number; None where it holds none (None, NaN);
-    ValueError or TypeError where it holds something else."""
-    if value is None:
-        return None
+    """A cell's value as a number; None where it holds none (None, NaN,
+    pandas' NA); ValueError for a text that is no number."""
     if not isinstance(value, (SupportsFloat, str)):
-        raise TypeError(f"{value!r} is no number")
+        return None
     number = float(value)
     return None if math.isnan(number) else number
 
