@@ -279,7 +279,8 @@ def combine(argv: list[str]) -> int:
     try:
         args = parser.parse_args(argv)
         LOG.setLevel(chosen_level(args.quiet, args.verbose))
-        table = aggregate.combine(args.paths)
+        job = aggregate.read_job(args.paths)
+        table = aggregate.combine_job(job)
         summary = aggregate.summarize(table)
     except ValueError as err:
         say(f"error: {err}")
@@ -293,7 +294,7 @@ def combine(argv: list[str]) -> int:
         table.to_csv(args.out, index=False)
     print(aggregate.summary_line(summary))
     lines = (aggregate.host_lines(table) + aggregate.scope_lines(table)
-             + aggregate.window_lines(aggregate.combine_windows(args.paths)))
+             + aggregate.window_lines(aggregate.job_windows(job)))
     for line in lines:
         print(line)
     sys.stdout.flush()
