@@ -200,7 +200,7 @@ PERFORMANCE = {"{work}_per_s": "per_s", "{work}_per_s_per_device": "per_s_per_de
                "{work}_per_s_per_node": "per_s_per_node", "mfu": "mfu", "{work}_per_wh": "work_per_wh",
                "power_w_per_device": "power_w_per_device"}
 # ... and where the job's cluster meters whole nodes (Slurm's energy
-# accounting, caraml/login/node_energy.py), the nodes' energy over the job
+# accounting, caraml/job/node_energy.py), the nodes' energy over the job
 # and the run's work over it: a cluster's plugin is the same for every job
 # of a partition, so its perflog's columns stay the same too
 NODE_PERFORMANCE = {"node_wh": "node_wh", "{work}_per_node_wh": "work_per_node_wh"}
