@@ -393,6 +393,13 @@ def summary_line(summary: dict) -> str:
         for key, value in summary.items()))
 
 
+def result_lines(table: pd.DataFrame, paths: Iterable[str | Path]) -> list[str]:
+    """The lines `jpwr combine` ends with, which a result table reads: the
+    summary, each host's part, each scope's total and each named window."""
+    return ([summary_line(summarize(table))] + host_lines(table) + scope_lines(table)
+            + window_lines(combine_windows(paths)))
+
+
 def notes(table: pd.DataFrame) -> list[str]:
     """What a reader of the figure must know: unfinished runs, gaps, and
     counted channels without data."""

@@ -266,7 +266,7 @@ def combine(argv: list[str]) -> int:
     try:
         args = parser.parse_args(argv)
         table = aggregate.combine(args.paths)
-        summary = aggregate.summarize(table)
+        lines = aggregate.result_lines(table, args.paths)
     except ValueError as err:
         say(f"error: {err}")
         return 1
@@ -275,9 +275,6 @@ def combine(argv: list[str]) -> int:
         say(f"note: {line}")
     if args.out:
         table.to_csv(args.out, index=False)
-    print(aggregate.summary_line(summary))
-    lines = (aggregate.host_lines(table) + aggregate.scope_lines(table)
-             + aggregate.window_lines(aggregate.combine_windows(args.paths)))
     for line in lines:
         print(line)
     sys.stdout.flush()
