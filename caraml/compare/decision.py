@@ -24,7 +24,7 @@ from caraml.compare import plots, repeats
 from caraml.compare.figures import node_refusal
 from caraml.compare.jobs import Jobs
 from caraml.compare.repeats import LIKE
-from caraml.compare.rows import cause, measured
+from caraml.compare.rows import cause, measured, shown_name
 from caraml.compare.units import number
 
 # (figure, title, what a bar's unit is, the ratio's column)
@@ -135,7 +135,7 @@ def over_runner_up(kind: str, ranked: pd.DataFrame, figure: str) -> tuple[str, d
     runner_up = ranked.iloc[1]
     ratio = best[figure] / runner_up[figure]
     interval = repeats.interval(best, runner_up, figure)
-    return (f"over {runner_up['system']} {repeats.ratio_words(ratio, *interval)}",
+    return (f"over {shown_name(runner_up)} {repeats.ratio_words(ratio, *interval)}",
             margin(kind, best, runner_up, ratio, interval))
 
 
@@ -156,7 +156,7 @@ def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
                      f"{best['accelerator_share_basis']})"
         words, figures_ = over_runner_up(LEADS[figure], ranked, figure)
         margins.append({**figures_, "value": best[figure], "unit": unit, "runs": int(best["runs"])})
-        lines.append(f"{LEADS[figure]}: {best['system']}, {number(best[figure])} {unit} "
+        lines.append(f"{LEADS[figure]}: {shown_name(best)}, {number(best[figure])} {unit} "
                      f"({repeats.spread(best, figure)}){caveat}; {words}{against}.")
     return lines, margins
 

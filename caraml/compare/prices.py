@@ -18,6 +18,7 @@ import pandas as pd
 import yaml
 
 from caraml.compare import CompareError, repeats
+from caraml.compare.rows import shown_name
 from caraml.compare.units import number
 
 HOURS_PER_YEAR = 365.25 * 24
@@ -141,8 +142,12 @@ def cheapest(costs: pd.DataFrame, lines: pd.DataFrame, currency: str) -> tuple[s
         return None
     best = full.iloc[0]
     by_system = lines.set_index("system")
+
+    def named(system: str) -> str:
+        return shown_name({"system": system, "audit": by_system.loc[system].get("audit")})
+
     runs = int(by_system.loc[best["system"], "runs"])
-    said = (f"Cheapest to solution on one node: {best['system']}, {number(best['cost'])} {currency} "
+    said = (f"Cheapest to solution on one node: {named(best['system'])}, {number(best['cost'])} {currency} "
             f"(node-hours {number(best['node_hours_cost'])} + electricity {number(best['electricity_cost'])}"
             f"{', energy estimated' if best['energy_estimated'] else ''}; an estimate from "
             f"{runs} run{'' if runs == 1 else 's'})")
@@ -160,5 +165,5 @@ def cheapest(costs: pd.DataFrame, lines: pd.DataFrame, currency: str) -> tuple[s
         else repeats.bounds(sides[0] / sides[1])
     figures.update(runner_up=runner["system"], margin=ratio, low=interval[0], high=interval[1],
                    significant=repeats.significant(interval[0], interval[1]), no_interval=interval[2])
-    return (f"{said}; the runner-up {runner['system']}, its cost over the cheapest: "
+    return (f"{said}; the runner-up {named(runner['system'])}, its cost over the cheapest: "
             f"{repeats.ratio_words(ratio, *interval)}.", figures)

@@ -1,0 +1,168 @@
+"""Plausibility bounds: figures no device can reach, whatever a row's files
+say, refused like a run too short to measure, each message naming its
+bound. They hold for every row, with its raw evidence or without:
+
+- MFU at most 1 against the peak of the row's device: the datasheet's
+  dense peak of the device its provenance names (caraml/device_peaks.py,
+  the 16-bit tensor peak, the highest of any precision the suite runs, so
+  an fp32 row is held to a bound looser than its own), else the peak the
+  row divides by;
+- mean power per device at most its TDP, or the limit the run set, by
+  POWER_MARGIN: a device at its limit draws it, not more;
+- work per Wh at most what the peak allows at that power: the peak's FLOPs
+  a second over the power drawn, in the benchmark's work (where it counts
+  FLOPs: the LLM);
+- with raw evidence, times in order: the job's start before the energy
+  measurement's, that before the timed window, the window before its end,
+  its end before the job's; and each rank's timed iterations, added up,
+  inside its timed energy window."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from caraml import device_peaks
+from caraml.audit.evidence import Evidence
+from caraml.audit.findings import (
+    MFU_BOUND,
+    POWER_BOUND,
+    TIMES_IN_ORDER,
+    WINDOW_INSIDE_JOB,
+    WORK_PER_WH_BOUND,
+    Finding,
+)
+from caraml.row.record import Row
+
+POWER_MARGIN = 0.10
+# the scopes whose energy devices are the devices a TDP is given for
+DEVICE_SCOPES = ("gpu", "ipu", "module", "accelerator")
+# the job script's lines have whole seconds; the hosts' clocks of a job
+# agree to about a second (NTP); a window's edge is read after its iteration's
+SLACK_S = 2.0
+_JOB_LINE = re.compile(r"^CARAML job: (start|end)=(\S+)", re.MULTILINE)
+
+
+def _peak(row: Row, ev: Evidence | None) -> tuple[float | None, str]:
+    """The peak a row's MFU is bounded by, and its words."""
+    names = (ev.provenance.get("device_names") or []) if ev is not None else []
+    if ev is not None and ev.provenance.get("device_type") == "cuda":
+        for name in names:
+            found = device_peaks.lookup(name)
+            if found is not None:
+                return found.tflops, f"the {found.model} datasheet's {found.tflops:g} TFLOP/s"
+    if row.peak_tflops:
+        return row.peak_tflops, f"its {row.peak_basis or 'stated'} peak {row.peak_tflops:g} TFLOP/s"
+    return None, ""
+
+
+def mfu(row: Row, figures: dict, ev: Evidence | None) -> list[Finding]:
+    peak, words = _peak(row, ev)
+    if not peak:
+        return []
+    out = []
+    for origin, model in (("stated", row.model_tflops_per_device),
+                          ("recomputed", figures.get("model_tflops_per_device"))):
+        if model is not None and model / peak > 1:
+            out.append(Finding(MFU_BOUND, f"MFU {model / peak:.3g} ({origin}: {model:.4g} TFLOP/s per "
+                                          f"device) exceeds 1 against {words} ({row.precision})"))
+    if row.mfu is not None and row.mfu > 1 and not out:
+        out.append(Finding(MFU_BOUND, f"MFU {row.mfu:.3g} stated, above 1"))
+    return out
+
+
+def _limit(row: Row) -> tuple[float | None, str]:
+    if row.power_limit_w:
+        return row.power_limit_w, f"the limit the run set, {row.power_limit_w:g} W"
+    if row.tdp_w:
+        return row.tdp_w, f"its TDP {row.tdp_w:g} W"
+    return None, ""
+
+
+def power(row: Row) -> list[Finding]:
+    limit, words = _limit(row)
+    if limit is None or row.energy_scope not in DEVICE_SCOPES:
+        return []
+    out = []
+    for window in ("", "_run", "_timed"):
+        watts = getattr(row, f"power_w_per_device{window}")
+        if watts is not None and watts > limit * (1 + POWER_MARGIN):
+            out.append(Finding(POWER_BOUND, f"power_w_per_device{window} {watts:.4g} W exceeds {words} by "
+                                            f"more than {POWER_MARGIN * 100:g} %"))
+    return out
+
+
+def work_per_wh(row: Row, flops_per_work: float | None, ev: Evidence | None) -> list[Finding]:
+    """Work per Wh against what the peak's FLOPs give at the power drawn:
+    devices x peak FLOP/s over the energy devices' watts, in work."""
+    peak, words = _peak(row, ev)
+    if flops_per_work is None and row.model_tflops_per_device and row.per_s_per_device:
+        flops_per_work = row.model_tflops_per_device * 1e12 / row.per_s_per_device
+    needed = (peak, flops_per_work, row.work_per_wh, row.power_w_per_device, row.devices, row.energy_devices)
+    if any(not v for v in needed):
+        return []
+    most = row.devices * peak * 1e12 / flops_per_work * 3600 / (row.power_w_per_device * row.energy_devices)
+    if row.work_per_wh > most * (1 + 1e-9):
+        watts = row.power_w_per_device
+        return [Finding(WORK_PER_WH_BOUND, f"work_per_wh {row.work_per_wh:.4g} {row.unit}/Wh exceeds the "
+                                           f"{most:.4g} that {words} allows at {watts:.4g} W per device")]
+    return []
+
+
+def _epoch(text: str | None) -> float | None:
+    try:
+        return datetime.fromisoformat(str(text)).timestamp()
+    except ValueError:
+        return None
+
+
+def times(ev: Evidence) -> list[Finding]:
+    """The job's, the energy measurement's and the timed window's times in
+    order, and each rank's timed iterations inside its window."""
+    import pandas as pd
+
+    from jpwr.aggregate import find_runs
+
+    job = {kind: _epoch(when) for kind, when in _JOB_LINE.findall(ev.job_out)}
+    start, end = job.get("start"), job.get("end")
+    out = []
+    if start is not None and end is not None and end < start:
+        out.append(Finding(TIMES_IN_ORDER, "job.out: the job ends before it starts"))
+    by_rank = ev.iterations.get("timed_s_by_rank") or []
+    for run in find_runs([ev.energy]):
+        meta = run.meta()
+        began, ended = _epoch(meta.get("start_time")), _epoch(meta.get("end_time"))
+        name = run.path("meta", "json").name
+        if began is not None and ended is not None and ended < began:
+            out.append(Finding(TIMES_IN_ORDER, f"{name}: the energy measurement ends before it starts"))
+        if start is not None and began is not None and began < start - SLACK_S:
+            out.append(Finding(WINDOW_INSIDE_JOB, f"{name}: the energy measurement starts "
+                                                  f"{start - began:.1f} s before the job"))
+        if end is not None and ended is not None and ended > end + SLACK_S:
+            out.append(Finding(WINDOW_INSIDE_JOB, f"{name}: the energy measurement ends "
+                                                  f"{ended - end:.1f} s after the job"))
+        windows = run.path("windows", "csv")
+        if not windows.is_file():
+            continue
+        timed = pd.read_csv(windows)
+        timed = timed[timed["window"] == "timed"]
+        if timed.empty:
+            continue
+        t0, t1 = float(timed["t_start"].min()), float(timed["t_end"].max())
+        if t1 < t0 or (began is not None and t0 < began) or (ended is not None and t1 > ended):
+            out.append(Finding(TIMES_IN_ORDER, f"{windows.name}: the timed window ({t0:.3f} to {t1:.3f}) is "
+                                               f"not inside its energy measurement"))
+        rank = meta.get("rank")
+        if isinstance(rank, int) and rank < len(by_rank):
+            iterations = sum(by_rank[rank])
+            if iterations > (t1 - t0) * 1.001 + 1e-3:
+                out.append(Finding(TIMES_IN_ORDER, f"rank {rank}'s timed iterations take {iterations:.4g} s "
+                                                   f"together, more than its timed window's {t1 - t0:.4g} s"))
+    return out
+
+
+def check(row: Row, figures: dict, flops_per_work: float | None, ev: Evidence | None) -> list[Finding]:
+    """Every bound the row breaks, with its stated figures and, where it
+    has raw evidence, the figures made again."""
+    found = mfu(row, figures, ev) + power(row) + work_per_wh(row, flops_per_work, ev)
+    return found + (times(ev) if ev is not None and ev.energy is not None else [])
