@@ -40,17 +40,32 @@ def _differs(stated: float, counted: float) -> bool:
     return abs(stated - counted) > max(TOLERANCE * abs(counted), NEGLIGIBLE_WH)
 
 
+def _number(value: object) -> float:
+    """A cell of a table as a float (NaN where it is empty or no number)."""
+    try:
+        return float(value)  # type: ignore[arg-type]  # whatever pandas read; a non-number is NaN
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _records(table: pd.DataFrame) -> list[dict[str, object]]:
+    return [{str(key): value for key, value in row.items()} for row in table.to_dict("records")]
+
+
 def _samples(run: Run) -> dict[tuple[str, str], tuple[np.ndarray, np.ndarray]]:
     power = read_power_csv(run.path("power", "csv"))
-    return {(str(m), str(d)): (g.sort_values("time", kind="stable")["time"].to_numpy(float),
-                               g.sort_values("time", kind="stable")["power_w"].to_numpy(float))
-            for (m, d), g in power.groupby(["method", "device"], sort=False)}
+    out = {}
+    for (method, device), group in power.groupby(["method", "device"], sort=False):
+        ordered = group.sort_values("time", kind="stable")
+        out[(str(method), str(device))] = (ordered["time"].to_numpy(float),
+                                           ordered["power_w"].to_numpy(float))
+    return out
 
 
-def _compare(where: str, stated: pd.Series, counted: dict) -> list[str]:
-    return [f"{where}: {name} {float(stated[name]):.6g} Wh, its samples and counter give "
-            f"{float(counted[name]):.6g} Wh" for name in CHECKED
-            if name in stated and _differs(float(stated[name]), float(counted[name]))]
+def _compare(where: str, stated: dict[str, object], counted: dict[str, object]) -> list[str]:
+    return [f"{where}: {name} {_number(stated[name]):.6g} Wh, its samples and counter give "
+            f"{_number(counted[name]):.6g} Wh" for name in CHECKED
+            if name in stated and _differs(_number(stated[name]), _number(counted[name]))]
 
 
 def channel_differences(run: Run) -> list[str]:
@@ -58,22 +73,22 @@ def channel_differences(run: Run) -> list[str]:
     path = run.path("energy", "csv")
     if not path.is_file():
         return []  # a run that wrote none: combine counts it from its samples itself
-    stated = pd.read_csv(path, dtype={"method": str, "device": str})
+    stated = _records(pd.read_csv(path, dtype={"method": str, "device": str}))
     meta = run.meta()
     start, end = _epoch(meta.get("start_time")), _epoch(meta.get("end_time"))
     span = (start, end) if start is not None and end is not None else None
-    power = read_power_csv(run.path("power", "csv"))
-    counters = {(str(r.method), str(r.device)): float(r.counter_wh) for r in stated.itertuples()
-                if "counter_wh" in stated and r.basis == COUNTER and pd.notna(r.counter_wh)}
-    counted = counter_first(energy_table(power, span), counters).set_index(["method", "device"])
+    counters = {(str(r["method"]), str(r["device"])): _number(r.get("counter_wh")) for r in stated
+                if r.get("basis") == COUNTER and math.isfinite(_number(r.get("counter_wh")))}
+    counted = {(str(r["method"]), str(r["device"])): r for r in _records(
+        counter_first(energy_table(read_power_csv(run.path("power", "csv")), span), counters))}
     out = []
-    for row in stated.itertuples(index=False):
-        key = (str(row.method), str(row.device))
+    for row in stated:
+        key = (str(row["method"]), str(row["device"]))
         where = f"{path.name} {key[0]} {key[1]}"
-        if key not in counted.index:
+        if key not in counted:
             out.append(f"{where}: no samples of this channel in {run.path('power', 'csv').name}")
             continue
-        out += _compare(where, pd.Series(row._asdict()), counted.loc[key].to_dict())
+        out += _compare(where, row, counted[key])
     return out
 
 
@@ -82,18 +97,18 @@ def window_differences(run: Run) -> list[str]:
     path = run.path("windows", "csv")
     if not path.is_file():
         return []
-    stated = pd.read_csv(path, dtype={"method": str, "device": str, "window": str})
+    stated = _records(pd.read_csv(path, dtype={"method": str, "device": str, "window": str}))
     samples = _samples(run)
     out = []
-    for row in stated.itertuples(index=False):
-        key = (str(row.method), str(row.device))
-        where = f"{path.name} window {row.window} {key[0]} {key[1]}"
+    for row in stated:
+        key = (str(row["method"]), str(row["device"]))
+        where = f"{path.name} window {row['window']} {key[0]} {key[1]}"
         if key not in samples:
             out.append(f"{where}: no samples of this channel in {run.path('power', 'csv').name}")
             continue
-        counter = float(row.counter_wh) if pd.notna(row.counter_wh) else np.nan
-        counted = window_energy(*samples[key], float(row.t_start), float(row.t_end), counter)
-        out += _compare(where, pd.Series(row._asdict()), counted)
+        counted = window_energy(*samples[key], _number(row["t_start"]), _number(row["t_end"]),
+                                _number(row.get("counter_wh")))
+        out += _compare(where, row, counted)
     return out
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from pathlib import Path
 
 from caraml import device_peaks
 from caraml.audit.evidence import Evidence
@@ -98,13 +99,13 @@ def work_per_wh(row: Row, flops_per_work: float | None, ev: Evidence | None) -> 
     peak, words = _peak(row, ev)
     if flops_per_work is None and row.model_tflops_per_device and row.per_s_per_device:
         flops_per_work = row.model_tflops_per_device * 1e12 / row.per_s_per_device
-    needed = (peak, flops_per_work, row.work_per_wh, row.power_w_per_device, row.devices, row.energy_devices)
-    if any(not v for v in needed):
+    per_wh, watts, devices, energy_devices = row.work_per_wh, row.power_w_per_device, row.devices, \
+        row.energy_devices
+    if not (peak and flops_per_work and per_wh and watts and devices and energy_devices):
         return []
-    most = row.devices * peak * 1e12 / flops_per_work * 3600 / (row.power_w_per_device * row.energy_devices)
-    if row.work_per_wh > most * (1 + 1e-9):
-        watts = row.power_w_per_device
-        return [Finding(WORK_PER_WH_BOUND, f"work_per_wh {row.work_per_wh:.4g} {row.unit}/Wh exceeds the "
+    most = devices * peak * 1e12 / flops_per_work * 3600 / (watts * energy_devices)
+    if per_wh > most * (1 + 1e-9):
+        return [Finding(WORK_PER_WH_BOUND, f"work_per_wh {per_wh:.4g} {row.unit}/Wh exceeds the "
                                            f"{most:.4g} that {words} allows at {watts:.4g} W per device")]
     return []
 
@@ -116,9 +117,10 @@ def _epoch(text: str | None) -> float | None:
         return None
 
 
-def times(ev: Evidence) -> list[Finding]:
+def times(ev: Evidence, energy: Path) -> list[Finding]:
     """The job's, the energy measurement's and the timed window's times in
-    order, and each rank's timed iterations inside its window."""
+    order, and each rank's timed iterations inside its window (energy: the
+    run's energy folder)."""
     import pandas as pd
 
     from jpwr.aggregate import find_runs
@@ -129,7 +131,7 @@ def times(ev: Evidence) -> list[Finding]:
     if start is not None and end is not None and end < start:
         out.append(Finding(TIMES_IN_ORDER, "job.out: the job ends before it starts"))
     by_rank = ev.iterations.get("timed_s_by_rank") or []
-    for run in find_runs([ev.energy]):
+    for run in find_runs([energy]):
         meta = run.meta()
         began, ended = _epoch(meta.get("start_time")), _epoch(meta.get("end_time"))
         name = run.path("meta", "json").name
@@ -165,4 +167,4 @@ def check(row: Row, figures: dict, flops_per_work: float | None, ev: Evidence | 
     """Every bound the row breaks, with its stated figures and, where it
     has raw evidence, the figures made again."""
     found = mfu(row, figures, ev) + power(row) + work_per_wh(row, flops_per_work, ev)
-    return found + (times(ev) if ev is not None and ev.energy is not None else [])
+    return found + (times(ev, ev.energy) if ev is not None and ev.energy is not None else [])

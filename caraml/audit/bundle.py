@@ -96,17 +96,18 @@ def _run_files(run: Path) -> tuple[list[Path], dict[str, str]]:
 
 
 def _add(tar: tarfile.TarFile, name: str, source: io.BufferedIOBase) -> dict:
-    """Adds one file's bytes under name; its manifest entry."""
-    digest, spool = hashlib.sha256(), tempfile.SpooledTemporaryFile(max_size=64 * _CHUNK)
-    size = 0
-    for block in iter(lambda: source.read(_CHUNK), b""):
-        digest.update(block)
-        spool.write(block)
-        size += len(block)
-    spool.seek(0)
-    info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = size, 0o644, int(datetime.datetime.now().timestamp())
-    tar.addfile(info, spool)
+    """Adds one file's bytes under name (read once: what is hashed is what
+    is packed); its manifest entry."""
+    digest, size = hashlib.sha256(), 0
+    with tempfile.SpooledTemporaryFile(max_size=64 * _CHUNK) as spool:
+        for block in iter(lambda: source.read(_CHUNK), b""):
+            digest.update(block)
+            spool.write(block)
+            size += len(block)
+        spool.seek(0)
+        info = tarfile.TarInfo(name)
+        info.size, info.mode, info.mtime = size, 0o644, int(datetime.datetime.now().timestamp())
+        tar.addfile(info, spool)
     return {"path": name, "sha256": digest.hexdigest(), "size": size}
 
 
@@ -190,7 +191,7 @@ def opened(path: Path) -> Iterator[list[BundledRun]]:
     as the block runs; BundleError for a file that is no bundle, Refused
     (naming the file) for one whose files are not its manifest's."""
     try:
-        tar = tarfile.open(path, "r:gz")
+        tar = tarfile.open(path, "r:gz")  # noqa: SIM115 - closed by the with below, once it opened
     except (OSError, tarfile.TarError) as err:
         raise BundleError(f"{path}: not a bundle ({err}); give a FILE.tar.gz made by caraml-bundle") from None
     with tar, tempfile.TemporaryDirectory(prefix="caraml-bundle-") as folder:

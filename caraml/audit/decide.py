@@ -63,12 +63,14 @@ def _shown(value: object) -> str:
 
 def _differs(stated: object, found: object) -> bool:
     if isinstance(stated, dict) or isinstance(found, dict):
-        stated, found = stated or {}, found or {}
-        return set(stated) != set(found) or any(_differs(stated[k], found[k]) for k in stated)
-    if isinstance(stated, (bool, str)) or isinstance(found, (bool, str)):
+        said = stated if isinstance(stated, dict) else {}
+        again = found if isinstance(found, dict) else {}
+        return set(said) != set(again) or any(_differs(said[k], again[k]) for k in said)
+    if not isinstance(stated, (int, float)) or not isinstance(found, (int, float)) \
+            or isinstance(stated, bool) or isinstance(found, bool):
+        if stated is None or found is None:
+            return stated is not None  # a figure the evidence does not give; none stated claims none
         return stated != found
-    if stated is None or found is None:
-        return stated is not None  # a figure the evidence does not give; none stated claims none
     a, b = float(stated), float(found)
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) != math.isnan(b)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from caraml import benchmarks, device_peaks
 from caraml.audit.evidence import Evidence
 from caraml.audit.findings import EVIDENCE, Finding
+from caraml.benchmark_entry import Benchmark
 from caraml.login.node_energy import FILE_NAME as NODE_ENERGY
 from caraml.login.node_energy import read_node_energy
 from caraml.node.iterations import loss as read_loss
@@ -45,17 +46,20 @@ class Recomputed:
         self.findings.append(Finding(EVIDENCE, evidence))
 
 
-def _formula(entry: benchmarks.Benchmark, iterations: Mapping) -> dict:
+def _formula(entry: Benchmark, iterations: Mapping) -> dict:
     """One iteration's work (and FLOPs, and the model's parameters) by the
     benchmark's formula, from the model the run recorded; without a formula
     its work is the global batch, which the recorded one is checked against."""
     if entry.work_formula is None:
         return {}
     module, _, name = entry.work_formula.partition(":")
-    return getattr(importlib.import_module(module), name)(iterations.get("model") or {})
+    counted = getattr(importlib.import_module(module), name)(iterations.get("model") or {})
+    return dict(counted)
 
 
-def _work(ev: Evidence, out: Recomputed) -> tuple[float, dict]:
+def _work(ev: Evidence, out: Recomputed) -> tuple[int | None, dict]:
+    """One iteration's work by the benchmark's formula (None where it cannot be counted), and what the
+    formula counted."""
     row, recorded = ev.row, ev.iterations
     entry = benchmarks.get(row.benchmark)
     try:
@@ -74,10 +78,10 @@ def _work(ev: Evidence, out: Recomputed) -> tuple[float, dict]:
         if found is not None and stated is not None and stated != found:
             out.inconsistent(f"{name}: the row states {stated}, the model iterations.json records gives "
                              f"{found}")
-    return float(work or math.nan), counted
+    return (int(work) if work else None), counted
 
 
-def _throughput(ev: Evidence, work: float, out: Recomputed) -> tuple[float, int]:
+def _throughput(ev: Evidence, work: int, out: Recomputed) -> tuple[float, int]:
     """The throughput fields; the mean time per iteration and the devices (ranks)."""
     by_rank = ev.iterations.get("timed_s_by_rank") or []
     slowest = slowest_per_iteration(by_rank) if by_rank else []
@@ -146,18 +150,20 @@ def _numerics(ev: Evidence, out: Recomputed) -> None:
                        skipped_iterations=max(sum(map(bool, rank[warmup:])) for rank in skips))
 
 
-def _energy(ev: Evidence, work: float, out: Recomputed) -> None:
+def _energy(ev: Evidence, work: int, out: Recomputed) -> None:
     """The energy fields from jpwr's samples and counters, where the row states any."""
     from jpwr import aggregate, verify  # pandas: only where a row has energy to count
 
-    row = ev.row
-    for line in verify.differences([ev.energy]):
+    row, folder = ev.row, ev.energy
+    if folder is None:
+        return
+    for line in verify.differences([folder]):
         out.inconsistent(f"jpwr's files: {line}")
     try:
-        table = aggregate.combine([ev.energy])
-        lines = aggregate.result_lines(table, [ev.energy])
+        table = aggregate.combine([folder])
+        lines = aggregate.result_lines(table, [folder])
     except ValueError as err:
-        out.inconsistent(f"jpwr cannot combine {ev.energy} ({err})")
+        out.inconsistent(f"jpwr cannot combine {folder} ({err})")
         return
     counted_scope = next((part.partition("=")[2] for part in lines[0].split() if part.startswith("scope=")),
                          "")
@@ -171,7 +177,7 @@ def _energy(ev: Evidence, work: float, out: Recomputed) -> None:
 NODE_FIGURES = ("node_energy_state", "node_wh", "node_window_s", "node_power_w_per_node", "work_per_node_wh")
 
 
-def _node(ev: Evidence, work: float) -> dict:
+def _node(ev: Evidence, work: int) -> dict:
     """The nodes' energy from the job's record of the centre's meter (node_energy.json)."""
     path = ev.work / NODE_ENERGY if ev.work is not None else None
     if path is None or not path.is_file():
@@ -188,6 +194,8 @@ def figures(ev: Evidence) -> Recomputed:
     if ev.row.state not in MEASURED:
         return out  # a row that did not run to its figures states none
     work, counted = _work(ev, out)
+    if work is None:
+        return out  # nothing to count: every figure it states is a finding
     mean_s, devices = _throughput(ev, work, out)
     _mfu(ev, counted, mean_s, devices, out)
     _numerics(ev, out)

@@ -41,8 +41,8 @@ def sources(path: Path, all_runs: bool = False) -> Iterator[list[Source]]:
     """The runs a path names, readable while the block runs (a bundle is
     unpacked for that long); NotARun, bundle.BundleError or bundle.Refused."""
     if bundle.is_bundle(path):
-        with bundle.opened(path) as runs:
-            yield [Source(run.folder, run.rows, f"{path.name}:{run.name}") for run in runs]
+        with bundle.opened(path) as bundled:
+            yield [Source(run.folder, run.rows, f"{path.name}:{run.name}") for run in bundled]
         return
     runs = jube_run.runs_under(path, all_runs) if path.is_dir() else []
     if not runs:

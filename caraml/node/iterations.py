@@ -48,6 +48,6 @@ def record(folder: str | Path, *, by_rank: Sequence[Sequence[float]], slowest: S
     return path
 
 
-def loss(value: object) -> float | None:
+def loss(value: float | str | None) -> float | None:
     """A loss as record wrote it, as a number (None where no rank had one)."""
     return None if value is None else float(value)  # float("nan") reads the words back

@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+from collections.abc import Callable
 
 from jpwr.gpu.visible import cuda_order, restrict
 from jpwr.method import Channel, Method, MethodUnavailable, import_binding
@@ -109,7 +110,7 @@ class NvmlPower(Method):
             pass
 
 
-def _asked(call, *args) -> str | None:
+def _asked(call: Callable[..., object], *args: object) -> str | None:
     """An NVML answer as text; None where the device or the binding has none."""
     try:
         return _text(call(*args))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Callable
 
 from jpwr.gpu.visible import hip_visible
 from jpwr.method import Channel, Method, MethodUnavailable
@@ -130,11 +131,15 @@ class RocmPower(Method):
             pass
 
 
-def _asked(call, handle, key: str | None = None) -> str | None:
-    """An amdsmi answer (or its key of a dict answer) as text; None where the device has none."""
+def _asked(call: Callable[[object], object] | None, handle: object, key: str | None = None) -> str | None:
+    """An amdsmi answer (or its key of a dict answer) as text; None where
+    the device has none, or this amdsmi lacks the call (call None)."""
+    if call is None:
+        return None
     try:
         value = call(handle)
-        value = value.get(key) if key is not None else value
+        if key is not None:
+            value = value.get(key) if isinstance(value, dict) else None
     except Exception:  # noqa: BLE001 - amdsmi's exceptions, a call this version lacks
         return None
     return None if value in (None, "", "N/A") else str(value)

@@ -65,7 +65,7 @@ def identity() -> list[dict]:
         count = len(info.getDevices())
     except Exception:  # noqa: BLE001 - no Poplar SDK here: no IPU to name
         return []
-    values = {}
+    values: dict[str, list[str | None]] = {}
     for key, attribute in IDENTITY_ATTRIBUTES.items():
         try:
             values[key] = [str(v) for v in info.getNamedAttributeForAll(getattr(gc, attribute))]

@@ -58,8 +58,9 @@ def test_a_hand_edited_short_row_that_claims_a_measurement_is_refused(tmp_path, 
     table = fx.load([f"H100={path}", f"A100={fx.write_run(tmp_path, 'a', [fx.a100()])}"]).set_index("system")
     assert table.loc["H100", "audit"] == REFUSED and not table.loc["H100", "measurement"]
     # the numerics rule comes before the length rule: the loss names it
-    assert table.loc["H100", "not_a_measurement"] == ("refused by the audit: verdict-recomputed: stated a "
-                                                      "measurement; its figures are none (loss nan at iteration 3)")
+    assert table.loc["H100", "not_a_measurement"] == (
+        "refused by the audit: verdict-recomputed: stated a measurement; its figures are none (loss nan at "
+        "iteration 3)")
     assert check.main([str(path)]) == check.VIOLATION
     assert ": verdict-recomputed: stated a measurement; its figures are none (" in capsys.readouterr().out
 
