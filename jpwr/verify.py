@@ -8,7 +8,7 @@ wrote them (jpwr.energy), and every figure that differs named. What
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 
@@ -68,6 +68,21 @@ def _compare(where: str, stated: dict[str, object], counted: dict[str, object]) 
             if name in stated and _differs(_number(stated[name]), _number(counted[name]))]
 
 
+def _against(run: Run, stated: list[dict[str, object]], where: Callable[[dict[str, object]], str],
+             recount: Callable[[tuple[str, str], dict[str, object]], dict[str, object] | None]) -> list[str]:
+    """Each stated line (a channel's or a window's) against its recount;
+    recount gives None for a channel with no samples."""
+    out = []
+    for row in stated:
+        key = (str(row["method"]), str(row["device"]))
+        counted = recount(key, row)
+        if counted is None:
+            out.append(f"{where(row)}: no samples of this channel in {run.path('power', 'csv').name}")
+        else:
+            out += _compare(where(row), row, counted)
+    return out
+
+
 def channel_differences(run: Run) -> list[str]:
     """Each channel of the run's energy file whose figure its samples and counter do not give."""
     path = run.path("energy", "csv")
@@ -81,15 +96,8 @@ def channel_differences(run: Run) -> list[str]:
                 if r.get("basis") == COUNTER and math.isfinite(_number(r.get("counter_wh")))}
     counted = {(str(r["method"]), str(r["device"])): r for r in _records(
         counter_first(energy_table(read_power_csv(run.path("power", "csv")), span), counters))}
-    out = []
-    for row in stated:
-        key = (str(row["method"]), str(row["device"]))
-        where = f"{path.name} {key[0]} {key[1]}"
-        if key not in counted:
-            out.append(f"{where}: no samples of this channel in {run.path('power', 'csv').name}")
-            continue
-        out += _compare(where, row, counted[key])
-    return out
+    return _against(run, stated, lambda row: f"{path.name} {row['method']} {row['device']}",
+                    lambda key, row: counted.get(key))
 
 
 def window_differences(run: Run) -> list[str]:
@@ -97,19 +105,20 @@ def window_differences(run: Run) -> list[str]:
     path = run.path("windows", "csv")
     if not path.is_file():
         return []
-    stated = _records(pd.read_csv(path, dtype={"method": str, "device": str, "window": str}))
     samples = _samples(run)
-    out = []
-    for row in stated:
-        key = (str(row["method"]), str(row["device"]))
-        where = f"{path.name} window {row['window']} {key[0]} {key[1]}"
+
+    def recount(key: tuple[str, str], row: dict[str, object]) -> dict[str, object] | None:
         if key not in samples:
-            out.append(f"{where}: no samples of this channel in {run.path('power', 'csv').name}")
-            continue
-        counted = window_energy(*samples[key], _number(row["t_start"]), _number(row["t_end"]),
-                                _number(row.get("counter_wh")))
-        out += _compare(where, row, counted)
-    return out
+            return None
+        return window_energy(*samples[key], _number(row["t_start"]), _number(row["t_end"]),
+                             _number(row.get("counter_wh")))
+
+    stated = _records(pd.read_csv(path, dtype={"method": str, "device": str, "window": str}))
+
+    def where(row: dict[str, object]) -> str:
+        return f"{path.name} window {row['window']} {row['method']} {row['device']}"
+
+    return _against(run, stated, where, recount)
 
 
 def differences(paths: Iterable[str | Path]) -> list[str]:

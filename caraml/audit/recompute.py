@@ -188,9 +188,22 @@ def _node(ev: Evidence, work: int) -> dict:
     return {name: found[name] for name in NODE_FIGURES}
 
 
+def _system(ev: Evidence) -> dict:
+    """The system the job was planned for, as its platform.xml block says
+    (system.json): its name and TDP, which the power bound divides by."""
+    if not ev.system:
+        return {}
+    tdp = (ev.system.get("params") or {}).get("tdp_w")
+    try:
+        watts = float(tdp) if tdp not in (None, "") else None
+    except ValueError:
+        watts = None  # a value JUBE computes (mode python): the row's own is all there is
+    return {"system_name": ev.system.get("tag"), **({"tdp_w": watts} if watts is not None else {})}
+
+
 def figures(ev: Evidence) -> Recomputed:
     """The row's figures made again from its evidence (ev has it all: ev.missing is empty)."""
-    out = Recomputed()
+    out = Recomputed(figures=_system(ev))
     if ev.row.state not in MEASURED:
         return out  # a row that did not run to its figures states none
     work, counted = _work(ev, out)

@@ -57,3 +57,11 @@ def test_work_per_wh_beyond_what_the_peak_gives_at_that_power():
     assert found.evidence.startswith(f"work_per_wh {most * 1.2:.4g} tokens/Wh exceeds the {most:.4g} that "
                                      "its datasheet peak 312 TFLOP/s allows at 300 W per device")
     assert bounds.work_per_wh(Row(**{**A100, "work_per_wh": most * 0.99}), 6.5e9, None) == []
+
+
+def test_a_tdp_left_out_of_the_row_is_taken_from_the_systems_block():
+    # the row says no TDP; its system's platform.xml block (system.json, made again) says 400 W
+    row = Row(**{**A100, "tdp_w": None, "power_w_per_device": 600.0, "work_per_wh": 1.0})
+    assert bounds.power(row) == []
+    [found] = bounds.check(row, {"tdp_w": 400.0}, None, None)
+    assert found.rule == POWER_BOUND and "exceeds its TDP 400 W" in found.evidence

@@ -31,9 +31,13 @@ def test_rows_of_older_schemas_still_read_as_unaudited(tmp_path, capsys):
     assert f"unaudited; {sum(a.claims for a in found)} violations" in printed
 
 
+def _systems(tmp_path, **rows: dict) -> list[str]:
+    """SYSTEM=PATH arguments, one run of one row written by hand each."""
+    return [f"{name}={fx.write_run(tmp_path, name.lower(), [row])}" for name, row in rows.items()]
+
+
 def test_an_unaudited_row_ranks_only_where_accepted_and_each_sentence_says_so(tmp_path, capsys):
-    args = [f"A100={fx.write_run(tmp_path, 'a', [fx.a100()])}",
-            f"GH200={fx.write_run(tmp_path, 'g', [fx.gh200()])}"]
+    args = _systems(tmp_path, A100=fx.a100(), GH200=fx.gh200())
     assert cli.main([*args, "--out", str(tmp_path / "strict"), "--no-references"]) == comparison.SYSTEM_FAILED
     printed = capsys.readouterr().out
     assert "unaudited: GH200 llm 800M bf16 seq 2048: no raw evidence: " in printed
@@ -66,8 +70,7 @@ def test_a_hand_edited_short_row_that_claims_a_measurement_is_refused(tmp_path, 
 
 
 def test_an_implausible_row_is_refused_even_where_unaudited_rows_are_accepted(tmp_path, capsys):
-    args = [f"A100={fx.write_run(tmp_path, 'a', [fx.a100()])}",
-            f"X={fx.write_run(tmp_path, 'x', [fx.a100(system={'name': 'X'}, mfu=2.0, peak=312.0)])}"]
+    args = _systems(tmp_path, A100=fx.a100(), X=fx.a100(system={"name": "X"}, mfu=2.0, peak=312.0))
     assert fx.compare([*args, "--out", str(tmp_path / "out"), "--no-references"]) == comparison.SYSTEM_FAILED
     printed = capsys.readouterr().out
     assert "REFUSED: X llm 800M bf16 seq 2048 " in printed
