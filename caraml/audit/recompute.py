@@ -201,9 +201,15 @@ def _system(ev: Evidence) -> dict:
     return {"system_name": ev.system.get("tag"), **({"tdp_w": watts} if watts is not None else {})}
 
 
+def _build(ev: Evidence) -> dict:
+    """The commit the row names and whether its tree was clean, as the run's provenance.json records them."""
+    commit = ev.provenance.get("commit")
+    return {"commit": commit[:12], "clean": ev.provenance.get("clean")} if commit else {}
+
+
 def figures(ev: Evidence) -> Recomputed:
     """The row's figures made again from its evidence (ev has it all: ev.missing is empty)."""
-    out = Recomputed(figures=_system(ev))
+    out = Recomputed(figures={**_system(ev), **_build(ev)})
     if ev.row.state not in MEASURED:
         return out  # a row that did not run to its figures states none
     work, counted = _work(ev, out)
