@@ -6,7 +6,7 @@ bound. They hold for every row, with its raw evidence or without:
   dense peak of the device its provenance names (caraml/device_peaks.py,
   the 16-bit tensor peak, the highest of any precision the suite runs, so
   an fp32 row is held to a bound looser than its own), else the peak the
-  row divides by;
+  row divides by where it claims an MFU;
 - mean power per device at most its TDP, or the limit the run set, by
   POWER_MARGIN: a device at its limit draws it, not more;
 - work per Wh at most what the peak allows at that power: the peak's FLOPs
@@ -46,30 +46,33 @@ _JOB_LINE = re.compile(r"^CARAML job: (start|end)=(\S+)", re.MULTILINE)
 
 
 def _peak(row: Row, ev: Evidence | None) -> tuple[float | None, str]:
-    """The peak a row's MFU is bounded by, and its words."""
+    """The peak a row's MFU is bounded by, and its words: the datasheet's
+    of the device its provenance names, else the peak the row divides by
+    where it claims an MFU. A measured matmul rate the driver refused
+    (below the model's own rate on a host other work kept busy: the row
+    has no MFU, its flag says why) bounds nothing."""
     names = (ev.provenance.get("device_names") or []) if ev is not None else []
     if ev is not None and ev.provenance.get("device_type") == "cuda":
         for name in names:
             found = device_peaks.lookup(name)
             if found is not None:
                 return found.tflops, f"the {found.model} datasheet's {found.tflops:g} TFLOP/s"
-    if row.peak_tflops:
+    if row.peak_tflops and row.mfu is not None:
         return row.peak_tflops, f"its {row.peak_basis or 'stated'} peak {row.peak_tflops:g} TFLOP/s"
     return None, ""
 
 
 def mfu(row: Row, figures: dict, ev: Evidence | None) -> list[Finding]:
+    """An MFU above 1 the row states, and a model rate (stated, made again)
+    above the peak of its device."""
+    out = [Finding(MFU_BOUND, f"MFU {row.mfu:.3g} stated, above 1")] if row.mfu is not None and row.mfu > 1 \
+        else []
     peak, words = _peak(row, ev)
-    if not peak:
-        return []
-    out = []
     for origin, model in (("stated", row.model_tflops_per_device),
                           ("recomputed", figures.get("model_tflops_per_device"))):
-        if model is not None and model / peak > 1:
+        if peak and model is not None and model / peak > 1:
             out.append(Finding(MFU_BOUND, f"MFU {model / peak:.3g} ({origin}: {model:.4g} TFLOP/s per "
                                           f"device) exceeds 1 against {words} ({row.precision})"))
-    if row.mfu is not None and row.mfu > 1 and not out:
-        out.append(Finding(MFU_BOUND, f"MFU {row.mfu:.3g} stated, above 1"))
     return out
 
 

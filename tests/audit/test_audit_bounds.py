@@ -21,9 +21,9 @@ def test_a_plausible_row_breaks_no_bound():
 
 def test_mfu_above_one_against_the_peak_it_divides_by_is_named_with_it():
     found = bounds.mfu(Row(**{**A100, "model_tflops_per_device": 624.0, "mfu": 2.0}), {}, None)
-    assert [f.rule for f in found] == [MFU_BOUND]
-    assert found[0].evidence == ("MFU 2 (stated: 624 TFLOP/s per device) exceeds 1 against its datasheet "
-                                 "peak 312 TFLOP/s (bf16)")
+    assert [f.rule for f in found] == [MFU_BOUND, MFU_BOUND]
+    assert [f.evidence for f in found] == ["MFU 2 stated, above 1", "MFU 2 (stated: 624 TFLOP/s per device) "
+                                           "exceeds 1 against its datasheet peak 312 TFLOP/s (bf16)"]
 
 
 def test_an_mfu_stated_above_one_is_refused_whatever_its_rate():
@@ -65,3 +65,10 @@ def test_a_tdp_left_out_of_the_row_is_taken_from_the_systems_block():
     assert bounds.power(row) == []
     [found] = bounds.check(row, {"tdp_w": 400.0}, None, None)
     assert found.rule == POWER_BOUND and "exceeds its TDP 400 W" in found.evidence
+
+
+def test_a_measured_peak_the_driver_refused_bounds_nothing():
+    # a CPU run on a busy host: the matmul rate measured below the model's own rate, so the row has no MFU
+    row = Row(**{**A100, "tdp_w": None, "energy_scope": "host-estimate", "mfu": None, "peak_tflops": 0.0048,
+                 "peak_basis": "measured-matmul", "model_tflops_per_device": 0.0069})
+    assert bounds.check(row, {"model_tflops_per_device": 0.0069}, 6.5e9, None) == []
