@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from jpwr.aggregate import Run, Unreadable, find_runs, read_power_csv
+from jpwr.aggregate import Run, Unreadable, read_job, read_power_csv
 from jpwr.energy import COUNTER, counter_first, energy_table, window_energy
 
 # figures written with six or more significant digits from samples kept to
@@ -83,13 +83,13 @@ def _against(run: Run, stated: list[dict[str, object]], where: Callable[[dict[st
     return out
 
 
-def channel_differences(run: Run) -> list[str]:
-    """Each channel of the run's energy file whose figure its samples and counter do not give."""
+def channel_differences(run: Run, meta: dict) -> list[str]:
+    """Each channel of the run's energy file whose figure its samples and
+    counter do not give (meta: the run's meta file, its span)."""
     path = run.path("energy", "csv")
     if not path.is_file():
         return []  # a run that wrote none: combine counts it from its samples itself
     stated = _records(pd.read_csv(path, dtype={"method": str, "device": str}))
-    meta = run.meta()
     start, end = _epoch(meta.get("start_time")), _epoch(meta.get("end_time"))
     span = (start, end) if start is not None and end is not None else None
     counters = {(str(r["method"]), str(r["device"])): _number(r.get("counter_wh")) for r in stated
@@ -124,11 +124,13 @@ def window_differences(run: Run) -> list[str]:
 def differences(paths: Iterable[str | Path]) -> list[str]:
     """Every figure of the runs under paths that their samples and counters
     do not give, one line each (the file, the channel, both figures); an
-    unreadable file is named too."""
+    unreadable file is named too. The runs are those `jpwr combine` counts
+    (an earlier run of a rank that a later one replaced is not)."""
+    job = read_job(list(paths))
     out = []
-    for run in find_runs(list(paths)):
+    for run, meta in zip(job.runs, job.metas):
         try:
-            out += channel_differences(run) + window_differences(run)
+            out += channel_differences(run, meta) + window_differences(run)
         except (Unreadable, ValueError, KeyError, OSError) as err:
             out.append(f"{run.path('power', 'csv')}: cannot be counted again ({err})")
     return out

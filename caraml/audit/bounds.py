@@ -127,7 +127,7 @@ def times(ev: Evidence, energy: Path) -> list[Finding]:
     run's energy folder)."""
     import pandas as pd
 
-    from jpwr.aggregate import find_runs
+    from jpwr.aggregate import read_job
 
     job = {kind: _epoch(when) for kind, when in _JOB_LINE.findall(ev.job_out)}
     start, end = job.get("start"), job.get("end")
@@ -135,8 +135,8 @@ def times(ev: Evidence, energy: Path) -> list[Finding]:
     if start is not None and end is not None and end < start:
         out.append(Finding(TIMES_IN_ORDER, "job.out: the job ends before it starts"))
     by_rank = ev.iterations.get("timed_s_by_rank") or []
-    for run in find_runs([energy]):
-        meta = run.meta()
+    job = read_job([energy])
+    for run, meta in zip(job.runs, job.metas):
         began, ended = _epoch(meta.get("start_time")), _epoch(meta.get("end_time"))
         name = run.path("meta", "json").name
         if began is not None and ended is not None and ended < began:

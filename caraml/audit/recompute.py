@@ -160,8 +160,9 @@ def _energy(ev: Evidence, work: int, out: Recomputed) -> None:
     for line in verify.differences([folder]):
         out.inconsistent(f"jpwr's files: {line}")
     try:
-        table = aggregate.combine([folder])
-        lines = aggregate.result_lines(table, [folder])
+        job = aggregate.read_job([folder])
+        table = aggregate.combine_job(job)
+        lines = aggregate.result_lines(table, job)
     except ValueError as err:
         out.inconsistent(f"jpwr cannot combine {folder} ({err})")
         return
