@@ -45,7 +45,7 @@ SLACK_S = 2.0
 _JOB_LINE = re.compile(r"^CARAML job: (start|end)=(\S+)", re.MULTILINE)
 
 
-def _peak(row: Row, ev: Evidence | None) -> tuple[float | None, str]:
+def peak_of(row: Row, ev: Evidence | None) -> tuple[float | None, str]:
     """The peak a row's MFU is bounded by, and its words: the datasheet's
     of the device its provenance names, else the peak the row divides by
     where it claims an MFU. A measured matmul rate the driver refused
@@ -62,16 +62,16 @@ def _peak(row: Row, ev: Evidence | None) -> tuple[float | None, str]:
     return None, ""
 
 
-def mfu(row: Row, figures: dict, ev: Evidence | None) -> list[Finding]:
+def mfu(row: Row, figures: dict, peak: tuple[float | None, str]) -> list[Finding]:
     """An MFU above 1 the row states, and a model rate (stated, made again)
-    above the peak of its device."""
+    above the peak of its device (peak_of the row as stated: its value and words)."""
     out = [Finding(MFU_BOUND, f"MFU {row.mfu:.3g} stated, above 1")] if row.mfu is not None and row.mfu > 1 \
         else []
-    peak, words = _peak(row, ev)
+    tflops, words = peak
     for origin, model in (("stated", row.model_tflops_per_device),
                           ("recomputed", figures.get("model_tflops_per_device"))):
-        if peak and model is not None and model / peak > 1:
-            out.append(Finding(MFU_BOUND, f"MFU {model / peak:.3g} ({origin}: {model:.4g} TFLOP/s per "
+        if tflops and model is not None and model / tflops > 1:
+            out.append(Finding(MFU_BOUND, f"MFU {model / tflops:.3g} ({origin}: {model:.4g} TFLOP/s per "
                                           f"device) exceeds 1 against {words} ({row.precision})"))
     return out
 
@@ -97,17 +97,17 @@ def power(row: Row) -> list[Finding]:
     return out
 
 
-def work_per_wh(row: Row, flops_per_work: float | None, ev: Evidence | None) -> list[Finding]:
+def work_per_wh(row: Row, flops_per_work: float | None, peak: tuple[float | None, str]) -> list[Finding]:
     """Work per Wh against what the peak's FLOPs give at the power drawn:
     devices x peak FLOP/s over the energy devices' watts, in work."""
-    peak, words = _peak(row, ev)
+    tflops, words = peak
     if flops_per_work is None and row.model_tflops_per_device and row.per_s_per_device:
         flops_per_work = row.model_tflops_per_device * 1e12 / row.per_s_per_device
     per_wh, watts, devices, energy_devices = row.work_per_wh, row.power_w_per_device, row.devices, \
         row.energy_devices
-    if not (peak and flops_per_work and per_wh and watts and devices and energy_devices):
+    if not (tflops and flops_per_work and per_wh and watts and devices and energy_devices):
         return []
-    most = devices * peak * 1e12 / flops_per_work * 3600 / (watts * energy_devices)
+    most = devices * tflops * 1e12 / flops_per_work * 3600 / (watts * energy_devices)
     if per_wh > most * (1 + 1e-9):
         return [Finding(WORK_PER_WH_BOUND, f"work_per_wh {per_wh:.4g} {row.unit}/Wh exceeds the "
                                            f"{most:.4g} that {words} allows at {watts:.4g} W per device")]
@@ -174,5 +174,7 @@ def check(row: Row, figures: dict, flops_per_work: float | None, ev: Evidence | 
     system's block, so that a TDP or a figure left out of row.json escapes
     no bound)."""
     remade = dataclasses.replace(row, **figures)
-    found = mfu(row, figures, ev) + power(remade) + work_per_wh(remade, flops_per_work, ev)
+    # the peak as the row states it: a measured one its driver refused (no MFU) stays no bound
+    peak = peak_of(row, ev)
+    found = mfu(row, figures, peak) + power(remade) + work_per_wh(remade, flops_per_work, peak)
     return found + (times(ev, ev.energy) if ev is not None and ev.energy is not None else [])

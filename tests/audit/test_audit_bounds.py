@@ -20,14 +20,16 @@ def test_a_plausible_row_breaks_no_bound():
 
 
 def test_mfu_above_one_against_the_peak_it_divides_by_is_named_with_it():
-    found = bounds.mfu(Row(**{**A100, "model_tflops_per_device": 624.0, "mfu": 2.0}), {}, None)
+    row = Row(**{**A100, "model_tflops_per_device": 624.0, "mfu": 2.0})
+    found = bounds.mfu(row, {}, bounds.peak_of(row, None))
     assert [f.rule for f in found] == [MFU_BOUND, MFU_BOUND]
     assert [f.evidence for f in found] == ["MFU 2 stated, above 1", "MFU 2 (stated: 624 TFLOP/s per device) "
                                            "exceeds 1 against its datasheet peak 312 TFLOP/s (bf16)"]
 
 
 def test_an_mfu_stated_above_one_is_refused_whatever_its_rate():
-    [found] = bounds.mfu(Row(**{**A100, "mfu": 1.4}), {}, None)
+    row = Row(**{**A100, "mfu": 1.4})
+    [found] = bounds.mfu(row, {}, bounds.peak_of(row, None))
     assert found.evidence == "MFU 1.4 stated, above 1"
 
 
@@ -52,11 +54,12 @@ def test_work_per_wh_beyond_what_the_peak_gives_at_that_power():
     # 4 GPUs at 312 TFLOP/s, 6.5 GFLOP a token, 4 x 300 W: at most 576,000 tokens/Wh
     most = 4 * 312e12 / 6.5e9 * 3600 / (300 * 4)
     row = Row(**{**A100, "work_per_wh": most * 1.2})
-    [found] = bounds.work_per_wh(row, 6.5e9, None)
+    [found] = bounds.work_per_wh(row, 6.5e9, bounds.peak_of(row, None))
     assert found.rule == WORK_PER_WH_BOUND
     assert found.evidence.startswith(f"work_per_wh {most * 1.2:.4g} tokens/Wh exceeds the {most:.4g} that "
                                      "its datasheet peak 312 TFLOP/s allows at 300 W per device")
-    assert bounds.work_per_wh(Row(**{**A100, "work_per_wh": most * 0.99}), 6.5e9, None) == []
+    below = Row(**{**A100, "work_per_wh": most * 0.99})
+    assert bounds.work_per_wh(below, 6.5e9, bounds.peak_of(below, None)) == []
 
 
 def test_a_tdp_left_out_of_the_row_is_taken_from_the_systems_block():
@@ -71,4 +74,6 @@ def test_a_measured_peak_the_driver_refused_bounds_nothing():
     # a CPU run on a busy host: the matmul rate measured below the model's own rate, so the row has no MFU
     row = Row(**{**A100, "tdp_w": None, "energy_scope": "host-estimate", "mfu": None, "peak_tflops": 0.0048,
                  "peak_basis": "measured-matmul", "model_tflops_per_device": 0.0069})
-    assert bounds.check(row, {"model_tflops_per_device": 0.0069}, 6.5e9, None) == []
+    # made again, its MFU is a figure (0.0069 / 0.0048); the row claims none, so its peak bounds nothing
+    assert bounds.check(row, {"model_tflops_per_device": 0.0069, "mfu": 1.44, "work_per_wh": 1e9},
+                        6.5e9, None) == []
