@@ -3,7 +3,7 @@
 samples in every run, so that every run gets its power timeline) as row.json
 files, then times the installed command over them with --all-runs: the runs
 of one system are repeats of its two configurations, each ranked on their
-median with a bootstrap interval on every margin. Run from
+median with an interval on every margin. Run from
 the repository root:
 
     .venv/bin/python aux/perf/compare_speed.py [--systems 12] [--runs 100] [--repeats 3]

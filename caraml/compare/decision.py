@@ -20,7 +20,7 @@ import pandas as pd
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
-from caraml.compare import plots, repeats
+from caraml.compare import intervals, plots, repeats
 from caraml.compare.figures import node_refusal
 from caraml.compare.jobs import Jobs
 from caraml.compare.repeats import LIKE
@@ -119,12 +119,14 @@ def decide(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, job
     return out
 
 
-def margin(kind: str, best: pd.Series, runner_up: pd.Series | None, ratio: float, interval: tuple) -> dict:
+def margin(kind: str, best: pd.Series, runner_up: pd.Series | None, ratio: float, interval: tuple,
+           separate: int | None = None) -> dict:
     """One sentence's margin over the runner-up, as decision.json holds it."""
     low, high, why = interval
     return {"ranking": kind, "best": best["system"], "runner_up": None if runner_up is None
             else runner_up["system"], "margin": ratio, "low": low, "high": high,
-            "significant": repeats.significant(low, high), "no_interval": why}
+            "significant": repeats.significant(low, high), "no_interval": why,
+            "tie": runner_up is not None and intervals.tie(ratio), "runs_to_separate": separate}
 
 
 def over_runner_up(kind: str, ranked: pd.DataFrame, figure: str) -> tuple[str, dict]:
@@ -135,8 +137,9 @@ def over_runner_up(kind: str, ranked: pd.DataFrame, figure: str) -> tuple[str, d
     runner_up = ranked.iloc[1]
     ratio = best[figure] / runner_up[figure]
     interval = repeats.interval(best, runner_up, figure)
-    return (f"over {shown_name(runner_up)} {repeats.ratio_words(ratio, *interval)}",
-            margin(kind, best, runner_up, ratio, interval))
+    separate = repeats.runs_to_separate(best, runner_up, figure, ratio)
+    return (f"over {shown_name(runner_up)} {repeats.ratio_words(ratio, *interval, separate)}",
+            margin(kind, best, runner_up, ratio, interval, separate))
 
 
 def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
@@ -147,16 +150,20 @@ def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
             continue
         best = ranked.iloc[0]
         unit = title.format(unit=best["unit"])
-        against = (f"; {number(best[ratio])}x {decision.reference}" if pd.notna(best[ratio])
-                   and best["system"] != decision.reference else "")
+        # the ratio to the reference, unless the sentence already holds it (the reference leads or is second)
+        against = (f"; {repeats.reference_words(best, ratio, decision.reference)}" if pd.notna(best[ratio])
+                   and decision.reference not in set(ranked["system"].iloc[:2]) else "")
         caveat = " (energy estimated)" if figure == "work_per_wh_gpu" and best["energy_estimated"] else ""
         if figure == NODE_FIGURE and pd.notna(best["accelerator_share_of_node_pct"]):
             share = number(best["accelerator_share_of_node_pct"])
             caveat = f" (accelerators' share of its node energy {share} %, jpwr's " \
                      f"{best['accelerator_share_basis']})"
         words, figures_ = over_runner_up(LEADS[figure], ranked, figure)
-        margins.append({**figures_, "value": best[figure], "unit": unit, "runs": int(best["runs"])})
-        lines.append(f"{LEADS[figure]}: {shown_name(best)}, {number(best[figure])} {unit} "
+        margins.append({**figures_, "value": best[figure], "unit": unit, "runs": int(best["runs"]),
+                        **{f"reference{end}": best.get(f"{ratio}{end}") for end in ("", "_low", "_high")}})
+        runner_up = shown_name(ranked.iloc[1]) if len(ranked) > 1 else None
+        who = repeats.leader(shown_name(best), runner_up, figures_["margin"])
+        lines.append(f"{LEADS[figure]}: {who}, {number(best[figure])} {unit} "
                      f"({repeats.spread(best, figure)}){caveat}; {words}{against}.")
     return lines, margins
 
@@ -170,9 +177,10 @@ def _bars(ax, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, tit
                                                   [hi - v for v, hi in zip(values, ranked[HIGH])]],
                 fmt="none", ecolor="0.2", capsize=2, lw=0.8)
     for text, r in zip([t for t in ax.texts], ranked.itertuples()):
-        value = getattr(r, ratio)
-        # the reference system's own bar says so; a refused ratio says n/a
-        suffix = "reference" if r.system == reference else f"{number(value)}x {reference}" \
+        value, low, high = (getattr(r, f"{ratio}{end}") for end in ("", "_low", "_high"))
+        # the reference system's own bar says so, a refused ratio says n/a; its 95 % interval where it has one
+        within = f", {number(low)}–{number(high)}" if pd.notna(low) else ""
+        suffix = "reference" if r.system == reference else f"{number(value)}x {reference}{within}" \
             if pd.notna(value) else "no ratio"
         text.set_text(f"{text.get_text()}  ({suffix})")
     ax.xaxis.set_major_locator(MaxNLocator(nbins=3))  # thousands-separated ticks stay apart
@@ -190,7 +198,10 @@ def ranked_chart(decision: Decision, out: Path) -> Path:
         _bars(ax, ranked, figure, ratio, decision.reference, title.format(unit=ranked["unit"].iloc[0]))
     handles = [Patch(color=plots.MEASURED, label="median of the runs (one run: its rate), best batch per system"),
                Patch(facecolor="white", edgecolor=plots.ESTIMATED, hatch="//", label="energy estimated"),
-               Patch(facecolor="white", edgecolor="0.2", label="error bar: min-max of the runs (one run: its rate at the mean and the median iteration)")]
+               Patch(facecolor="white", edgecolor="0.2", label="error bar: min-max of the runs (one run: its rate at the mean and the median iteration)"),
+               Patch(facecolor="white", edgecolor="white",
+                     label=f"(ratio x {decision.reference}, low–high): the ratio and its 95 % interval, "
+                           "where the runs give one")]
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1, fontsize=8,
                frameon=False)
     fig.suptitle(f"{decision.benchmark} {decision.like}: ranked, best first (ratio to {decision.reference})",
