@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from caraml.compare import cli, comparison, drops, intervals, repeats
+from caraml.compare import comparison, drops, intervals, repeats
 from tests.compare import rowfixtures as fx
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from caraml.compare import figures, rows
+from caraml.compare import figures
 from caraml.benchmarks import LLM_PARAMETERS
 from caraml.compare.jobs import Jobs
 from tests.compare import rowfixtures as fx
@@ -147,7 +147,6 @@ def test_a_row_without_energy_gets_no_energy_ratio_and_says_so(tmp_path):
 
 
 def test_scaling_runs_give_a_scaling_plot_and_a_heatmap_over_batch_and_devices(tmp_path):
-    from caraml.compare import cli
 
     path = fx.write_run(tmp_path, "a", [fx.a100(devices=4, global_batch=256, per_s_per_device=1000.0),
                                         fx.a100(nodes=2, devices=8, global_batch=256, per_s_per_device=900.0),

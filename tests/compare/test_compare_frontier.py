@@ -13,7 +13,7 @@ import re
 import pandas as pd
 import pytest
 
-from caraml.compare import cli, comparison, frontier, plots, report, rows
+from caraml.compare import comparison, frontier, plots, report, rows
 from caraml.compare.jobs import Jobs
 from tests.compare import rowfixtures as fx
 

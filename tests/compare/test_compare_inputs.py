@@ -8,7 +8,7 @@ import json
 
 import pandas as pd
 
-from caraml.compare import cli, comparison
+from caraml.compare import comparison
 from tests.compare import rowfixtures as fx
 
 

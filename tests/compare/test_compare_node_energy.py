@@ -12,7 +12,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from caraml.compare import cli, decision, figures, rows
+from caraml.compare import decision, figures
 from caraml.compare.jobs import Jobs
 from caraml.row import row_json
 from tests.compare import rowfixtures as fx

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from caraml.compare import CompareError, cli, prices
+from caraml.compare import CompareError, prices
 from tests.compare import rowfixtures as fx
 
 

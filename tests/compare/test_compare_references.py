@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from caraml.compare import CompareError, cli, comparison, figures, reference, repeats, rows
+from caraml.compare import CompareError, comparison, figures, reference, repeats, rows
 from tests.compare import rowfixtures as fx
 
 

@@ -10,7 +10,7 @@ import re
 import matplotlib.image
 import pytest
 
-from caraml.compare import cli, comparison, plots
+from caraml.compare import comparison, plots
 from tests.compare import browser
 from tests.compare import rowfixtures as fx
 

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from caraml import jube_run
-from caraml.compare import cli, comparison
+from caraml.compare import comparison
 from caraml.row import history, row_json
 from tests.compare import rowfixtures as fx
 
