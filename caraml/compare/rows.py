@@ -116,7 +116,7 @@ def line(row: Row, run: RunDir, path: Path, audit: Audit | None = None) -> dict:
         "row_file": str(path), "run_dir": run.name or str(run.path),
         "audit": audit.state if audit is not None else "",
         "audit_why": audit.why if audit is not None else "",
-        "machine": ident.machine, "build": ident.build, "run_key": ident.run}
+        "machine": ident.machine, "hosts": ident.host_set, "build": ident.build, "run_key": ident.run}
 
 
 def columns() -> list[str]:
