@@ -7,7 +7,7 @@ status. caraml/compare/output.py writes it; nothing here writes a file."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -46,6 +46,10 @@ class Comparison:
     priced: bool
     drops: list[str]  # each system's latest figure beyond its own earlier runs' spread, in one line
     unused_prices: str  # the prices file's systems that are not in the comparison, in one line
+    # the rows the audit refused or found unaudited, as (line, state, why), and each system
+    # whose rows came from several machines or builds (not pooled), in one line
+    left_out: list[tuple[dict, str, str]] = field(default_factory=list)
+    apart: list[str] = field(default_factory=list)
 
     @property
     def systems(self) -> list[str]:
@@ -123,9 +127,10 @@ def _decided(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, j
 
 
 def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, refs: pd.DataFrame,
-            prices_file: Path | None, jobs: Jobs, history: pd.DataFrame | None = None) -> Comparison:
-    """The whole comparison of the runs the arguments name."""
-    loaded = rows.load(runs, all_runs)
+            prices_file: Path | None, jobs: Jobs, history: pd.DataFrame | None = None,
+            accept_unaudited: bool = False) -> Comparison:
+    """The whole comparison of the runs and bundles the arguments name."""
+    loaded = rows.load(runs, all_runs, accept_unaudited)
     rows.check_comparable(loaded)
     # each system ranks by its run at the devices' own limit; the sweep's capped points get their section
     table, capped = rows.at_default_limit(loaded)
@@ -154,4 +159,4 @@ def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, re
         priced=prices_file is not None,
         drops=drops.against_history(head, every, history) if history is not None else [],
         unused_prices=prices.unused(prices_file, price_list, list(dict.fromkeys(table["system"])))
-        if prices_file else "")
+        if prices_file else "", left_out=rows.left_out(every), apart=rows.apart(every))

@@ -184,7 +184,12 @@ def lines(c: Comparison, out: Path, charts: int) -> list[str]:
     """What caraml-compare prints: each benchmark of a system without a
     measurement, each row that is none and why, the sweeps, each figure
     below its band, and what was written."""
-    said = [f"DROP: {line}" for line in c.drops]
+    said = [f"REFUSED: {line['system']} {line['benchmark']} {line['like']} ({line['run_dir']}): {why}"
+            for line, state, why in c.left_out if state == "refused"]
+    said += [f"unaudited: {line['system']} {line['benchmark']} {line['like']}: {why}"
+             for line, state, why in c.left_out if state == "unaudited"]
+    said += [f"not pooled: {line}" for line in c.apart]
+    said += [f"DROP: {line}" for line in c.drops]
     said += [f"unused prices: {c.unused_prices}"] if c.unused_prices else []
     said += [f"decision {d.decision.benchmark}: {line}" for d in c.decided for line in d.decision.leaders]
     said += [f"failed benchmark: {line}" for line in c.failed_systems]
