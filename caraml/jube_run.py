@@ -44,12 +44,13 @@ def work_packages(run_dir: Path) -> dict[int, WorkPackage]:
         for p in wp.iter("parameter"):
             definition = p.findtext("value") or ""
             chosen = p.find("selection")
-            params[p.get("name")] = (chosen.text if chosen is not None else definition) or ""
-            definitions[p.get("name")] = definition
+            name = p.get("name", "")
+            params[name] = (chosen.text if chosen is not None else definition) or ""
+            definitions[name] = definition
             if p.get("separator", ",") in definition:
-                swept.add(p.get("name"))
+                swept.add(name)
         parents = tuple(int(p) for p in (wp.findtext("parents") or "").split(",") if p.strip())
-        wp_id = int(wp.get("id"))
+        wp_id = int(wp.get("id", ""))
         out[wp_id] = WorkPackage(wp_id, (wp.findtext("step") or "").strip(), parents, params,
                                  frozenset(swept), definitions)
     return out
@@ -81,6 +82,25 @@ def last_run(path: Path) -> Path:
     if not runs:
         raise ValueError(f"{path} is neither a JUBE run's folder nor an outpath with runs")
     return runs[-1]
+
+
+def _runs_of_outpath(path: Path, all_runs: bool) -> list[Path]:
+    runs = sorted((p for p in path.iterdir() if p.is_dir() and p.name.isdigit() and is_run(p)),
+                  key=lambda p: int(p.name))
+    return runs if all_runs else runs[-1:]
+
+
+def runs_under(path: Path, all_runs: bool = False) -> list[Path]:
+    """The runs a folder names: itself where it is a run, else the latest
+    run of the outpath it is (every run with all_runs), else those of each
+    outpath in it; [] where it holds none."""
+    if path.name.isdigit() and is_run(path):
+        return [path]
+    runs = _runs_of_outpath(path, all_runs)
+    if not runs:
+        for child in sorted(p for p in path.iterdir() if p.is_dir()):
+            runs += _runs_of_outpath(child, all_runs)
+    return runs
 
 
 def tags(configuration: Path) -> list[str]:

@@ -26,24 +26,13 @@ import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import SupportsFloat
 
 import numpy as np
 import pandas as pd
 
 from jpwr.counting import counted
-from jpwr.energy import (
-    COUNTER,
-    INTEGRATED,
-    INTERPOLATED,
-    MAY_READ_ZERO,
-    NO_POWER,
-    POWER_COLUMNS,
-    counter_first,
-    counter_refusal,
-    energy_table,
-    refusal,
-    window_joules,
-)
+from jpwr.energy import MAY_READ_ZERO, POWER_COLUMNS, counter_first, energy_table, refusal, window_energy
 from jpwr.files import RunFiles, check_filetype
 from jpwr.method import ESTIMATED, Method
 from jpwr.notice import one_line, say
@@ -70,10 +59,10 @@ def rank_from_env() -> int | None:
     return None
 
 
-def _positive(value, what: str) -> float:
+def _positive(value: object, what: str) -> float:
     try:
-        number = float(value)
-    except (TypeError, ValueError):
+        number = float(value) if isinstance(value, (SupportsFloat, str)) else math.nan
+    except ValueError:
         number = math.nan
     if not (math.isfinite(number) and number > 0):
         raise ValueError(f"{what} must be a positive number, got {value!r}")
@@ -175,7 +164,7 @@ class PowerScope:
                     say(f"warning: {method.name}'s finalize failed ({one_line(err)}); "
                         f"its additional tables are missing")
         if self.files is not None:
-            self._write_results()
+            self._write_results(self.files, self._sampler)
 
     def _now(self) -> float:
         """The run's one clock (the sampler's, monotonic): a wall-clock step
@@ -211,7 +200,7 @@ class PowerScope:
     def __enter__(self) -> PowerScope:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     @property
@@ -302,38 +291,26 @@ class PowerScope:
         around it, and says so on stderr."""
         power = self.samples()
         table = self.channel_energy()[0].set_index(["method", "device"])
+        channels = table[["scope", "counted"]].to_dict("index")
         rows = []
         for name, window in self._windows.items():
-            if window.end is None:
+            if window.end is None or window.counters_end is None:
                 continue
             counters = self._counter_wh(window.counters_begin, window.counters_end)
             short = False
-            for (method, device, source), samples in power.groupby(["method", "device", "source"],
-                                                                   sort=False):
+            for key, samples in power.groupby(["method", "device", "source"], sort=False):
+                method, device, source = (str(part) for part in key)
                 samples = samples.sort_values("time", kind="stable")
-                joules, inside = window_joules(samples["time"].to_numpy(float),
-                                               samples["power_w"].to_numpy(float),
-                                               window.begin, window.end)
-                integrated = joules / 3600
-                refused = NO_POWER if integrated == 0 and method not in MAY_READ_ZERO else ""
-                if refused:
-                    integrated = np.nan
-                counter = counters.get((method, device), np.nan)
-                refused = refusal(refused, counter_refusal(counter, integrated)
-                                  if np.isfinite(counter) else "")
-                if np.isfinite(counter) and not counter_refusal(counter, integrated):
-                    energy, basis = counter, COUNTER
-                else:
-                    energy, basis = integrated, INTEGRATED if inside >= 2 else INTERPOLATED
-                short = short or inside < 2
-                channel = table.loc[(method, device)]
+                figures = window_energy(samples["time"].to_numpy(float), samples["power_w"].to_numpy(float),
+                                        window.begin, window.end, counters.get((method, device), np.nan),
+                                        method not in MAY_READ_ZERO)
+                short = short or figures["samples"] < 2
+                channel = channels[(method, device)]
                 rows.append({"window": name, "host": self.host, "rank": self._rank_value,
                              "method": method, "device": device, "source": source,
-                             "scope": channel["scope"], "counted": channel["counted"],
-                             "energy_wh": energy, "basis": basis, "integrated_wh": integrated,
-                             "counter_wh": counter, "duration_s": window.end - window.begin,
-                             "samples": inside, "t_start": window.begin, "t_end": window.end,
-                             "refused": refused})
+                             "scope": channel["scope"], "counted": channel["counted"], **figures,
+                             "duration_s": window.end - window.begin,
+                             "t_start": window.begin, "t_end": window.end})
             if short:
                 say(f"warning: window '{name}' ({window.end - window.begin:.3g} s) holds fewer "
                     f"than two samples at {self.interval_ms:g} ms; channels without a hardware "
@@ -363,15 +340,14 @@ class PowerScope:
             result[method.name] = pd.DataFrame(rows)
         return result
 
-    def _write_results(self) -> None:
-        files = self.files
+    def _write_results(self, files: RunFiles, sampler: Sampler) -> None:
         # The command has finished by now; failing to write must not turn
         # its success into a crash, but it must not go unnoticed either.
         try:
             files.close_power()
         except Exception as err:  # noqa: BLE001 - the last flush of a full disk
             say(f"error: could not complete {files.path('power', 'csv')} ({one_line(err)}); "
-                f"{len(self._sampler.times)} samples were taken, the file holds those it flushed")
+                f"{len(sampler.times)} samples were taken, the file holds those it flushed")
         try:
             energy, additional = self.channel_energy()
             windows = self.windows()
@@ -413,7 +389,7 @@ class PowerScope:
             "start_time": _iso(self.start_time),
             "end_time": _iso(self.end_time),
             "complete": finished,
-            "samples": len(self._sampler.times) if finished else None,
+            "samples": len(self._sampler.times) if finished and self._sampler is not None else None,
         }
 
 

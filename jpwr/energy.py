@@ -108,6 +108,28 @@ def _bridged(times: np.ndarray, watts: np.ndarray, begin: float, end: float) -> 
     return trapezoid(edges_t, edges_p)[0], int(inside.sum())
 
 
+def window_energy(times: np.ndarray, watts: np.ndarray, begin: float, end: float, counter_wh: float,
+                  draws_power: bool = True) -> dict:
+    """One channel's figures over a named window: the counter's difference
+    where the channel has one of its scope (counter_wh finite) that did
+    not go backwards or stand still while power was drawn, else the
+    window's integral (interpolated where fewer than two samples lie
+    inside; none for a device that draws power and read 0 W throughout),
+    and why a figure was refused."""
+    joules, inside = window_joules(times, watts, begin, end)
+    integrated = joules / 3600
+    refused = NO_POWER if integrated == 0 and draws_power else ""
+    if refused:
+        integrated = np.nan
+    counter_refused = counter_refusal(counter_wh, integrated) if np.isfinite(counter_wh) else ""
+    if np.isfinite(counter_wh) and not counter_refused:
+        energy, basis = counter_wh, COUNTER
+    else:
+        energy, basis = integrated, INTEGRATED if inside >= 2 else INTERPOLATED
+    return {"energy_wh": energy, "basis": basis, "integrated_wh": integrated, "counter_wh": counter_wh,
+            "samples": inside, "refused": refusal(refused, counter_refused)}
+
+
 def channel_energy(times: np.ndarray, watts: np.ndarray, span: tuple[float, float] | None = None) -> dict:
     """One channel's row. Given `span` (the measured run's start and end),
     the row covers it: the curve is held from the run's start to the first
@@ -120,21 +142,21 @@ def channel_energy(times: np.ndarray, watts: np.ndarray, span: tuple[float, floa
     joules, covered = trapezoid(times, watts)
     answered = np.isfinite(watts)
     basis = INTEGRATED
-    spanned = span is not None and span[1] > span[0]
-    if covered <= 0 and answered.any() and spanned:
+    run = span if span is not None and span[1] > span[0] else None
+    if covered <= 0 and answered.any() and run is not None:
         # one answered sample: the run's only reading stands for all of it
-        joules, _ = _bridged(times, watts, *span)
-        covered, basis = span[1] - span[0], INTERPOLATED
-    elif covered > 0 and spanned:
+        joules, _ = _bridged(times, watts, *run)
+        covered, basis = run[1] - run[0], INTERPOLATED
+    elif covered > 0 and run is not None:
         # The first sample comes a priming delay after the start (or, on
         # busy cores, whenever the sampler first runs); a counter-based
         # method's first reading is the power since the start.
-        for edge, gap in ((0, times[0] - span[0]), (-1, span[1] - times[-1])):
+        for edge, gap in ((0, times[0] - run[0]), (-1, run[1] - times[-1])):
             if answered[edge] and gap > 0:
                 joules += watts[edge] * gap
                 covered += gap
     energy_wh = joules / 3600 if covered > 0 else np.nan
-    start, end = (span if spanned else (times[0], times[-1])) if len(times) else (np.nan, np.nan)
+    start, end = (run or (times[0], times[-1])) if len(times) else (np.nan, np.nan)
     return {
         "energy_wh": energy_wh,
         "mean_w": joules / covered if covered > 0 else np.nan,

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Slurm epilog: every GPU of the node back at its default power limit, at
 # every scope it reports (the GPU's own; a GH200 superchip's module; an AMD
-# GPU's cap), read again (caraml/node/power_guard.py, `reset`). slurmd runs it as
+# GPU's cap), read again (caraml/job/power_guard.py, `reset`). slurmd runs it as
 # root after each job on each of the job's nodes; where a limit does not go
 # back, or the node has GPUs whose limits cannot be read (no vendor binding
 # for its Python), it exits 1, and Slurm drains the node rather than hand a
@@ -13,4 +13,4 @@
 checkout=$(dirname "$(dirname "$(readlink -f "$0")")")
 PYTHONPATH="$checkout${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH
-exec "${CARAML_EPILOG_PYTHON:-python3}" -m caraml.node.power_guard reset
+exec "${CARAML_EPILOG_PYTHON:-python3}" -m caraml.job.power_guard reset

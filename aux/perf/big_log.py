@@ -2,9 +2,9 @@
 progress lines (a driver at a chatty log level, a run of days), with the
 job script's start line, the driver's summary and the end line, written
 into a temporary folder, then read as the row step reads it
-(caraml/job_log.py read_log: the last attempt, whole up to its limit, else
+(caraml/job/log.py read_log: the last attempt, whole up to its limit, else
 its edges and the lines the readers look for) and as the job script's exit
-handler names its cause (caraml/failure.py). Prints the file's size, each
+handler names its cause (caraml/job/failure.py). Prints the file's size, each
 reader's wall and CPU seconds, and the process's peak resident memory.
 
     python aux/perf/big_log.py [--gb 1.5] [--dir DIR]"""
@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from caraml import failure  # noqa: E402
-from caraml.job_log import read_log  # noqa: E402
+from caraml.job import failure
+from caraml.job.log import read_log
 
 PROGRESS = b"iteration 41/100: loss 7.0312 time 10.02 s tokens/s 104857.6 memory 61.2 GiB\n"
 START = b"CARAML job: start=2026-11-24T05:00:00+00:00 host=cn1 job_id=7 requeued=0\n"

@@ -7,7 +7,7 @@ status. caraml/compare/output.py writes it; nothing here writes a file."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -46,6 +46,10 @@ class Comparison:
     priced: bool
     drops: list[str]  # each system's latest figure beyond its own earlier runs' spread, in one line
     unused_prices: str  # the prices file's systems that are not in the comparison, in one line
+    # the rows the audit refused or found unaudited, as (line, state, why), and each system
+    # whose rows came from several machines or builds (not pooled), in one line
+    left_out: list[tuple[dict, str, str]] = field(default_factory=list)
+    apart: list[str] = field(default_factory=list)
 
     @property
     def systems(self) -> list[str]:
@@ -85,7 +89,7 @@ def _reference_system(table: pd.DataFrame, wanted: str | None) -> str:
     systems = list(dict.fromkeys(rows.measured(table)["system"])) or \
         list(dict.fromkeys(rows.ran(table)["system"]))
     if wanted is None:
-        return systems[0]
+        return str(systems[0])
     if wanted not in systems:
         raise CompareError(f"--reference-system {wanted}: no measured row of that system given "
                            f"({' '.join(systems)})")
@@ -116,16 +120,17 @@ def _decided(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, j
         if cheapest is not None:
             chosen.leaders.append(cheapest[0])
             chosen.margins.append(cheapest[1])
-        chosen.unranked += [f"{line.system}: {line.electricity_missing}"
-                            for line in costs.itertuples() if line.electricity_missing]
+        chosen.unranked += [f"{line['system']}: {line['electricity_missing']}"
+                            for line in costs.to_dict("records") if line["electricity_missing"]]
         out.append(Decided(chosen, costs, prices.unpriced(chosen.solution, price_list)))
     return out
 
 
 def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, refs: pd.DataFrame,
-            prices_file: Path | None, jobs: Jobs, history: pd.DataFrame | None = None) -> Comparison:
-    """The whole comparison of the runs the arguments name."""
-    loaded = rows.load(runs, all_runs)
+            prices_file: Path | None, jobs: Jobs, history: pd.DataFrame | None = None,
+            accept_unaudited: bool = False) -> Comparison:
+    """The whole comparison of the runs and bundles the arguments name."""
+    loaded = rows.load(runs, all_runs, accept_unaudited)
     rows.check_comparable(loaded)
     # each system ranks by its run at the devices' own limit; the sweep's capped points get their section
     table, capped = rows.at_default_limit(loaded)
@@ -143,7 +148,8 @@ def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, re
     head, refused = figures.headline(table, ref_system)
     solutions = figures.time_and_energy_to_solution(table, jobs)
     every = pd.concat([table, capped], ignore_index=True)
-    decided = _decided(table, head, solutions, jobs, ref_system, price_list if prices_file else None, currency)
+    decided = _decided(table, head, solutions, jobs, ref_system, price_list if prices_file else None,
+                       currency)
     return Comparison(
         table=table, every=every, reference_system=ref_system, refs=refs, checks=checks, head=head,
         refused=refused, solutions=solutions, scaling=figures.scaling_efficiency(table),
@@ -153,4 +159,4 @@ def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, re
         priced=prices_file is not None,
         drops=drops.against_history(head, every, history) if history is not None else [],
         unused_prices=prices.unused(prices_file, price_list, list(dict.fromkeys(table["system"])))
-        if prices_file else "")
+        if prices_file else "", left_out=rows.left_out(every), apart=rows.apart(every))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
@@ -24,7 +25,7 @@ from caraml.compare import intervals, plots, repeats
 from caraml.compare.figures import node_refusal
 from caraml.compare.jobs import Jobs
 from caraml.compare.repeats import LIKE
-from caraml.compare.rows import cause, measured
+from caraml.compare.rows import cause, measured, shown_name
 from caraml.compare.units import number
 
 # (figure, title, what a bar's unit is, the ratio's column)
@@ -138,7 +139,7 @@ def over_runner_up(kind: str, ranked: pd.DataFrame, figure: str) -> tuple[str, d
     ratio = best[figure] / runner_up[figure]
     interval = repeats.interval(best, runner_up, figure)
     separate = repeats.runs_to_separate(best, runner_up, figure, ratio)
-    return (f"over {runner_up['system']} {repeats.ratio_words(ratio, *interval, separate)}",
+    return (f"over {shown_name(runner_up)} {repeats.ratio_words(ratio, *interval, separate)}",
             margin(kind, best, runner_up, ratio, interval, separate))
 
 
@@ -161,15 +162,16 @@ def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
         words, figures_ = over_runner_up(LEADS[figure], ranked, figure)
         margins.append({**figures_, "value": best[figure], "unit": unit, "runs": int(best["runs"]),
                         **{f"reference{end}": best.get(f"{ratio}{end}") for end in ("", "_low", "_high")}})
-        who = repeats.leader(best["system"], figures_["runner_up"], figures_["margin"])
+        runner_up = shown_name(ranked.iloc[1]) if len(ranked) > 1 else None
+        who = repeats.leader(shown_name(best), runner_up, figures_["margin"])
         lines.append(f"{LEADS[figure]}: {who}, {number(best[figure])} {unit} "
                      f"({repeats.spread(best, figure)}){caveat}; {words}{against}.")
     return lines, margins
 
 
-def _bars(ax, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, title: str) -> None:
+def _bars(ax: Axes, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, title: str) -> None:
     values = list(ranked[figure])
-    colours = [plots.MEASURED] * len(values)
+    colours = [plots.MEASURED_COLOUR] * len(values)
     plots._barh(ax, list(ranked["system"]), values, colours, list(ranked["energy_estimated"])
                 if figure == "work_per_wh_gpu" else [False] * len(values), "")
     ax.errorbar(values, range(len(values)), xerr=[[v - lo for v, lo in zip(values, ranked[LOW])],
@@ -195,9 +197,13 @@ def ranked_chart(decision: Decision, out: Path) -> Path:
     for ax, (figure, title, ratio) in zip(axes[0], shown):
         ranked = decision.ranked[figure]
         _bars(ax, ranked, figure, ratio, decision.reference, title.format(unit=ranked["unit"].iloc[0]))
-    handles = [Patch(color=plots.MEASURED, label="median of the runs (one run: its rate), best batch per system"),
-               Patch(facecolor="white", edgecolor=plots.ESTIMATED, hatch="//", label="energy estimated"),
-               Patch(facecolor="white", edgecolor="0.2", label="error bar: min-max of the runs (one run: its rate at the mean and the median iteration)"),
+    handles = [Patch(color=plots.MEASURED_COLOUR,
+                     label="median of the runs (one run: its rate), best batch per system"),
+               Patch(facecolor="white", edgecolor=plots.ESTIMATED_COLOUR, hatch="//",
+                     label="energy estimated"),
+               Patch(facecolor="white", edgecolor="0.2",
+                     label="error bar: min-max of the runs (one run: its rate at the mean and the median "
+                           "iteration)"),
                Patch(facecolor="white", edgecolor="white",
                      label=f"(ratio x {decision.reference}, low–high): the ratio and its 95 % interval, "
                            "where the runs give one")]
@@ -219,7 +225,7 @@ def share_chart(decision: Decision, out: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(7.5, 1.3 + plots.BAR_HEIGHT_IN * len(shares)))
     y = range(len(shares))
     accelerators = list(shares["accelerator_share_of_node_pct"])
-    ax.barh(y, accelerators, color=plots.MEASURED, label="accelerators")
+    ax.barh(y, accelerators, color=plots.MEASURED_COLOUR, label="accelerators")
     ax.barh(y, [100 - a for a in accelerators], left=accelerators, color="0.75",
             label="the rest of the node (CPUs, memory, network, fans)")
     for i, (share, basis) in enumerate(zip(accelerators, shares["accelerator_share_basis"])):
@@ -250,16 +256,16 @@ def cost_chart(decision: Decision, costs: pd.DataFrame, currency: str, out: Path
         return None
     fig, ax = plt.subplots(figsize=(7.5, 1.3 + plots.BAR_HEIGHT_IN * len(costs)))
     y = range(len(costs))
-    ax.barh(y, costs["node_hours_cost"], color=plots.MEASURED, label="node-hours")
+    ax.barh(y, costs["node_hours_cost"], color=plots.MEASURED_COLOUR, label="node-hours")
     bars = ax.barh(y, costs["electricity_cost"].fillna(0), left=costs["node_hours_cost"], color="tab:green",
                    label=f"electricity ({costs['energy_scope'].iloc[0]} scope x PUE)")
     for bar, estimated in zip(bars, costs["energy_estimated"]):
         if estimated:
             bar.set_hatch("//")
-    for i, line in enumerate(costs.itertuples()):
+    for i, line in enumerate(costs.to_dict("records")):
         # a system without accelerator-only energy keeps its node-hours, its electricity said missing
-        said, end = (f" {number(line.cost)} {currency}", line.cost) if pd.notna(line.cost) else \
-            (f" {number(line.node_hours_cost)} {currency} + electricity missing", line.node_hours_cost)
+        said, end = (f" {number(line['cost'])} {currency}", line["cost"]) if pd.notna(line["cost"]) else \
+            (f" {number(line['node_hours_cost'])} {currency} + electricity missing", line["node_hours_cost"])
         ax.annotate(said, (end, i), va="center", fontsize=7)
     ax.set_yticks(list(y), list(costs["system"]), fontsize=7)
     ax.invert_yaxis()
@@ -279,17 +285,18 @@ def solution_chart(decision: Decision, out: Path) -> Path | None:
     if points.empty:
         return None
     points = points[points["time_h"].map(lambda v: not isinstance(v, str))]
-    points = points.astype({"time_h": float, "gpu_energy_kwh": float}).dropna(subset=["time_h", "gpu_energy_kwh"])
+    points = points.astype({"time_h": float, "gpu_energy_kwh": float}).dropna(
+        subset=["time_h", "gpu_energy_kwh"])
     if points.empty:
         return None
     points = points.assign(front=pareto(points))
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
     markers = "osD^v<>phP*X8"
-    for i, p in enumerate(points.itertuples()):
-        ax.scatter(p.time_h, p.gpu_energy_kwh, marker=markers[i % len(markers)], s=55,
-                   facecolors="white" if p.energy_estimated else None,
-                   edgecolors="red" if p.front else "0.3", lw=1.6 if p.front else 0.8,
-                   label=f"{p.system}{' (on the front)' if p.front else ''}")
+    for i, p in enumerate(points.to_dict("records")):
+        ax.scatter(p["time_h"], p["gpu_energy_kwh"], marker=markers[i % len(markers)], s=55,
+                   facecolors="white" if p["energy_estimated"] else None,
+                   edgecolors="red" if p["front"] else "0.3", lw=1.6 if p["front"] else 0.8,
+                   label=f"{p['system']}{' (on the front)' if p['front'] else ''}")
     front = points[points["front"]].sort_values("time_h")
     ax.step(front["time_h"], front["gpu_energy_kwh"], where="post", color="red", lw=1, ls="--")
     ax.set_xlabel("time to solution on one node [h]", fontsize=8)

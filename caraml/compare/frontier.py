@@ -16,13 +16,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from caraml import benchmarks
-from caraml.compare import plots
+from caraml.compare import plots, repeats
 from caraml.compare.decision import pareto
 from caraml.compare.figures import solution, solution_work_per_wh
 from caraml.compare.jobs import Jobs
@@ -30,7 +30,7 @@ from caraml.compare.repeats import LIKE
 from caraml.compare.report import configuration
 from caraml.compare.rows import cause
 from caraml.compare.units import number
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 
 # the rows of one sweep: as the sweep's JUBE parameter makes them, one per limit
 SWEEP = ["system", "benchmark", "label"]
@@ -39,13 +39,15 @@ SAME_RUN = [*LIKE, "global_batch", "nodes", "devices"]
 # frontier.csv: one line per sweep point
 CSV_COLUMNS = ["sweep", "system", "benchmark", "like", "label", "limit", "power_limit", "power_limit_asked_w",
                "power_limit_before_w", "power_limit_w", "power_limit_restored", "state", "reason",
-               "not_a_measurement", "kind", "off", "per_s", "sweep_work_per_wh", "energy_scope", "sweep_basis",
+               "not_a_measurement", "kind", "off", "per_s", "sweep_work_per_wh", "energy_scope",
+               "sweep_basis",
                "energy_estimated", "power_w_per_device", "time_h", "energy_kwh", "time_ratio", "wh_ratio",
                "row_file"]
 # the row model's flags that put a point's limit in doubt (caraml/row/power_limit.py flags), in words
 DOUBTS = {"power-limit-not-set": "the job never set the power limit (its driver takes none)",
           "power-limit-differs-on-ranks": "the devices reported other limits than rank 0's on ranks {}",
-          "power-limit-put-back-early": "a stop signal ({}) put the limit back before the last iteration ended"}
+          "power-limit-put-back-early":
+              "a stop signal ({}) put the limit back before the last iteration ended"}
 ON_FRONT, DOMINATED, FLAGGED, NOT_MEASURED, FAILED = ("Pareto-optimal", "dominated", "flagged",
                                                       "not a measurement", "failed")
 
@@ -98,7 +100,7 @@ def _off(row: pd.Series, reference: pd.Series | None) -> tuple[str, str]:
     if left:
         left += (f" (it was {number(row['power_limit_before_w'], 'W')} before): the node may have been left "
                  "capped")
-    if row["state"] not in MEASURED:
+    if row["state"] not in RAN:
         return FAILED, "; ".join(filter(None, [f"{row['state']}: {row['reason']}".rstrip(": "), left]))
     doubts = _doubts(row)
     if left or doubts:
@@ -125,7 +127,7 @@ def _reference(points: pd.DataFrame) -> pd.Series | None:
     if usable.empty:
         return None
     default = usable[usable["limit_default"]]
-    return default.iloc[0] if not default.empty else usable.loc[usable["power_limit_w"].idxmax()]
+    return default.iloc[0] if not default.empty else repeats.top(usable, "power_limit_w")
 
 
 def _standing(kind: str, off: str) -> str:
@@ -156,10 +158,11 @@ def _sweep(group: pd.DataFrame, jobs: Jobs) -> Sweep:
               if representative and kind not in (NOT_MEASURED, FAILED) else none
               for (_, row), kind in zip(points.iterrows(), points["kind"])]
     points["time_h"], points["energy_kwh"] = [s["time_h"] for s in solved], [s["energy_kwh"] for s in solved]
-    ratio = reference is not None
-    points["wh_ratio"] = (points["sweep_work_per_wh"] / reference["sweep_work_per_wh"]).where(on) if ratio \
-        else math.nan
-    points["time_ratio"] = (reference["per_s"] / points["per_s"]).where(on) if ratio else math.nan
+    if reference is not None:
+        points["wh_ratio"] = (points["sweep_work_per_wh"] / reference["sweep_work_per_wh"]).where(on)
+        points["time_ratio"] = (reference["per_s"] / points["per_s"]).where(on)
+    else:
+        points["wh_ratio"] = points["time_ratio"] = math.nan
     job = how if representative else (
         f"{src['like']} does not stand for the job (caraml/benchmarks.py's representative configuration): no "
         "time or energy to solution" + (f"; {flag} N makes any model the job"
@@ -182,9 +185,9 @@ def _headline(sweep: Sweep, reference: pd.Series | None) -> str:
         return (f"{sweep.title}: no limit of the sweep is a measurement, so no frontier (each point's reason "
                 "below).")
     where = f"{sweep.scope}{', energy estimated' if sweep.estimated else ''}"
-    best = on.loc[on["sweep_work_per_wh"].idxmax()]
+    best = repeats.top(on, "sweep_work_per_wh")
     figure = f"{number(best['sweep_work_per_wh'])} {unit}/Wh"
-    if not reference["limit_default"]:
+    if reference is None or not reference["limit_default"]:
         return (f"{sweep.title}: most {unit} per Wh at {best['limit']}: {figure} ({where}); the sweep has no "
                 "measured default-limit point, so no ratio to it.")
     if best["limit_default"]:
@@ -202,9 +205,10 @@ def sweeps(rows: pd.DataFrame, jobs: Jobs) -> list[Sweep]:
     return [_sweep(group, jobs) for _, group in swept.groupby(SWEEP, sort=False, dropna=False)]
 
 
-_STYLE = {ON_FRONT: {"marker": "o", "edgecolors": "red", "lw": 1.6, "color": plots.MEASURED},
-          DOMINATED: {"marker": "o", "edgecolors": "0.3", "lw": 0.8, "color": plots.MEASURED},
-          FLAGGED: {"marker": "X", "edgecolors": "none", "lw": 0, "color": "tab:red"}}
+_STYLE: dict[str, dict[str, Any]] = {
+    ON_FRONT: {"marker": "o", "edgecolors": "red", "lw": 1.6, "color": plots.MEASURED_COLOUR},
+    DOMINATED: {"marker": "o", "edgecolors": "0.3", "lw": 0.8, "color": plots.MEASURED_COLOUR},
+    FLAGGED: {"marker": "X", "edgecolors": "none", "lw": 0, "color": "tab:red"}}
 _LEGEND = {ON_FRONT: "Pareto-optimal limit (red ring, dashed front)", DOMINATED: "dominated limit",
            FLAGGED: "flagged, never on the front (reason in the table)"}
 
@@ -219,16 +223,16 @@ def chart(sweep: Sweep, out: Path) -> Path | None:
     if drawn.empty:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
-    for p in drawn.itertuples():
-        style = dict(_STYLE[p.kind])
-        if p.energy_estimated and p.kind != FLAGGED:
+    for p in drawn.to_dict("records"):
+        style = dict(_STYLE[p["kind"]])
+        if p["energy_estimated"] and p["kind"] != FLAGGED:
             style["color"] = "white"  # estimated energy: hollow, as in the other charts
-        ax.scatter(p.time_h, p.energy_kwh, s=55, marker=style["marker"], c=style["color"],
+        ax.scatter(p["time_h"], p["energy_kwh"], s=55, marker=style["marker"], c=style["color"],
                    edgecolors=style["edgecolors"], linewidths=style["lw"])
         # a flagged point's label under it: it often sits beside a point of the front
-        flagged = p.kind == FLAGGED
-        ax.annotate(f" {p.limit}{', flagged' if flagged else ''}", (p.time_h, p.energy_kwh), fontsize=7,
-                    va="top" if flagged else "bottom")
+        flagged = p["kind"] == FLAGGED
+        ax.annotate(f" {p['limit']}{', flagged' if flagged else ''}", (p["time_h"], p["energy_kwh"]),
+                    fontsize=7, va="top" if flagged else "bottom")
     front = drawn[drawn["kind"] == ON_FRONT].sort_values("time_h")
     ax.step(front["time_h"], front["energy_kwh"], where="post", color="red", lw=1, ls="--")
     est = " (estimated)" if sweep.estimated else ""

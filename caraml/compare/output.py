@@ -17,6 +17,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from caraml.compare import decision, frontier, plots, power, report, rows
@@ -47,11 +48,11 @@ def caveats(c: Comparison, decided: Decided) -> list[str]:
     return [*decided.decision.unranked, *unpriced]
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     """A figure for JSON: NaN as null, numpy scalars as Python's."""
     if isinstance(value, float) and math.isnan(value):
         return None
-    return value.item() if hasattr(value, "item") else value
+    return value.item() if isinstance(value, (np.generic, np.ndarray)) else value
 
 
 def decision_record(c: Comparison) -> dict:
@@ -81,11 +82,11 @@ def _decisions(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
     pages = []
     for decided in c.decided:
         chosen = decided.decision
-        charts = [decision.ranked_chart(chosen, out), decision.solution_chart(chosen, out),
-                  decision.share_chart(chosen, out)]
+        drawn = [decision.ranked_chart(chosen, out), decision.solution_chart(chosen, out),
+                 decision.share_chart(chosen, out)]
         if not decided.costs.empty:
-            charts.append(decision.cost_chart(chosen, decided.costs, c.currency, out))
-        charts = [chart for chart in charts if chart is not None]
+            drawn.append(decision.cost_chart(chosen, decided.costs, c.currency, out))
+        charts = [chart for chart in drawn if chart is not None]
         pngs += charts
         pages.append({"name": chosen.benchmark, "like": chosen.like, "leaders": chosen.leaders,
                       "caveats": caveats(c, decided), "charts": [report.image(p) for p in charts]})
@@ -216,7 +217,12 @@ def lines(c: Comparison, out: Path, charts: int) -> list[str]:
     """What caraml-compare prints: each benchmark of a system without a
     measurement, each row that is none and why, the sweeps, each figure
     below its band, and what was written."""
-    said = [f"DROP: {line}" for line in c.drops]
+    said = [f"REFUSED: {line['system']} {line['benchmark']} {line['like']} ({line['run_dir']}): {why}"
+            for line, state, why in c.left_out if state == "refused"]
+    said += [f"unaudited: {line['system']} {line['benchmark']} {line['like']}: {why}"
+             for line, state, why in c.left_out if state == "unaudited"]
+    said += [f"not pooled: {line}" for line in c.apart]
+    said += [f"DROP: {line}" for line in c.drops]
     said += [f"unused prices: {c.unused_prices}"] if c.unused_prices else []
     said += [f"decision {d.decision.benchmark}: {line}" for d in c.decided for line in d.decision.leaders]
     said += [f"failed benchmark: {line}" for line in c.failed_systems]

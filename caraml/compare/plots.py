@@ -14,20 +14,24 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
 
-from caraml.compare import reference  # noqa: E402
-from caraml.compare.repeats import LIKE  # noqa: E402
-from caraml.compare.power import Timeline  # noqa: E402
-from caraml.compare.rows import measured  # noqa: E402
-from caraml.compare.units import number  # noqa: E402
+from caraml.compare import reference
+from caraml.compare.power import Timeline
+from caraml.compare.repeats import LIKE
+from caraml.compare.rows import measured
+from caraml.compare.units import number
 
 DPI = 80
 BAR_HEIGHT_IN = 0.32  # per bar, so that labels never overlap
-MEASURED, ESTIMATED, PUBLISHED, LITERATURE = "tab:blue", "tab:orange", "0.55", "0.82"
+MEASURED_COLOUR, ESTIMATED_COLOUR = "tab:blue", "tab:orange"
+PUBLISHED_COLOUR, LITERATURE_COLOUR = "0.55", "0.82"
 
 
 # axis ticks as the tables write numbers: 3 significant digits, thousands separated
@@ -38,7 +42,7 @@ def _safe(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text)
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     fig.savefig(path, dpi=DPI, bbox_inches="tight")  # keeps legends placed outside the axes
     plt.close(fig)
     return path
@@ -56,13 +60,19 @@ def _literature(refs: pd.DataFrame, group: pd.DataFrame, figure: str) -> pd.Data
     return pub[named == figure]
 
 
-def _barh(ax, labels: list[str], values: list[float], colours: list[str], hatched: list[bool], unit: str):
+def _batch(size: float | None) -> str:
+    """A literature figure's batch, where it names one."""
+    return "" if pd.isna(size) else f" batch {size:g}"
+
+
+def _barh(ax: Axes, labels: list[str], values: list[float], colours: list[str], hatched: list[bool],
+          unit: str) -> None:
     bars_ = ax.barh(range(len(values)), values, color=colours)
     for bar, hatch in zip(bars_, hatched):
         if hatch:
             bar.set_hatch("//")
             bar.set_facecolor("white")
-            bar.set_edgecolor(ESTIMATED)
+            bar.set_edgecolor(ESTIMATED_COLOUR)
     for bar, value in zip(bars_, values):
         ax.annotate(" " + number(value, unit), (bar.get_width(), bar.get_y() + bar.get_height() / 2),
                     va="center", fontsize=7)
@@ -79,29 +89,28 @@ def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
     in one panel per energy scope and window."""
     paths = []
     ok = measured(headline)
-    for (benchmark, *_), group in ok.groupby(LIKE, sort=False, dropna=False):
-        unit, like = group["unit"].iloc[0], group["like"].iloc[0]
+    for _, group in ok.groupby(LIKE, sort=False, dropna=False):
+        benchmark, unit, like = group["benchmark"].iloc[0], group["unit"].iloc[0], group["like"].iloc[0]
         scopes = list(group.groupby(["energy_scope", "energy_window"], sort=False))
         pub = _literature(refs, group, "per_s_per_device")
         height = 1.2 + BAR_HEIGHT_IN * (len(group) + len(pub))
         fig, axes = plt.subplots(1, 1 + len(scopes), figsize=(4.2 * (1 + len(scopes)), height), squeeze=False)
-        labels = [f"{r.system} batch {r.global_batch:g} x{r.devices:g} {r.device_unit}"
-                  for r in group.itertuples()]
-        labels += [f"{p.system}{'' if pd.isna(p.global_batch) else f' batch {p.global_batch:g}'} ({p.kind})"
-                   for p in pub.itertuples()]
+        labels = [f"{r['system']} batch {r['global_batch']:g} x{r['devices']:g} {r['device_unit']}"
+                  for r in group.to_dict("records")]
+        labels += [f"{p['system']}{_batch(p['global_batch'])} ({p['kind']})" for p in pub.to_dict("records")]
         values = [*group["per_s_per_device"], *pub["value"]]
-        colours = [MEASURED] * len(group) + [PUBLISHED if o == "published" else LITERATURE
-                                             for o in pub["origin"]]
+        colours = [MEASURED_COLOUR] * len(group) + [
+            PUBLISHED_COLOUR if o == "published" else LITERATURE_COLOUR for o in pub["origin"]]
         _barh(axes[0][0], labels, values, colours, [False] * len(values), "")
         axes[0][0].set_title(f"{unit}/s per device", fontsize=9)
         for ax, ((scope, window), rows) in zip(axes[0][1:], scopes):
-            _barh(ax, [f"{r.system}" for r in rows.itertuples()], list(rows["work_per_wh"]),
-                  [MEASURED] * len(rows), list(rows["energy_estimated"]), "")
+            _barh(ax, [str(system) for system in rows["system"]], list(rows["work_per_wh"]),
+                  [MEASURED_COLOUR] * len(rows), list(rows["energy_estimated"]), "")
             ax.set_title(f"{unit}/Wh, scope {scope}, {window} window", fontsize=9)
-        handles = [Patch(color=MEASURED, label="measured"),
-                   Patch(facecolor="white", edgecolor=ESTIMATED, hatch="//", label="energy estimated"),
-                   Patch(color=PUBLISHED, label="published: paper table/figure"),
-                   Patch(color=LITERATURE, label="paper text or upstream README, not published")]
+        handles = [Patch(color=MEASURED_COLOUR, label="measured"),
+                   Patch(facecolor="white", edgecolor=ESTIMATED_COLOUR, hatch="//", label="energy estimated"),
+                   Patch(color=PUBLISHED_COLOUR, label="published: paper table/figure"),
+                   Patch(color=LITERATURE_COLOUR, label="paper text or upstream README, not published")]
         fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8,
                    frameon=False)
         fig.suptitle(f"{benchmark} {like}: best configuration per system", fontsize=10)
@@ -118,9 +127,11 @@ def heatmaps(rows: pd.DataFrame, out: Path) -> list[Path]:
         if grid.size < 2:
             continue  # one cell says nothing a table does not
         fig, ax = plt.subplots(figsize=(1.6 + 0.9 * grid.shape[1], 1.4 + 0.6 * grid.shape[0]))
-        image = ax.imshow(grid.to_numpy(), cmap="viridis", aspect="auto", origin="lower")
+        cells = grid.to_numpy(dtype=float)
+        image = ax.imshow(cells, cmap="viridis", aspect="auto", origin="lower")
         middle = (grid.min().min() + grid.max().max()) / 2
-        for (i, j), value in pd.DataFrame(grid.to_numpy()).stack().items():
+        for i, j in zip(*np.nonzero(~np.isnan(cells))):
+            value = cells[i, j]
             ax.text(j, i, number(value), ha="center", va="center", fontsize=8,
                     color="k" if value > middle else "w")  # readable on viridis' light and dark ends
         ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns], fontsize=8)
@@ -139,8 +150,9 @@ def power_timeline(line: Timeline, title: str, path: Path) -> Path:
     for channel, group in line.samples.groupby("channel", sort=False):
         est = " (estimated)" if group["estimated"].any() else ""
         ax.plot(group["t"], group["power_w"], lw=1, label=f"{channel}{est}")
-    for window in line.windows.itertuples():
-        ax.axvspan(window.start, window.end, color="tab:green", alpha=0.12, label=f"{window.window} window")
+    for window in line.windows.to_dict("records"):
+        ax.axvspan(window["start"], window["end"], color="tab:green", alpha=0.12,
+                   label=f"{window['window']} window")
     if not line.windows.empty:
         ax.axvspan(0, line.windows["start"].min(), color="0.5", alpha=0.12, label="warm-up")
     ax.set_xlabel("seconds since the job's first sample", fontsize=8)

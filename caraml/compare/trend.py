@@ -7,22 +7,23 @@ included), so a figure here is the figure of the report."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.dates as mdates  # noqa: E402
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+import matplotlib.dates as mdates
+import matplotlib.pyplot as plt
+import pandas as pd
 
-from caraml.compare import CompareError, drops, reference, report, rows  # noqa: E402
-from caraml.compare.repeats import GROUP, LIKE  # noqa: E402
-from caraml.compare.plots import TICKS, _safe, _save  # noqa: E402
-from caraml.compare.units import count, number  # noqa: E402
-from caraml.row import history, row_json  # noqa: E402
-from caraml.row.verdict import NOT_A_MEASUREMENT  # noqa: E402
+from caraml.compare import CompareError, drops, reference, report, rows
+from caraml.compare.plots import TICKS, _safe, _save
+from caraml.compare.repeats import GROUP, LIKE
+from caraml.compare.units import count, number
+from caraml.row import history, row_json
+from caraml.row.verdict import NOT_A_MEASUREMENT
 
 FIGURE = "per_s_per_device"
 SERIES = [*GROUP, "run_uuid", "host"]
@@ -35,7 +36,7 @@ def load(db: Path) -> pd.DataFrame:
     except FileNotFoundError:
         raise CompareError(f"{db}: no such results history; the row model writes it "
                            f"(results/caraml_rows.sqlite in the checkout, or ${history.ENV})") from None
-    except Exception as err:  # sqlite3.Error, a JSON line that is not a row
+    except (sqlite3.Error, ValueError) as err:  # a JSON line that is not a row: ValueError
         raise CompareError(f"{db}: not a results history ({' '.join(str(err).split())[:200]})") from None
     if not lines:
         raise CompareError(f"{db}: the results history holds no row yet")
@@ -144,9 +145,10 @@ def write(db: Path, refs: pd.DataFrame, out: Path) -> Found:
                                                                                  index=False)
     pngs = plot(points, out)
     under = points[points["verdict"] == "below"]
-    below = [f"{r.system} {r.benchmark} {r.like}: {number(r.per_s_per_device)} {r.unit}/s per "
-             f"{r.device_unit} on {r.when:%Y-%m-%d} (commit {r.commit}, run {r.run_uuid[:8]} on {r.host}) "
-             f"is below its reference band ({number(r.low)})" for r in under.itertuples()]
+    below = [f"{r['system']} {r['benchmark']} {r['like']}: {number(r['per_s_per_device'])} {r['unit']}/s "
+             f"per {r['device_unit']} on {r['when']:%Y-%m-%d} (commit {r['commit']}, run {r['run_uuid'][:8]} "
+             f"on {r['host']}) is below its reference band ({number(r['low'])})"
+             for r in under.to_dict("records")]
     latest = rows.measured(points).groupby(GROUP, dropna=False).tail(1)
     ending_below = int((latest["verdict"] == "below").sum())
     run_drops, ending_dropped = drops.run_to_run(points, GROUP)

@@ -25,6 +25,11 @@ everything a row's figures depend on is defined here once:
   error that says why, and exits EXIT_NO_FIGURE;
 - energy: jpwr's methods are checked before the process group exists, and
   each rank measures around the loop with the timed iterations as a window;
+- raw evidence: where the run measures energy, rank 0 writes what the
+  summary's figures are made from beside the energy files: every timed
+  iteration's time on every rank, every loss and skipped update, and what
+  one iteration does (caraml/node/iterations.py), and the machine's
+  identity (caraml/node/provenance.py);
 - peak memory: counted over the timed iterations (reset after the warm-up);
 - power limits: every rank records its device's limit and default at the
   start; a sweep's point is set (or checked) before the driver's set-up and
@@ -40,16 +45,17 @@ import contextlib
 import math
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from caraml import benchmarks, report
 from caraml.node import dist as caraml_dist
-from caraml.node import energy, memory, numerics, power_limit_run, provenance
+from caraml.node import energy, iterations, memory, numerics, power_limit_run, provenance
 from caraml.node.dist import Dist
 from caraml.node.energy import TimedWindow
-from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.options import NO_ENERGY_DIR, DriverOptions, EnergyOptions
 from caraml.node.startup import StartupTimeout
 from caraml.node.stopping import StopCondition
 from caraml.node.timing import IterationTimer, Timed, TimingStats, slowest_per_iteration, summarize
@@ -60,6 +66,9 @@ EXIT_NO_FIGURE = 1  # the run ended before any iteration was timed
 EXIT_INPUT = 2  # bad input or out of memory: the error line names it
 
 EnergyMeter = Callable[[int], AbstractContextManager]
+T = TypeVar("T")
+# a driver's own options
+Opts = TypeVar("Opts", bound=DriverOptions)
 # (iteration, seconds per iteration of the slowest rank, loss) -> progress line
 Progress = Callable[[int, float, float], str]
 
@@ -78,15 +87,17 @@ def energy_meter(opts: EnergyOptions) -> EnergyMeter:
             f"here ({e}); pass --energy-methods none to train without measuring energy") from None
     except ValueError as e:
         raise BenchmarkInputError(f"--energy-methods: {e}") from None
-    return lambda rank: energy.measured(opts.energy_dir, rank, opts.energy_methods,
-                                        opts.energy_interval_ms)
+    out_dir = opts.energy_dir
+    if out_dir is None:
+        raise BenchmarkInputError(NO_ENERGY_DIR)
+    return lambda rank: energy.measured(out_dir, rank, opts.energy_methods, opts.energy_interval_ms)
 
 
-def agreed(dist: Dist, check: Callable[[], object]) -> object:
+def agreed(dist: Dist, check: Callable[[], T]) -> T:
     """Runs a set-up step on every rank; if it fails on any, every rank
     raises, and only the lowest failing rank's message is printed (by
     main), so a failure shows once and no rank waits for the others."""
-    error, value = None, None
+    error = None
     try:
         value = check()
     except BenchmarkInputError as e:
@@ -157,6 +168,10 @@ class LoopResult:
     # the share of the busiest host's CPU time other processes used while the
     # loop ran, the same on every rank (None: not measured)
     foreign_cpu_pct: float | None = None
+    # where rank 0 writes the raw evidence (None: the run measures no energy and
+    # keeps none), and every iteration's loss and each rank's skips (numerics.series)
+    evidence_dir: str | None = None
+    series: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -168,7 +183,7 @@ class _Interval:
     seconds: float = 0.0
     iterations: int = 0
 
-    def add(self, loss: object, seconds: float) -> None:
+    def add(self, loss: float | None, seconds: float) -> None:
         if loss is not None:
             self.loss_sum += float(loss)
             self.loss_count += 1
@@ -187,7 +202,7 @@ def _progress(dist: Dist, done: int, interval: _Interval, line: Progress) -> flo
     return loss
 
 
-def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dist: Dist,
+def train_loop(step: Callable[[], object], opts: DriverOptions, dist: Dist,
                stop: StopCondition, meter: EnergyMeter, progress: Progress,
                clock: Callable[[], float] = time.perf_counter) -> LoopResult:
     """Runs `step` (one iteration: fetch, forward, backward, update; returns
@@ -196,7 +211,8 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
     measured around the loop and provenance recorded before it; every
     iteration's loss and skipped update is kept (caraml/node/numerics.py)."""
     hostnames = dist.gather_objects(dist.hostname)
-    provenance.record(dist, opts.energy_dir if opts.measures_energy else None, hostnames)
+    evidence_dir = opts.energy_dir if opts.measures_energy else None
+    provenance.record(dist, evidence_dir, hostnames)
     timer = IterationTimer(opts.warmup_iters, sync=dist.sync, clock=clock)
     interval, loss, done, warmup_s, cpu_at_start = _Interval(), math.nan, 0, 0.0, math.nan
     vote = _StopVote(dist, stop)
@@ -231,16 +247,20 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
     foreign = provenance.report_load_at_end(dist, hostnames)
     return LoopResult(done, timer.durations, len(set(hostnames)), loss,
                       stop_reason(dist.gather_objects(reason)), account.fields(dist),
-                      cpu_s=cpu_s, foreign_cpu_pct=foreign)
+                      cpu_s=cpu_s, foreign_cpu_pct=foreign, evidence_dir=evidence_dir,
+                      series=account.series(dist) if evidence_dir else {})
 
 
 def report_result(dist: Dist, result: LoopResult, *,
                   rank_line: Callable[[list[float]], dict],
-                  global_line: Callable[[TimingStats | None], dict]) -> int:
+                  global_line: Callable[[TimingStats | None], dict],
+                  work: Mapping[str, object] | None = None) -> int:
     """Every rank calls this. Rank 0 prints the stop line, each rank's line
     (rank_line of its timed iterations) and the global line (global_line of
     the job's iterations, each as long as its slowest rank's; None where no
-    iteration was timed). Returns the exit status."""
+    iteration was timed), and keeps the iterations as raw evidence where
+    the run keeps any (work: what one iteration does, iterations.record).
+    Returns the exit status."""
     timed = bool(result.durations)  # the same on every rank: they stop together
     by_rank = dist.gather_floats(result.durations) if timed else []
     peak_memory = memory.peak(dist)
@@ -249,7 +269,11 @@ def report_result(dist: Dist, result: LoopResult, *,
     report.stop(result.stop_reason)
     for rank, durations in enumerate(by_rank):
         report.emit(f"rank {rank}", **rank_line(durations))
-    job = summarize(slowest_per_iteration(by_rank)) if timed else None
+    slowest = slowest_per_iteration(by_rank) if timed else []
+    job = summarize(slowest) if timed else None
+    if timed and result.evidence_dir is not None:
+        iterations.record(result.evidence_dir, by_rank=by_rank, slowest=slowest,
+                          iterations_total=result.iterations, **result.series, work=work or {})
     report.emit("global", **global_line(job), **(job.spread() if job else {}), nodes=result.nodes,
                 iterations=len(result.durations),
                 iterations_total=result.iterations, loss=result.loss, **result.numerics,
@@ -271,11 +295,11 @@ def _release_frames(error: BaseException | None) -> None:
         error = error.__context__
 
 
-Train = Callable[[object, Dist, StopCondition, EnergyMeter], int]
+Train = Callable[[Opts, Dist, StopCondition, EnergyMeter], int]
 
 
-def listed_or_checked(opts, listing: bool, names: Callable[[], Iterable[str]],
-                      check: Callable[[object], None]) -> object:
+def listed_or_checked(opts: Opts, listing: bool, names: Callable[[], Iterable[str]],
+                      check: Callable[[Opts], None]) -> Opts | int:
     """A driver's options after its input checks, or 0 where the command
     line only asked for the names it knows (--list-models, --list-problems),
     which are printed one a line."""
@@ -286,8 +310,8 @@ def listed_or_checked(opts, listing: bool, names: Callable[[], Iterable[str]],
     return opts
 
 
-def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], object],
-         train: Train, *, before_init: Callable[[object], None] | None = None) -> int:
+def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], Opts | int],
+         train: Train[Opts], *, before_init: Callable[[Opts], None] | None = None) -> int:
     """parse(argv) gives the options (or an exit status where the command
     line only asked a question); train(options, dist, stop, meter) runs
     between joining and leaving the process group and returns the status."""
@@ -319,8 +343,9 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
             with contextlib.ExitStack() as held:
                 # every rank reads its limit before any sets one (caraml/node/power_limit_run.py)
                 agreed(dist, lambda: power_limit_run.record_at_start(opts, dist))
-                if opts.power_limit is not None:
-                    agreed(dist, lambda: held.enter_context(power_limit_run.limited_power(opts, dist)))
+                point = opts.power_limit
+                if point is not None:
+                    agreed(dist, lambda: held.enter_context(power_limit_run.limited_power(opts, point, dist)))
                 return train(opts, dist, stop, meter)
         except BenchmarkInputError as e:
             _release_frames(e)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-
-from caraml.row import verdict
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ class Row:
     # why a row whose job ran and measured energy has no energy figure (its record gone)
     energy_missing: str | None = None
     # the nodes' energy from the centre's meter, as Slurm's energy accounting
-    # read it (caraml/login/node_energy.py): its own figure beside jpwr's,
+    # read it (caraml/job/node_energy.py): its own figure beside jpwr's,
     # never added to it. Its state (measured, none, failed, missing,
     # unreadable, incomplete) and why there is no figure; node_wh only where
     # the meter covers whole nodes (scope node), over its window (job: the job
@@ -203,7 +202,7 @@ KINDS = {f.name: ("pairs" if f.type.startswith("dict") else "words" if f.type.st
          for f in dataclasses.fields(Row)}
 
 
-def _typed(name: str, value: object) -> object:
+def _typed(name: str, value: Any) -> Any:
     """A stored value as its field's kind (JSON keeps 4 and 4.0 apart; a
     file of another tool may not)."""
     kind = KINDS[name]
@@ -236,12 +235,6 @@ def make(values: dict) -> Row:
     if bad:
         kept["not_finite"] = tuple(dict.fromkeys((*kept.get("not_finite", ()), *bad)))
     return Row(**{name: _typed(name, value) for name, value in kept.items()})
-
-
-def judged(row: Row) -> Row:
-    """The row with the one verdict on it."""
-    why = verdict.judge(row)
-    return dataclasses.replace(row, measurement=not why, not_a_measurement=why)
 
 
 def timed_span(iterations: float | None, per_iteration_s: float | None,

@@ -2,8 +2,9 @@
 caraml-row/2, one key per field. A row.json of the schema before
 (caraml-row/1, nested: system, config, throughput, mfu, energy with its
 windows, power_limit, memory, status, provenance) is read into the same
-record, judged by the same verdict (caraml/row/verdict.py), so runs of
-earlier years compare with today's and stay in the history. Standard
+record; a row of either schema is judged by today's verdict as it is read
+(caraml/row/verdict.py), so runs of earlier years compare with today's
+and stay in the history, and no written verdict is taken at its word. Standard
 library only (login node)."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from caraml.row.record import FIELDS, Row, gpu_work_per_wh, judged, make, timed_span
+from caraml.row.record import FIELDS, Row, gpu_work_per_wh, make, timed_span
+from caraml.row.verdict import judged
 
 SCHEMA = "caraml-row/2"
 OLD_SCHEMA = "caraml-row/1"
@@ -19,16 +21,16 @@ FILE_NAME = "row.json"
 
 
 def from_dict(data: dict) -> Row:
-    """A row of either schema, judged."""
+    """A row of either schema, judged again by today's verdict: a verdict
+    written into the file is never taken (the audit names one its figures
+    do not earn, caraml/audit)."""
     if not isinstance(data, dict):
         raise ValueError(f"not a row but {type(data).__name__}")
     if data.get("schema") == OLD_SCHEMA:
         return judged(_from_old(data))
     if data.get("schema") != SCHEMA:
         raise ValueError(f"schema {data.get('schema')!r}, not {SCHEMA!r} or {OLD_SCHEMA!r}")
-    row = make({name: data[name] for name in FIELDS if name in data})
-    # a verdict given on figures that are no numbers cannot stand
-    return judged(row) if row.not_finite else row
+    return judged(make({name: data[name] for name in FIELDS if name in data}))
 
 
 def to_dict(row: Row) -> dict:
@@ -68,9 +70,10 @@ def write(row: Row, folder: Path) -> Path:
 
 
 def _part(data: dict, *keys: str) -> dict:
+    found: object = data
     for key in keys:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data if isinstance(data, dict) else {}
+        found = found.get(key) if isinstance(found, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def _from_old(data: dict) -> Row:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from caraml import benchmarks, report
-from caraml.job_log import read_log
+from caraml.job.log import read_log
 from caraml.row import history
 from caraml.row.decide import decide_row
 from caraml.row.evidence import Evidence, data_errors, job_texts, node_energy
@@ -43,7 +43,7 @@ def combine_energy(stage: Path, energy_dir: str) -> dict[str, str]:
     return {"jpwr": read_log(out).text, "jpwr.err": read_log(err).text, "jpwr.status": str(status)}
 
 
-def decide(benchmark: str, params: dict[str, str], stage: Path) -> Row:
+def decide_stage(benchmark: str, params: dict[str, str], stage: Path) -> Row:
     texts = job_texts(stage, params.get("done_file") or "ready")
     # the data step ran in its own folder of the stage, named as its step (caraml/regression/plan.py)
     step = benchmarks.get(benchmark).data_step
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         params = json.loads(args.params.read_text())
         if not isinstance(params, dict):
             raise ValueError("not a JSON object of parameter names and values")
-        row = decide(args.benchmark, {str(k): str(v) for k, v in params.items()}, stage)
+        row = decide_stage(args.benchmark, {str(k): str(v) for k, v in params.items()}, stage)
     except (OSError, ValueError, KeyError, subprocess.SubprocessError) as error:
         row = undecided(args.benchmark, stage, error)
         report.error(f"{args.params}: {row.reason}")

@@ -22,14 +22,16 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from caraml.job_log import START, requeue_causes
+from caraml.job.log import START, requeue_causes
 from caraml.report import WINDOW_REACHED
 from caraml.row.evidence import DONE, SIGNAL_FILE, Evidence
 
 STATES = ("ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending", "running")
 BUILD_STATES = ("built", "failed", "dry-run", "queued", "building")
-# The states that are measurements; every other row is left out of every figure.
-MEASURED = ("ok", "ok-stopped-early")
+# The states of a job that ran to its figures (whether a row is a
+# measurement is the verdict's: caraml/row/verdict.py); every other row is
+# left out of every figure.
+RAN = ("ok", "ok-stopped-early")
 # The job script's own error marker, and the suite's one-line errors
 _ERROR = re.compile(r"^(?:CARAML ERROR: |(?=job exited with ))(.*)$", re.MULTILINE)
 _END = re.compile(r"^CARAML job: end=\S+ status=(-?\d+)", re.MULTILINE)
@@ -44,13 +46,13 @@ class Status:
     state: str
     reason: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.state not in STATES + BUILD_STATES:
             raise ValueError(f"unknown row state {self.state!r}")
 
-    @property
-    def measured(self) -> bool:
-        return self.state in MEASURED
+
+# what asks Slurm for a job's state and reason (tests give their own)
+SlurmState = Callable[[str], "tuple[str, str] | None"]
 
 
 def slurm_state(job_id: str) -> tuple[str, str] | None:
@@ -68,8 +70,8 @@ def slurm_state(job_id: str) -> tuple[str, str] | None:
     return state, reason
 
 
-def _first_error(ev: Evidence, names=("data.stderr", "stderr", "error", "job.err", "job.out")
-                 ) -> str | None:
+def _first_error(ev: Evidence, names: tuple[str, ...] = ("data.stderr", "stderr", "error", "job.err",
+                                                         "job.out")) -> str | None:
     # the data step first: the execute step never ran when it failed
     for name in names:
         found = _ERROR.search(ev.texts.get(name, ""))
@@ -118,8 +120,7 @@ def _dry_run_reason(job: str, no_account: bool) -> str:
     return f"job script {short} written and not submitted"
 
 
-def _waiting(ev: Evidence, slurm_state: Callable[[str], tuple[str, str] | None] | None,
-             said: str = "") -> Status:
+def _waiting(ev: Evidence, slurm_state: SlurmState | None, said: str = "") -> Status:
     """A job submitted that has not started (again): pending with Slurm's
     reason where Slurm holds it, else queued; `said` after either."""
     submitted = _SUBMITTED.search(ev.text("stdout"))
@@ -129,7 +130,8 @@ def _waiting(ev: Evidence, slurm_state: Callable[[str], tuple[str, str] | None] 
     return Status("queued", said)
 
 
-def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> Status:
+def decide_status(ev: Evidence, *, has_throughput: bool,
+                  slurm_state: SlurmState | None = slurm_state) -> Status:
     """The status of a work package from its markers, first rule that holds."""
     again = requeue_causes(ev.text("job.out"))
     if again:  # the last attempt ended, and Slurm runs the job again
@@ -177,8 +179,10 @@ def decide_build(ev: Evidence) -> Status:
     job script): built once the job ended with status 0."""
     error = _first_error(ev)
     end = _END.search(ev.text("job.out"))
-    if error or (end and end.group(1) != "0"):
-        return Status("failed", error or f"job exited with status {end.group(1)}")
+    if error:
+        return Status("failed", error)
+    if end and end.group(1) != "0":
+        return Status("failed", f"job exited with status {end.group(1)}")
     if end:
         return Status("built", "")
     planned = ev.text("stderr", "stdout")

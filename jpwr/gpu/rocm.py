@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Callable
+from types import ModuleType
 
 from jpwr.gpu.visible import hip_visible
 from jpwr.method import Channel, Method, MethodUnavailable
@@ -24,13 +26,13 @@ _POWER_KEYS = ("socket_power", "current_socket_power", "average_socket_power")
 class AmdSmiLibrary:
     has_counter = True
 
-    def __init__(self, amdsmi) -> None:
+    def __init__(self, amdsmi: ModuleType) -> None:
         self._lib = amdsmi
         amdsmi.amdsmi_init()
         self.handles = amdsmi.amdsmi_get_processor_handles()
         self.uuids = [self._uuid(h) for h in self.handles]
 
-    def _uuid(self, handle) -> str:
+    def _uuid(self, handle: object) -> str:
         try:
             return str(self._lib.amdsmi_get_gpu_device_uuid(handle))
         except Exception:  # noqa: BLE001 - UUIDs only matter for UUID entries in *_VISIBLE_DEVICES
@@ -48,7 +50,7 @@ class AmdSmiLibrary:
         count = self._lib.amdsmi_get_energy_count(self.handles[index])
         # The accumulator's key was 'power' before ROCm 6.2.
         ticks = count.get("energy_accumulator", count.get("power"))
-        return ticks * count["counter_resolution"] * 1e-6
+        return float(ticks * count["counter_resolution"] * 1e-6)
 
     def close(self) -> None:
         self._lib.amdsmi_shut_down()
@@ -57,7 +59,7 @@ class AmdSmiLibrary:
 class PyrsmiLibrary:
     has_counter = False
 
-    def __init__(self, rocml) -> None:
+    def __init__(self, rocml: ModuleType) -> None:
         self._lib = rocml
         rocml.smi_initialize()
         count = rocml.smi_get_device_count()
@@ -75,7 +77,7 @@ class PyrsmiLibrary:
         self._lib.smi_shutdown()
 
 
-def _open_library():
+def _open_library() -> AmdSmiLibrary | PyrsmiLibrary:
     for module, wrapper in (("amdsmi", AmdSmiLibrary), ("pyrsmi.rocml", PyrsmiLibrary)):
         try:
             binding = importlib.import_module(module)
@@ -83,7 +85,7 @@ def _open_library():
             continue
         try:
             return wrapper(binding)
-        except Exception as err:  # noqa: BLE001 - vendor exception types
+        except Exception as err:  # vendor exception types
             raise MethodUnavailable(f"rocm: {module} did not start ({one_line(err)})") from err
     raise MethodUnavailable("rocm: neither Python module 'amdsmi' nor 'pyrsmi' is installed "
                             "(amdsmi ships with ROCm, extra 'rocm')")
@@ -107,7 +109,7 @@ class RocmPower(Method):
         self.channels = [Channel(f"gpu{i}", info=self._lib.uuids[i]) for i in candidates]
 
     def read(self) -> list[float]:
-        return [self._value(k, lambda i=i: self._lib.power_w(i))
+        return [self._value(k, lambda: self._lib.power_w(i))
                 for k, i in enumerate(self._indices)]
 
     def energy_j(self) -> list[float] | None:
@@ -118,6 +120,8 @@ class RocmPower(Method):
     def _counter_j(self, index: int) -> float:
         # Not supported in VMs and on some boards: NaN, and read() reports a
         # GPU that is lost altogether.
+        if not isinstance(self._lib, AmdSmiLibrary):
+            return math.nan  # pyrsmi has no counter
         try:
             return self._lib.energy_j(index)
         except Exception:  # noqa: BLE001
@@ -127,6 +131,52 @@ class RocmPower(Method):
         try:
             self._lib.close()
         except Exception:  # noqa: BLE001 - already shut down or driver gone
+            pass
+
+
+def _asked(call: Callable[[object], object] | None, handle: object, key: str | None = None) -> str | None:
+    """An amdsmi answer (or its key of a dict answer) as text; None where
+    the device has none, or this amdsmi lacks the call (call None)."""
+    if call is None:
+        return None
+    try:
+        value = call(handle)
+        if key is not None:
+            value = value.get(key) if isinstance(value, dict) else None
+    except Exception:  # noqa: BLE001 - amdsmi's exceptions, a call this version lacks
+        return None
+    return None if value in (None, "", "N/A") else str(value)
+
+
+def identity() -> list[dict]:
+    """Every AMD GPU of this node by what tells it from another of its kind:
+    amdsmi's index, name, UUID, board serial, PCI bus id (BDF), VBIOS and
+    the driver's version; [] where amdsmi does not start here."""
+    try:
+        lib = importlib.import_module("amdsmi")
+        lib.amdsmi_init()
+    except Exception:  # noqa: BLE001 - no amdsmi (pyrsmi names no device): nothing to name
+        return []
+    try:
+        out = []
+        for index, handle in enumerate(lib.amdsmi_get_processor_handles()):
+            serial = _asked(getattr(lib, "amdsmi_get_gpu_board_info", None), handle, "product_serial") \
+                or _asked(getattr(lib, "amdsmi_get_gpu_asic_info", None), handle, "asic_serial")
+            out.append({"library": "amdsmi", "index": index,
+                        "name": _asked(getattr(lib, "amdsmi_get_gpu_asic_info", None), handle, "market_name"),
+                        "uuid": _asked(lib.amdsmi_get_gpu_device_uuid, handle), "serial": serial,
+                        "pci_bus_id": _asked(getattr(lib, "amdsmi_get_gpu_device_bdf", None), handle),
+                        "firmware": _asked(getattr(lib, "amdsmi_get_gpu_vbios_info", None), handle,
+                                           "version"),
+                        "driver": _asked(getattr(lib, "amdsmi_get_gpu_driver_info", None), handle,
+                                         "driver_version")})
+        return out
+    except Exception:  # noqa: BLE001 - a GPU lost while listing
+        return []
+    finally:
+        try:
+            lib.amdsmi_shut_down()
+        except Exception:  # noqa: BLE001
             pass
 
 

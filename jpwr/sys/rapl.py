@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from pathlib import Path
 
 from jpwr.energy import BACKWARDS
 from jpwr.method import Channel, Method, MethodUnavailable
@@ -27,7 +28,7 @@ WRAP_LIMIT_W = 10_000.0
 class RaplZone:
     """One energy counter, turned into increments that survive wraparound."""
 
-    def __init__(self, energy_path, max_range_uj: int) -> None:
+    def __init__(self, energy_path: Path, max_range_uj: int) -> None:
         self.energy_path = energy_path
         self.max_range_uj = max_range_uj
         self.total_uj = 0
@@ -88,7 +89,7 @@ class RaplZone:
         return step * 1e-6 / (now - then)
 
 
-def _zone_name(zone) -> str:
+def _zone_name(zone: Path) -> str:
     """package-0, package-0/core, package-0/dram, psys, ..."""
     name = read_text(zone / "name")
     parent = zone.parent / zone.name.rsplit(":", 1)[0]
@@ -130,10 +131,10 @@ class RaplPower(Method):
 
     def read(self) -> list[float]:
         now = time.monotonic()
-        return [self._value(i, lambda z=zone: z.advance(now)) for i, zone in enumerate(self._zones)]
+        return [self._value(i, lambda: zone.advance(now)) for i, zone in enumerate(self._zones)]
 
     def energy_j(self) -> list[float]:
-        return [self._value(i, lambda z=zone: z.live_total_uj() * 1e-6)
+        return [self._value(i, lambda: zone.live_total_uj() * 1e-6)
                 for i, zone in enumerate(self._zones)]
 
     def refusals(self) -> list[str]:

@@ -8,12 +8,12 @@ import json
 
 import pandas as pd
 
-from caraml.compare import cli, comparison
+from caraml.compare import comparison
 from tests.compare import rowfixtures as fx
 
 
 def _error(capsys, argv) -> str:
-    assert cli.main(argv) == comparison.BAD_INPUT
+    assert fx.compare(argv) == comparison.BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("caraml-compare: error: ")
     return err
@@ -38,10 +38,10 @@ def test_a_failed_system_stays_in_the_report_and_the_exit_status_is_1(tmp_path, 
     bad = fx.write_run(tmp_path, "h100", [fx.failed(reason="CUDA out of memory"),
                                           fx.failed(reason="NCCL timeout", global_batch=1024)])
     out = tmp_path / "out"
-    assert cli.main([str(good), str(bad), "--out", str(out), "--no-references"]) == comparison.SYSTEM_FAILED
+    assert fx.compare([str(good), str(bad), "--out", str(out), "--no-references"]) == comparison.SYSTEM_FAILED
     printed = capsys.readouterr().out
-    assert "failed benchmark: H100 llm: no measured row (2 rows: failed: CUDA out of memory; failed: NCCL timeout)" \
-        in printed
+    assert ("failed benchmark: H100 llm: no measured row (2 rows: failed: CUDA out of memory; "
+            "failed: NCCL timeout)") in printed
     page = (out / "report.html").read_text()
     assert "H100 llm: no measured row" in page and "exit status 1" in printed
     head = pd.read_csv(out / "headline.csv")
@@ -58,7 +58,7 @@ def test_a_run_without_row_json_and_an_unreadable_row_become_failed_lines(tmp_pa
     row_file = next(old.glob("*/*/work/row.json"))
     row_file.write_text(json.dumps({"schema": "caraml-row/0"}))
     out = tmp_path / "out"
-    assert cli.main([str(good), f"X={empty.parent}", f"OLD={old}", "--out", str(out),
+    assert fx.compare([str(good), f"X={empty.parent}", f"OLD={old}", "--out", str(out),
                      "--no-references"]) == comparison.SYSTEM_FAILED
     table = pd.read_csv(out / "comparison.csv", keep_default_na=False).set_index("system")
     assert table.loc["X", "state"] == "failed"
@@ -73,7 +73,7 @@ def test_all_runs_keeps_an_old_failed_run_beside_the_good_one(tmp_path):
     fx.write_run(root, "llm", [fx.failed(name="A100", reason="node failure")], run_id=0)
     fx.write_run(root, "llm", [fx.a100()], run_id=1)
     out = tmp_path / "out"
-    assert cli.main([str(root / "llm"), "--all-runs", "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([str(root / "llm"), "--all-runs", "--out", str(out), "--no-references"]) == 0
     table = pd.read_csv(out / "comparison.csv")
     assert table["state"].tolist() == ["failed", "ok"]
 
@@ -94,15 +94,16 @@ def test_an_unknown_reference_system(tmp_path, capsys):
 def test_a_row_that_stopped_early_is_a_measurement_that_keeps_its_reason(tmp_path):
     path = fx.write_run(tmp_path, "a", [fx.a100(state="ok-stopped-early", reason="walltime after 40 of 90")])
     out = tmp_path / "out"
-    assert cli.main([str(path), "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([str(path), "--out", str(out), "--no-references"]) == 0
     markdown = (out / "comparison_llm.md").read_text()
     assert "| ok-stopped-early: walltime after 40 of 90 | 77,600 |" in markdown
 
 
 def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
-    path = fx.write_run(tmp_path, "a", [fx.a100(estimated=True)])
+    # two runs of the same figures (one run under two names is refused)
+    a, b = (fx.write_run(tmp_path, name, [fx.a100(estimated=True)]) for name in ("a", "b"))
     out = tmp_path / "out"
-    assert cli.main([f"A={path}", f"B={path}", "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([f"A={a}", f"B={b}", "--out", str(out), "--no-references"]) == 0
     lines = (out / "comparison_llm.md").read_text().splitlines()
     head = [line for line in lines if line.startswith("| B ")][0]
     cells = [c.strip() for c in head.strip("|").split("|")]
@@ -128,10 +129,46 @@ def test_a_run_path_holding_an_equals_sign_is_compared_with_or_without_a_label(t
 def test_a_row_of_a_run_still_going_says_why_it_is_no_measurement_yet(tmp_path, capsys):
     good = fx.write_run(tmp_path, "a", [fx.a100()])
     live = fx.write_run(tmp_path, "g", [fx.gh200(state="running")])
-    assert cli.main([f"A100={good}", f"GH200={live}", "--out", str(tmp_path / "out"),
+    assert fx.compare([f"A100={good}", f"GH200={live}", "--out", str(tmp_path / "out"),
                      "--no-references"]) == 1
     out = capsys.readouterr().out
     assert ("not a measurement: GH200 llm 800M bf16 seq 2048: running: the job has not ended yet: "
             "its row is decided once `jube continue` has seen it end") in out, out
     page = (tmp_path / "out" / "report.html").read_text()
     assert "running: the job has not ended yet" in page
+
+
+def test_quiet_prints_the_alerts_alone_and_verbose_what_was_read_and_how_long_it_took(tmp_path, capsys,
+                                                                                    monkeypatch):
+    monkeypatch.delenv("CARAML_LOG_LEVEL", raising=False)
+    good = fx.write_run(tmp_path, "a100", [fx.a100()])
+    bad = fx.write_run(tmp_path, "h100", [fx.failed(reason="CUDA out of memory")])
+    printed = {}
+    for level in ("-q", "", "-v"):
+        args = [str(good), str(bad), "--out", str(tmp_path / f"out{level}"), "--no-references"]
+        assert fx.compare([*args, *filter(None, [level])]) == comparison.SYSTEM_FAILED
+        printed[level] = capsys.readouterr().out.replace(str(tmp_path / f"out{level}"), "OUT").splitlines()
+    alert = "failed benchmark: H100 llm: no measured row (1 rows: failed: CUDA out of memory)"
+    assert printed["-q"] == [alert]
+    assert alert in printed[""] and any(line.startswith("wrote ") for line in printed[""])
+    assert not any(line.startswith(("computed:", "written:")) for line in printed[""])
+    assert set(printed[""]) < set(printed["-v"])
+    assert any(line.startswith("computed: 2 rows of 2 systems against A100 in ") for line in printed["-v"])
+    assert any(line.startswith("written: ") and " CPU in this process)" in line for line in printed["-v"])
+    monkeypatch.setenv("CARAML_LOG_LEVEL", "WARNING")
+    assert fx.compare([str(good), str(bad), "--out", str(tmp_path / "env"), "--no-references"]) == 1
+    assert capsys.readouterr().out.splitlines() == [alert]
+    monkeypatch.setenv("CARAML_LOG_LEVEL", "chatty")
+    assert fx.compare([str(good), "--out", str(tmp_path / "bad"), "--no-references"]) == comparison.BAD_INPUT
+    assert "caraml-compare: error: CARAML_LOG_LEVEL=chatty is no log level" in capsys.readouterr().err
+
+
+def test_a_run_with_no_measurement_is_checked_against_the_references_without_a_check(tmp_path, capsys):
+    """No measurement, so nothing to check against a band: the report is
+    written, its one line names why."""
+    path = fx.write_run(tmp_path, "cpu", [fx.smoke("CPU")])
+    assert fx.compare([f"CPU={path}", "--out", str(tmp_path / "out")]) == comparison.SYSTEM_FAILED
+    printed = capsys.readouterr().out
+    assert ("failed benchmark: CPU llm: no measured row (1 rows: not a measurement (4 timed "
+            "iterations") in printed
+    assert (tmp_path / "out" / "report.html").is_file()

@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from caraml import jube_run
-from caraml.compare import cli, comparison
+from caraml.compare import comparison
 from caraml.row import history, row_json
 from tests.compare import rowfixtures as fx
 
@@ -93,12 +93,14 @@ def test_an_older_history_gains_new_columns_filled_from_its_rows_and_keeps_its_o
     old = fx.a100(per_s_per_device=19000.0)
     con.execute("INSERT INTO history (run_uuid, host, recorded_at, row_json, status, timed_work_per_wh) "
                 "VALUES ('u', 'h', '2026-01-01', ?, 'ok', 1.5)", [json.dumps(old)])
-    con.execute("INSERT INTO history (run_uuid, host, recorded_at, row_json) VALUES ('v', 'h', '2026-01-02', '{}')")
+    con.execute("INSERT INTO history (run_uuid, host, recorded_at, row_json) "
+                "VALUES ('v', 'h', '2026-01-02', '{}')")
     con.commit()
     con.close()
     monkeypatch.setenv(history.ENV, str(db))
     _record(tmp_path, "a", fx.a100())
-    lines = _lines(db, "select status, timed_work_per_wh, state, per_s, measurement from history order by row_id")
+    lines = _lines(db, "select status, timed_work_per_wh, state, per_s, measurement "
+                       "from history order by row_id")
     # the old columns stay as they were; the record's columns hold the old line's row too
     assert [tuple(line.values()) for line in lines] == [("ok", 1.5, "ok", 76000.0, 1), (None,) * 5,
                                                         (None, None, "ok", 77560.0, 1)]
@@ -112,7 +114,8 @@ def test_only_rows_of_real_runs_are_kept_a_dry_run_and_a_job_not_ended_are_not(t
         history.record(dataclasses.replace(row, state=state, reason=""), work)
     # a ReFrame check's planning is a dry run of the JUBE script: a refusal there is no failed run
     history.record(dataclasses.replace(row, state="failed", reason="unknown tag A200", dry_run=True), work)
-    assert [line["state"] for line in _lines(db, "select state from history order by row_id")] == ["ok", "failed"]
+    states = _lines(db, "select state from history order by row_id")
+    assert [line["state"] for line in states] == ["ok", "failed"]
 
 
 def test_a_history_that_cannot_be_written_costs_one_line_not_the_row(tmp_path, monkeypatch, capsys):
@@ -139,13 +142,14 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
     _record(tmp_path / "s", "mi300x", _dated(fx.smoke, 41500.0, 24, "ccc3333"))
     out = tmp_path / "out"
     # the A100's latest point (15 000 < 0.85 x 19 390) ends its series below the published band
-    assert cli.main(["--history", str(db), "--out", str(out)]) == comparison.BELOW_BAND
+    assert fx.compare(["--history", str(db), "--out", str(out)]) == comparison.BELOW_BAND
     printed = capsys.readouterr().out
     assert "BELOW BAND: A100 llm 800M bf16 seq 2048: 15,000 tokens/s per GPU on 2026-11-24 (commit " \
            "ccc3333" in printed
     # and against its own earlier run: 21 % below 19,000, beyond the 5 % a healthy system varies by
-    assert "DROP: A100 21 % below its run of 2026-11-20 (llm 800M bf16 seq 2048: 15,000 tokens/s per GPU on " \
-           "2026-11-24, commit ccc3333" in printed and "GH200" not in printed.split("DROP:")[1]
+    assert ("DROP: A100 21 % below its run of 2026-11-20 (llm 800M bf16 seq 2048: 15,000 tokens/s per GPU "
+            "on 2026-11-24, commit ccc3333") in printed
+    assert "GH200" not in printed.split("DROP:")[1]
     points = pd.read_csv(out / "history.csv")
     assert points.groupby("system")["per_s_per_device"].apply(list).to_dict() == {
         "A100": [19000.0, 15000.0], "GH200": [47000.0, 47001.0], "MI300X": [41500.0]}
@@ -156,7 +160,7 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
     assert points.set_index("system").loc["MI300X", "verdict"] == "not a measurement"
     assert "MI300X" in page.split('id="not-measured"')[1]
     # without bands the A100's drop against its own earlier run is what is left
-    assert cli.main(["--history", str(db), "--out", str(tmp_path / "o2"), "--no-references"]) == \
+    assert fx.compare(["--history", str(db), "--out", str(tmp_path / "o2"), "--no-references"]) == \
         comparison.DROPPED
 
 
@@ -166,7 +170,7 @@ def test_the_history_draws_a_sweeps_default_limit_row_and_not_its_capped_points(
     for work in sorted(run.glob("*_execute/work")):
         history.record(row_json.read(work / "row.json"), work)
     out = tmp_path / "out"
-    assert cli.main(["--history", str(db), "--out", str(out), "--no-references"]) == 0
+    assert fx.compare(["--history", str(db), "--out", str(out), "--no-references"]) == 0
     assert list(pd.read_csv(out / "history.csv")["per_s_per_device"]) == [19390.0]
 
 
@@ -179,7 +183,7 @@ def test_the_history_draws_a_sweeps_default_limit_row_and_not_its_capped_points(
 def test_a_bad_history_argument_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     (tmp_path / "bad.sqlite").write_text("not sqlite")
     argv = [a.format(tmp=tmp_path) for a in argv]
-    assert cli.main([*argv, "--out", str(tmp_path / "out")]) == comparison.BAD_INPUT
+    assert fx.compare([*argv, "--out", str(tmp_path / "out")]) == comparison.BAD_INPUT
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
@@ -188,7 +192,7 @@ def test_a_drop_against_the_series_own_earlier_runs_alone_exits_4(tmp_path, db, 
     # 17,000 is within A100's published band (above 0.85 x 19 390) but 16 % below its own runs before
     for i, (value, day) in enumerate([(20000.0, 18), (20400.0, 20), (17000.0, 24)]):
         _record(tmp_path / f"a{i}", "a100", _dated(fx.a100, value, day, f"c{i}"))
-    assert cli.main(["--history", str(db), "--out", str(tmp_path / "out")]) == comparison.DROPPED
+    assert fx.compare(["--history", str(db), "--out", str(tmp_path / "out")]) == comparison.DROPPED
     printed = capsys.readouterr().out
     assert "DROP: A100 16 % below its 2 runs of 2026-11-18 to 2026-11-20" in printed
     assert "BELOW BAND" not in printed

@@ -1,5 +1,5 @@
 """A job's logs are read as streams, with memory bounded whatever their size
-(caraml/job_log.py read_log): a job.out of many progress lines (a driver
+(caraml/job/log.py read_log): a job.out of many progress lines (a driver
 left at a chatty log level, a run of days) does not stall the row step or
 the job script's exit handler, and the lines they read are still found,
 at its end and between its edges. The memory a read takes is measured with
@@ -11,7 +11,7 @@ import tracemalloc
 
 import pytest
 
-from caraml import failure
+from caraml.job import failure
 from caraml.row.decide import decide_row
 from caraml.row.evidence import gather
 from tests.caraml.row_packages import JPWR, LLM_GLOBAL, PROVENANCE, START, execute, finished_job, run_dir

@@ -1,4 +1,4 @@
-"""The nodes' energy from Slurm's meter (caraml/login/node_energy.py) never
+"""The nodes' energy from Slurm's meter (caraml/job/node_energy.py) never
 gives a figure the meter cannot give: a meter that restarts (Slurm's
 unsigned sum wraps), one that stands still while the job runs, and a wall
 clock that steps between the job's two readings. The job script's two
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from caraml.login import node_energy
-from caraml.login.node_energy import FILE_NAME, main, read_node_energy
+from caraml.job import node_energy
+from caraml.job.node_energy import FILE_NAME, main, read_node_energy
 from caraml.row.facts import node_energy as row_fields
 
 CONFIG = ("AcctGatherEnergyType    = acct_gather_energy/pm_counters\n"

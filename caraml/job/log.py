@@ -3,9 +3,9 @@ line, once per attempt of a job Slurm requeued (a node that failed,
 `scontrol requeue`), with the requeues before it, and the line an attempt
 that Slurm runs again ends with, which keeps its cause. Slurm appends a
 requeued job's output to what the attempt it stopped wrote, so a job's
-failure cause (caraml/failure.py) and its row (caraml/row/evidence.py) are
-read from the last attempt on, and the earlier attempts' causes from these
-lines.
+failure cause (caraml/job/failure.py) and its row (caraml/row/evidence.py)
+are read from the last attempt on, and the earlier attempts' causes from
+these lines.
 
 A log is read as a stream, with memory bounded whatever its size
 (read_log): an attempt is kept whole up to WHOLE_BYTES; beyond that, its
@@ -23,7 +23,7 @@ from pathlib import Path
 
 START = re.compile(r"^CARAML job: start=(\S+).*$", re.MULTILINE)
 _REQUEUED = re.compile(r"^CARAML job: start=.* requeued=(\d+)\s*$", re.MULTILINE)
-# an attempt that Slurm runs again: its cause, as caraml/failure.py names it
+# an attempt that Slurm runs again: its cause, as caraml/job/failure.py names it
 AGAIN = "CARAML job requeued:"
 _AGAIN = re.compile(rf"^{AGAIN} (.*)$", re.MULTILINE)
 
@@ -50,7 +50,7 @@ LINE_BYTES = 64 * 2**10
 BLOCK_BYTES = 2**20
 # the job script's lines that split a log into attempts and keep their causes
 _MARKS = re.compile(rb"^(?:CARAML job: start=|" + re.escape(AGAIN.encode()) + rb" )[^\n]*\n", re.MULTILINE)
-# what the readers look for between the edges of a long log (caraml/failure.py,
+# what the readers look for between the edges of a long log (caraml/job/failure.py,
 # caraml/row/): the suite's lines, exceptions, Slurm's and torchrun's summaries
 # (two patterns: one with both is several times slower)
 _LOOKED_FOR = (re.compile(rb"CARAML|Error|Exception|Traceback|\*\*\*|Root Cause|exitcode"),
