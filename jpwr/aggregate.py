@@ -673,9 +673,9 @@ def summary_line(summary: dict) -> str:
 
 def result_lines(table: pd.DataFrame, job: Job) -> list[str]:
     """The lines `jpwr combine` ends with, which a result table reads: the
-    summary of the job's table (combine_job), each host's part, each
-    scope's total and each named window."""
-    return ([summary_line(summarize(table))] + host_lines(table) + scope_lines(table)
+    summary of the job's table (combine_job), each channel whose figure was
+    refused, each host's part, each scope's total and each named window."""
+    return ([summary_line(summarize(table))] + refused_lines(table) + host_lines(table) + scope_lines(table)
             + window_lines(job_windows(job)))
 
 

@@ -43,6 +43,14 @@ from caraml.regression.plan import (
 from caraml.row.row_json import read
 
 
+def _started() -> float:
+    """When this process started, in seconds since the epoch (to the second: the boot time's)."""
+    ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    boot = next(int(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                if line.startswith("btime "))
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _logs_under_the_prefix() -> None:
     """ReFrame's own logs that a configuration leaves in the temporary folder
     (rfm-*.log: the start-up log of every run, and a centre's configuration
@@ -66,11 +74,10 @@ def _logs_under_the_prefix() -> None:
             shutil.move(old, new)
             handler.baseFilename, handler.mode = str(new), "a"
             handler.stream = handler._open()
-    started = Path(f"/proc/{os.getpid()}").stat().st_ctime
     for log in tmp.glob("rfm-*.log"):
         try:
             made = log.stat()
-            startup = made.st_uid == os.getuid() and made.st_ctime >= started and \
+            startup = made.st_uid == os.getuid() and made.st_ctime >= _started() - 1 and \
                 "Loading user configuration" in log.read_text(errors="replace").partition("\n")[0]
         except OSError:
             continue

@@ -69,7 +69,8 @@ def row_of(jpwr_stdout: str):
     """The row the row model decides from these jpwr lines, for a run long
     enough to be a measurement."""
     from caraml.row.facts import Facts, energy, energy_flags
-    from caraml.row.record import judged, make
+    from caraml.row.record import make
+    from caraml.row.verdict import judged
     fields = energy(jpwr_stdout, Facts(scope_asked="counted", work_total=1000.0, work_timed=None))
     row = judged(make({"state": "ok", "timed_iterations": 20, "timed_s": 60.0, **fields}))
     return row, energy_flags(fields)
