@@ -54,7 +54,8 @@ def draw_history(args: argparse.Namespace) -> int:
     """--history: exit 3 when a series' latest point is below its reference
     band, else 4 when it dropped below the series' earlier runs."""
     refs = reference.load(args.references) if not args.no_references else reference.load_empty()
-    found = trend.write(args.history, refs, args.out)
+    found = trend.find(args.history, refs)
+    output.write_history(found, args.out)
     for line in found.below:
         print(f"BELOW BAND: {line}")
     for line in found.drops:

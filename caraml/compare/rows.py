@@ -187,6 +187,13 @@ def cause(line: pd.Series | dict) -> str:
     return verdict.shown(why) if line["state"] in MEASURED else why
 
 
+def run_name(line: pd.Series) -> str:
+    """The run a row came from, as a reader finds it: its outpath, run folder and date."""
+    folder = Path(str(line["run_dir"]))
+    date = "" if line["date"] in ("n/a", None) else f" of {str(line['date'])[:10]}"
+    return f"{folder.parent.name}/{folder.name}{date}"
+
+
 def check_comparable(rows: pd.DataFrame) -> None:
     """Something must have run (a row that is no measurement is shown, marked); and two or
     more systems that ran something must share a benchmark."""

@@ -37,7 +37,7 @@ def test_a_failed_benchmark_beside_a_good_one_exits_1_naming_system_and_benchmar
     printed = capsys.readouterr().out
     assert "failed benchmark: GB200 image: no measured row (1 rows: failed: CUDA error: no kernel image " \
         "for sm_100)" in printed
-    assert "GB200 llm" not in printed
+    assert "failed benchmark: GB200 llm" not in printed
 
 
 def test_a_row_that_is_no_measurement_is_marked_and_never_ranked_divided_or_extrapolated(committee):
