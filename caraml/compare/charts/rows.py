@@ -62,12 +62,13 @@ def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
 
 
 def heatmaps(lines: pd.DataFrame, out: Path) -> list[Path]:
-    """Total throughput over global batch size and device count, per system and like-for-like group."""
+    """Total throughput over global batch size and device count, per system and like-for-like group
+    that ran more than one of each."""
     paths = []
     for (system, like), group in measured(lines).groupby(["system", "like"], sort=False):
         grid = group.pivot_table(index="devices", columns="global_batch", values="per_s", aggfunc="max")
-        if grid.size < 2:
-            continue  # one cell says nothing a table does not
+        if min(grid.shape) < 2:
+            continue  # one row or column of cells says nothing the table beside it does not
         fig, ax = plt.subplots(figsize=(1.6 + 0.9 * grid.shape[1], 1.4 + 0.6 * grid.shape[0]))
         image = ax.imshow(grid.to_numpy(), cmap="viridis", aspect="auto", origin="lower")
         middle = (grid.min().min() + grid.max().max()) / 2
