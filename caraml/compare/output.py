@@ -43,7 +43,7 @@ def caveats(c: Comparison, decided: Decided) -> list[str]:
     """What the decision's sentences do not cover, right under them: the
     systems left out of a ranking and why, those without a price and why."""
     unpriced = [f"No cost for {item.what}: {item.why}." for item in c.left_out
-                if item.kind == left_out.UNPRICED and item.what in decided.unpriced]
+                if item.kind == left_out.UNPRICED and item.system in decided.unpriced]
     return [*decided.decision.unranked, *unpriced]
 
 
