@@ -265,7 +265,8 @@ def combine(argv: list[str]) -> int:
     parser.add_argument("paths", nargs="+", metavar="PATH")
     try:
         args = parser.parse_args(argv)
-        table = aggregate.combine(args.paths)
+        job = aggregate.read_job(args.paths)
+        table = aggregate.combine_job(job)
         summary = aggregate.summarize(table)
     except ValueError as err:
         say(f"error: {err}")
@@ -277,7 +278,7 @@ def combine(argv: list[str]) -> int:
         table.to_csv(args.out, index=False)
     print(aggregate.summary_line(summary))
     lines = (aggregate.host_lines(table) + aggregate.scope_lines(table)
-             + aggregate.window_lines(aggregate.combine_windows(args.paths)))
+             + aggregate.window_lines(aggregate.job_windows(job)))
     for line in lines:
         print(line)
     sys.stdout.flush()

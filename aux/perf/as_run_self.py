@@ -8,11 +8,16 @@ time-sliced rounds as the peer scripts' (aux/perf/as_run.py), on the
 first CPU-sized problem:
 
     .venv/bin/python aux/perf/as_run_self.py [--side plain|driver] [--energy-methods auto none]
-        [--commits FIRST SECOND] [--rounds 6] [--iterations 600] [--slice 0.5]
+        [--commits FIRST SECOND] [--rounds 6] [--iterations 600] [--slice 0.5] [--refusals N]
 
-Prints every round's ratio (the second side's time per iteration over the
-first's: above 1 the first is faster), their median with its 95 % interval
-(caraml-compare's seeded bootstrap, as the peer scripts') and their range.
+Prints every round (and why one was refused: a side stopped inside a
+timed iteration, or an iteration longer than a turn), then the second
+side's time per iteration over the first's (above 1 the first is faster)
+by the mean, the figure a row reports, by the iteration median and by CPU
+time: the median over the rounds that count with its 95 % interval
+(caraml-compare's seeded bootstrap, as the peer scripts') and their range,
+and the host's load. Too many refused rounds: it says it cannot conclude
+and exits with status 3.
 Where both sides are the same, the ratio's distance from 1x is what the
 method itself cannot resolve. A benchmark, not a test: it judges nothing."""
 
@@ -20,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import as_run  # noqa: E402
-import fno_peers  # noqa: E402
+import as_run
+import fno_peers
 
 
 def parse() -> argparse.Namespace:
@@ -42,6 +46,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--iterations", type=int, default=600)
     p.add_argument("--slice", type=float, default=0.5, help="seconds of each turn")
+    p.add_argument("--refusals", type=int, default=None,
+                   help="refused rounds after which it stops, inconclusive (default: a quarter of --rounds)")
     a = p.parse_args()
     if a.commits and a.side != "driver":
         p.error("--commits compares the driver at two commits: it needs --side driver")
@@ -84,24 +90,29 @@ def main() -> int:
             cmds = [[sys.executable, *fno_peers.driver_args(run, "cpu", str(Path(work) / str(i)),
                                                             methods)]
                     for i, methods in enumerate(a.energy_methods)]
-        ratios = []
-        for r in range(a.rounds):
-            first, second = as_run.time_sliced(*cmds, dict(os.environ), a.slice, r % 2 == 0,
-                                               kinds=(a.side, a.side), cwds=cwds)
-            ratios.append(second.median_s / first.median_s)
-            print(f"# round {r + 1}/{a.rounds}: first {first.median_s:.5f} s, second "
-                  f"{second.median_s:.5f} s per iteration, second / first {ratios[-1]:.3f}",
-                  flush=True)
-    low, high = as_run.median_interval(ratios)
+        def one_round(first_first: bool) -> as_run.Round:
+            return as_run.time_sliced(*cmds, dict(os.environ), a.slice, first_first,
+                                      kinds=(a.side, a.side), cwds=cwds)
+
+        done = as_run.interleaved(a.rounds, one_round, a.refusals, names=("first", "second"))
     what = (f"the FNO's {a.side} loop against itself" if a.side == "plain" else
             f"the FNO driver, --energy-methods {a.energy_methods[0]} (first) and "
             f"{a.energy_methods[1]} (second)")
     if hashes:
         what += f", the code of {hashes[0][:12]} (first) and {hashes[1][:12]} (second)"
-    print(f"# {what}, {a.rounds} time-sliced rounds of {a.iterations} timed iterations, "
-          f"turns of {a.slice:g} s")
-    print(f"second / first: median {statistics.median(ratios):.3f}x, 95 % interval "
-          f"{low:.3f}-{high:.3f}, rounds {min(ratios):.3f}-{max(ratios):.3f}")
+    print(f"# {what}, time-sliced rounds of {a.iterations} timed iterations, turns of {a.slice:g} s")
+    stop = as_run.inconclusive(done, a.rounds)
+    if stop:
+        print(stop)
+        return as_run.EXIT_INCONCLUSIVE
+    s = as_run.summary(done)
+    for kind, said in (("wall", "time per iteration by the mean"),
+                       ("wall_by_median", "by the iteration median"), ("cpu", "CPU time per iteration")):
+        ratios = s[f"ratio_{kind}"]
+        print(f"second / first, {said}: median {s[f'ratio_{kind}_median']:.3f}x, 95 % interval "
+              f"{as_run.interval_text(s[f'ratio_{kind}_median_ci95'])}, rounds "
+              f"{min(ratios):.3f}-{max(ratios):.3f}")
+    print(f"# {as_run.how(s | {'slice_s': a.slice, 'iterations': a.iterations})}")
     return 0
 
 

@@ -214,10 +214,9 @@ def main() -> int:
     path = peer_record.write(record, a.out, a.precision)
     print(f"# {record['device']}, FNO {a.precision}, batch {a.batch_size}, "
           f"{torch.get_num_threads()} thread(s)")
-    if as_run_figures:
-        print(f"# as run: the driver against a plain loop over the same network, "
-              f"{as_run_figures['problem']}, {as_run.how(as_run_figures)}")
-        peer_record.print_table(as_run.COLUMNS, [as_run.row("FNO driver", as_run_figures)])
+    status = as_run.report(f"# as run: the driver against a plain loop over the same network, "
+                           f"{as_run_figures['problem']}", "FNO driver", as_run_figures,
+                           peer_record.print_table) if as_run_figures else 0
     print(f"# the step alone against stock neuraloperator, medians of {a.rounds} interleaved rounds")
     peer_record.print_table(
         ["problem", "suite samples/s", "plain neuraloperator loop samples/s", "suite / plain (wall)",
@@ -228,7 +227,7 @@ def main() -> int:
          for name, r in results.items()])
     print(f"# written: {path}")
     dist.close()
-    return 0
+    return status
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ Defaults that fit the host: ResNet-50 fp16 at 224 px on a GPU, ResNet-18
 fp32 at 64 px (the CPU system's configuration) on a CPU.
 
     .venv/bin/python aux/perf/ic_peers.py [--model M] [--precision P] [--image-size S]
-        [--batch-sizes B ...] [--rounds 5] [--iterations 5] [--as-run-rounds 8] [--as-run-iterations 160] [--as-run-slice S]
+        [--batch-sizes B ...] [--rounds 5] [--iterations 5] [--as-run-rounds 8]
+        [--as-run-iterations 160] [--as-run-slice S]
         [--out docs/perf]
 
 Writes one JSON file per run into --out (machine, device, driver, versions,
@@ -190,10 +191,9 @@ def main() -> int:
     }
     path = peer_record.write(record, a.out, a.model, a.precision)
     print(f"# {record['device']}, {a.model} {a.image_size}px {a.precision} channels_last")
-    if as_run_figures:
-        print(f"# as run: the driver against a plain loop, global batch "
-              f"{as_run_figures['global_batch']}, {as_run.how(as_run_figures)}")
-        peer_record.print_table(as_run.COLUMNS, [as_run.row("image driver", as_run_figures)])
+    status = as_run.report(f"# as run: the driver against a plain loop, global batch "
+                           f"{as_run_figures['global_batch']}", "image driver", as_run_figures,
+                           peer_record.print_table) if as_run_figures else 0
     print(f"# the step alone, median images/s of {a.rounds} interleaved rounds")
     peer_record.print_table(
         ["global batch", "suite", "plain loop", "plain, data on device", "suite / plain"],
@@ -202,7 +202,7 @@ def main() -> int:
          for batch, r in results.items()])
     print(f"# written: {path}")
     dist.close()
-    return 0
+    return status
 
 
 if __name__ == "__main__":

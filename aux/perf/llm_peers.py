@@ -15,7 +15,8 @@ Defaults that fit the host: the 800M GPT in bf16 on a GPU, cpu-small in
 fp32 (the CPU system's configuration) on a CPU.
 
     .venv/bin/python aux/perf/llm_peers.py [--model-size M] [--precision P]
-        [--global-batch-size B] [--micro-batch-size m] [--rounds 5] [--as-run-rounds 8] [--as-run-iterations 160] [--as-run-slice S]
+        [--global-batch-size B] [--micro-batch-size m] [--rounds 5] [--as-run-rounds 8]
+        [--as-run-iterations 160] [--as-run-slice S]
         [--models megatron torch torch-compiled hf hf-compiled] [--out docs/perf]
 
 Writes one JSON file per run into --out (machine, device, driver, versions,
@@ -241,10 +242,9 @@ def main() -> int:
     path = peer_record.write(record, a.out, a.precision)
     print(f"# {record['device']}, {a.model_size} {a.precision}, global batch {layout.global_batch_size}"
           f" (micro-batch {layout.micro_batch_size})")
-    if as_run_figures:
-        print(f"# as run: the driver's torch backend against a plain loop, "
-              f"{as_run.how(as_run_figures)}")
-        peer_record.print_table(as_run.COLUMNS, [as_run.row("LLM driver (torch)", as_run_figures)])
+    status = as_run.report("# as run: the driver's torch backend against a plain loop",
+                           "LLM driver (torch)", as_run_figures,
+                           peer_record.print_table) if as_run_figures else 0
     print(f"# the step alone, median of {a.rounds} interleaved rounds")
     peer_record.print_table(
         ["model", "s/iteration", "tokens/s", "model TFLOP/s", "MFU", "vs HF compiled"],
@@ -254,7 +254,7 @@ def main() -> int:
          for name, f in figures.items()])
     print(f"# written: {path}")
     dist.close()
-    return 0
+    return status
 
 
 if __name__ == "__main__":

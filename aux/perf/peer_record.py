@@ -1,11 +1,13 @@
 """What every peer comparison records about itself (the command, the date,
-the device, the software) and where its JSON file goes: docs/perf/, one
-file per run, named after the comparison, the device and the date."""
+the device, the software, the host's load) and where its JSON file goes:
+docs/perf/, one file per run, named after the comparison, the device and
+the date."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 import platform
 import sys
 from pathlib import Path
@@ -32,6 +34,8 @@ def header(benchmark: str, dist: Dist) -> dict:
         "device": device_name(dist),
         "interleaved": True,
         "provenance": collect(dist.device.type, 1, [dist.hostname]),
+        # the host's load as the record is made; each as-run round records its own
+        "load_1min": round(os.getloadavg()[0], 2),
     }
 
 

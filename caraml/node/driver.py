@@ -150,8 +150,9 @@ class LoopResult:
     loss: float  # mean over the last progress interval and all ranks (nan: none)
     stop_reason: str  # the same on every rank
     numerics: dict = field(default_factory=dict)  # the summary line's (caraml/node/numerics.py)
-    # this process's CPU time (all its threads, not its loader workers) from
-    # the first timed iteration to the loop's end; nan where none was timed
+    # this process's CPU time (all its threads, not its loader workers) over
+    # the timed window, from the first timed iteration to the loop's end
+    # (before the energy scope closes); nan where none was timed
     cpu_s: float = math.nan
     # the share of the busiest host's CPU time other processes used while the
     # loop ran, the same on every rank (None: not measured)
@@ -223,8 +224,10 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
             if stopping or done % opts.log_interval == 0:
                 loss = _progress(dist, done, interval, progress)
                 interval = _Interval()
+        # the timed window's CPU time: not the energy scope's end, which
+        # writes its files as it closes
+        cpu_s = time.process_time() - cpu_at_start
         window.end()
-    cpu_s = time.process_time() - cpu_at_start
     foreign = provenance.report_load_at_end(dist, hostnames)
     return LoopResult(done, timer.durations, len(set(hostnames)), loss,
                       stop_reason(dist.gather_objects(reason)), account.fields(dist),

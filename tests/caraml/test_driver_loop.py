@@ -7,6 +7,7 @@ import itertools
 import math
 import os
 import signal
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -65,6 +66,25 @@ def test_warmup_iterations_are_run_but_not_timed(single_cpu):  # noqa: F811
     assert result.durations == [1.0, 2.0, 3.0]
     assert result.loss == 2.0  # the mean of the one progress interval: losses 0 to 4
     assert result.stop_reason == "iteration count 5 reached"
+
+
+def test_the_cpu_time_covers_the_timed_window_not_the_energy_scopes_close(single_cpu):  # noqa: F811
+    """jpwr's scope writes its files as it closes, after the last timed
+    iteration: that CPU time is no iteration's"""
+    @contextlib.contextmanager
+    def closing_slowly(rank):
+        yield None
+        start = time.process_time()
+        while time.process_time() - start < 0.5:
+            pass
+
+    clock = FakeClock()
+    opts = Opts(train_iters=3, warmup_iters=1, log_interval=1000, energy_methods=("none",))
+    result = driver.train_loop(steps_taking(clock, [1.0] * 3), opts, single_cpu,
+                               StopCondition(max_iterations=3, clock=clock), closing_slowly, progress,
+                               clock=clock)
+    assert result.durations == [1.0, 1.0]
+    assert 0 <= result.cpu_s < 0.5
 
 
 def test_everything_between_two_steps_is_timed(single_cpu):  # noqa: F811

@@ -237,3 +237,84 @@ def test_runs_of_one_rank_that_overlap_in_time_all_count(tmp_path):
     table = combine([tmp_path])
     assert summarize(table)["total_wh"] == pytest.approx(7.0)
     assert not [line for line in notes(table) if "earlier run" in line]
+
+
+def test_a_rank_run_three_times_counts_once_and_each_earlier_run_names_the_next(tmp_path):
+    for attempt, start, end in (("a", "10:00", "10:05"), ("b", "10:06", "10:09"), ("c", "10:10", "10:20")):
+        write_rank(tmp_path / attempt, 0, f"n-{attempt}", [("pynvml", "gpu0", 1.0, 300.0)])
+        _run_times(tmp_path / attempt, 0, f"2026-11-27T{start}:00+00:00", f"2026-11-27T{end}:00+00:00")
+    table = combine([tmp_path])
+    assert list(table["host"]) == ["n-c"]
+    earlier = [line for line in notes(table) if "earlier run" in line]
+    assert [line.split(": an earlier run of rank 0 than ")[1].split(";")[0] for line in earlier] == [
+        str(tmp_path / "b" / "meta_rank0.json"), str(tmp_path / "c" / "meta_rank0.json")]
+
+
+def test_many_ranks_parsed_together_keep_each_files_rows_and_name_the_broken_one(tmp_path):
+    """The energy files of all ranks are parsed together; a file that is
+    broken, has a blank line or quotes a device name is read on its own,
+    and only the broken one is left out, named"""
+    for rank in range(40):
+        write_rank(tmp_path, rank, f"n{rank // 4}", [("pynvml", f"gpu{rank % 4}", float(rank), 300.0)])
+    with open(tmp_path / "energy_rank5.csv", "a") as f:
+        f.write("\n")
+    quoted = tmp_path / "energy_rank6.csv"
+    quoted.write_text(quoted.read_text().replace(",gpu2,", ',"gpu,2",'))
+    broken = tmp_path / "energy_rank7.csv"
+    broken.write_text(broken.read_text() + "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20\n")
+    table = combine([tmp_path])
+    assert summarize(table)["total_wh"] == pytest.approx(sum(range(40)) - 7)
+    assert table.set_index("rank").loc[6, "device"] == "gpu,2"
+    assert list(table["rank"]) == sorted(set(range(40)) - {7}, key=lambda r: (f"n{r // 4}", r))
+    [unreadable] = [line for line in notes(table) if "energy_rank7.csv" in line]
+    assert unreadable.startswith(f"{broken}: not a readable jpwr energy file")
+
+
+def test_every_file_is_read_once(tmp_path, monkeypatch, capsys):
+    """`jpwr combine`: each rank's meta, energy and windows file read once
+    (the combined table and the windows come from one reading of the job)"""
+    from collections import Counter
+
+    from jpwr import aggregate, cli
+
+    for rank in range(3):
+        write_rank(tmp_path, rank, "n1", [("pynvml", f"gpu{rank}", 1.0, 300.0)])
+        window = pd.read_csv(tmp_path / f"energy_rank{rank}.csv")
+        window = window.assign(window="timed", scope="gpu", basis="integrated")
+        window.to_csv(tmp_path / f"windows_rank{rank}.csv", index=False)
+    reads = Counter()
+    read = aggregate._read_text
+    monkeypatch.setattr(aggregate, "_read_text", lambda path: reads.update([path.name]) or read(path))
+    assert cli.main(["combine", str(tmp_path)]) == 0
+    assert "jpwr-window: window=timed" in capsys.readouterr().out
+    assert reads == Counter({f"{stem}_rank{rank}.{ext}": 1 for rank in range(3)
+                             for stem, ext in (("meta", "json"), ("energy", "csv"), ("windows", "csv"))})
+
+
+@pytest.mark.parametrize("slow_file_s, by_threads", [(0.0, True), (float("inf"), False)])
+def test_files_read_by_threads_come_back_in_order_with_their_errors(tmp_path, monkeypatch,
+                                                                    slow_file_s, by_threads):
+    """Where the first files were slow to come (a parallel file system),
+    the rest are read by threads; either way the texts keep the order of
+    the paths, a file that cannot be read its error"""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from jpwr import aggregate
+
+    paths = [tmp_path / f"f{i}.txt" for i in range(300)]
+    for i, path in enumerate(paths):
+        if i != 200:
+            path.write_text(f"text {i}")
+    pools = []
+
+    class Pool(ThreadPoolExecutor):
+        def __init__(self, workers):
+            pools.append(workers)
+            super().__init__(workers)
+
+    monkeypatch.setattr(aggregate, "SLOW_FILE_S", slow_file_s)
+    monkeypatch.setattr(aggregate, "ThreadPoolExecutor", Pool)
+    texts = aggregate.read_texts(paths)
+    assert bool(pools) == by_threads
+    assert texts[:200] + texts[201:] == [f"text {i}" for i in range(300) if i != 200]
+    assert isinstance(texts[200], FileNotFoundError)

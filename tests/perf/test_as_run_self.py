@@ -13,7 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "aux" / "perf"))
 
-import as_run_self  # noqa: E402
+import as_run_self
 
 
 def git(repo: Path, *args: str) -> str:
