@@ -45,6 +45,11 @@ from caraml.benchmark_entry import (
 ROOT = Path(__file__).resolve().parents[1]
 # Paths of registered benchmark files, os.pathsep between
 REGISTRY_ENV = "CARAML_BENCHMARKS"
+# The JUBE tables' slots for a benchmark's own columns (its entry's columns
+# with a source, a value no field of the row holds): the row line's words
+# own1, own2, ... in the entry's order (caraml/row/render.py), which
+# platform.xml's patterns row_own1 ... read
+OWN_SLOTS = 8
 # Graphcore's train.py (GC200) prints its own line, once an epoch
 GRAPHCORE_RATE = re.compile(r"throughput: ([0-9.eE+-]+) samples/sec")
 # Parameters per model size with GPT-2's vocabulary padded as Megatron pads it
@@ -281,17 +286,37 @@ def script_path(entry: Benchmark) -> Path:
     return ROOT / entry.script
 
 
+USAGE = "usage: python -m caraml.benchmarks scripts | columns NAME"
+
+
+def own_column_lines(entry: Benchmark) -> list[str]:
+    """A benchmark's own columns (its entry's columns with a source) as
+    JUBE's tables read them: each slot's pattern (row_own1, ...; platform.xml),
+    its title and its source, one tab-separated line each, or why it has no slot."""
+    sourced = [column for column in entry.table_columns if column.source]
+    lines = []
+    for i, column in enumerate(sourced, 1):
+        slot = f"row_own{i}" if i <= OWN_SLOTS else f"none (only the first {OWN_SLOTS} have a slot)"
+        lines.append(f"{slot}\t{column.title}\t{column.source}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     """`python -m caraml.benchmarks scripts`: each benchmark's JUBE script,
     outpath and whether the main command runs it as a smoke run on a LOCAL
-    host with GPUs, one tab-separated line each (aux/run_benchmarks.sh reads them)."""
+    host with GPUs, one tab-separated line each (aux/run_benchmarks.sh reads them).
+    `python -m caraml.benchmarks columns NAME`: the JUBE pattern of each of
+    the benchmark's own columns, for its tables (docs/adding_a_benchmark.md)."""
     import sys
     argv = sys.argv[1:] if argv is None else argv
-    if argv != ["scripts"]:
-        print("usage: python -m caraml.benchmarks scripts", file=sys.stderr)
+    if argv not in (["scripts"],) and not (len(argv) == 2 and argv[0] == "columns"):
+        print(USAGE, file=sys.stderr)
         return 2
     try:
         entries = all_benchmarks()
+        if argv[0] == "columns":
+            print("\n".join(own_column_lines(get(argv[1]))))
+            return 0
     except UnknownBenchmark as err:
         print(f"CARAML ERROR: {err}", file=sys.stderr)
         return 2

@@ -11,7 +11,7 @@ is `<six-digit id>_<step>`, its work folder `<that>/work`."""
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 RECORD = "workpackages.xml"
@@ -27,6 +27,8 @@ class WorkPackage:
     params: dict[str, str]
     # the parameters whose definition is a list (it holds its own separator): a sweep's
     swept: frozenset[str]
+    # each parameter's definition as the script gave it (${...} references unexpanded)
+    definitions: dict[str, str] = field(default_factory=dict)
 
     @property
     def folder(self) -> str:
@@ -38,17 +40,18 @@ def work_packages(run_dir: Path) -> dict[int, WorkPackage]:
     record is missing, ET.ParseError where JUBE is rewriting it)."""
     out = {}
     for wp in ET.parse(Path(run_dir) / RECORD).getroot().iter("workpackage"):
-        params, swept = {}, set()
+        params, swept, definitions = {}, set(), {}
         for p in wp.iter("parameter"):
             definition = p.findtext("value") or ""
             chosen = p.find("selection")
             params[p.get("name")] = (chosen.text if chosen is not None else definition) or ""
+            definitions[p.get("name")] = definition
             if p.get("separator", ",") in definition:
                 swept.add(p.get("name"))
         parents = tuple(int(p) for p in (wp.findtext("parents") or "").split(",") if p.strip())
         wp_id = int(wp.get("id"))
         out[wp_id] = WorkPackage(wp_id, (wp.findtext("step") or "").strip(), parents, params,
-                                 frozenset(swept))
+                                 frozenset(swept), definitions)
     return out
 
 

@@ -1,9 +1,11 @@
 """The jpwr command.
 
   jpwr --methods M [M ...] [--interval MS] [--df-out DIR] [--df-filetype csv|h5]
-       [--df-suffix S] [--flush-s S] CMD [ARGS ...]
+       [--df-suffix S] [--flush-s S] [--use-mpi [--mpi-ranks R [R ...]]] CMD [ARGS ...]
       runs CMD, measures while it runs, writes the DataFrames to DIR, prints a
-      short summary to stderr and exits with CMD's exit status.
+      short summary to stderr and exits with CMD's exit status; upstream's
+      --use-mpi names the files by the process's MPI rank, --mpi-ranks
+      measures on those ranks only (the others run CMD unmeasured).
   jpwr combine [--out FILE.csv] PATH [PATH ...]
       folds the files of all ranks and nodes of a job into one table and one
       `jpwr-summary:` line.
@@ -24,7 +26,7 @@ import socket
 import subprocess
 import sys
 
-from jpwr import aggregate
+from jpwr import aggregate, mpi
 from jpwr.ctxmgr import get_power
 from jpwr.files import OutputUnwritable
 from jpwr.method import MethodUnavailable
@@ -33,7 +35,7 @@ from jpwr.notice import one_line, say
 from jpwr.version import VersionAction
 
 RUN_USAGE = ("jpwr --methods M [M ...] [--interval MS] [--df-out DIR] [--df-filetype csv|h5] "
-             "[--df-suffix S] [--flush-s S] CMD [ARGS ...]")
+             "[--df-suffix S] [--flush-s S] [--use-mpi [--mpi-ranks R [R ...]]] CMD [ARGS ...]")
 COMBINE_USAGE = "jpwr combine [--out FILE.csv] PATH [PATH ...]"
 USAGE_ERROR = 2
 NOT_FOUND = 127
@@ -66,19 +68,16 @@ def _run_parser() -> argparse.ArgumentParser:
                         help="file name suffix; %%q{VAR} becomes $VAR, e.g. _%%q{SLURM_PROCID}")
     parser.add_argument("--flush-s", type=float, default=2.0, metavar="S",
                         help="append samples to DIR/power<suffix>.csv every S seconds (default 2)")
-    # upstream jpwr's MPI options, refused with the way this jpwr does it
-    parser.add_argument("--use-mpi", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--mpi-ranks", nargs="+", metavar="RANK", help=argparse.SUPPRESS)
+    # upstream jpwr's MPI options, as its README has them
+    parser.add_argument("--use-mpi", action="store_true",
+                        help="name the files by this process's MPI rank (power.<rank>.csv, ...) "
+                             "where no --df-suffix names them; the launcher's variable gives the "
+                             "rank, else mpi4py")
+    parser.add_argument("--mpi-ranks", nargs="+", type=int, metavar="RANK",
+                        help="with --use-mpi: measure on these MPI ranks only; the others run CMD "
+                             "unmeasured")
     parser.add_argument("--version", action=VersionAction)
     return parser
-
-
-# Why upstream's --use-mpi and --mpi-ranks are refused, and what to do instead
-NO_MPI = ("--use-mpi and --mpi-ranks are upstream jpwr's; this jpwr needs no MPI: start it on "
-          "every rank (srun, mpirun) and each writes its own files, with host and pid in their "
-          "names and the rank from RANK or SLURM_PROCID; name the rank with --df-suffix, e.g. "
-          "_rank%q{SLURM_PROCID} (%q{OMPI_COMM_WORLD_RANK} under Open MPI's mpirun), and measure "
-          "some ranks only by starting jpwr on those ranks alone")
 
 
 def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -99,7 +98,7 @@ def split_command(argv: list[str]) -> tuple[list[str], list[str]]:
                 i += 1
             while i < len(argv) and all(n in NAMES for n in argv[i].split(",")):
                 i += 1
-        elif word == "--mpi-ranks":  # upstream's, refused with its reason (_prepare)
+        elif word == "--mpi-ranks":  # upstream's: the ranks that measure
             i += 1
             while i < len(argv) and argv[i].isdigit():
                 i += 1
@@ -175,13 +174,38 @@ class CommandNotFound(UsageError):
     pass
 
 
+def _mpi_rank(args: argparse.Namespace) -> int | None:
+    """The process's MPI rank where --use-mpi asks for it (UsageError where
+    nothing names it), else None."""
+    if args.mpi_ranks and not args.use_mpi:
+        raise UsageError("--mpi-ranks needs --use-mpi, as in upstream jpwr")
+    if not args.use_mpi:
+        return None
+    try:
+        return mpi.rank()[0]
+    except mpi.NoRank as err:
+        raise UsageError(str(err)) from None
+
+
+def _suffix(args: argparse.Namespace, rank: int | None) -> str:
+    """The files' names after their stem: --use-mpi without --df-suffix
+    names them by the rank alone, as upstream does (power.<rank>.csv: a
+    rank's run into the same folder replaces its files); otherwise host and
+    pid end every name, as upstream's do, so that two runs into one
+    --df-out never overwrite each other (jpwr combine counts the latest run
+    of each rank and names the others)."""
+    if rank is not None and not args.df_suffix:
+        return f".{rank}"
+    return f"{args.df_suffix}.{socket.gethostname()}.{os.getpid()}"
+
+
 def _prepare(argv: list[str]):
     """Everything that can refuse the run, before the command starts:
-    (command, methods, scope)."""
+    (command, methods, scope); no methods and no scope on a rank that
+    --mpi-ranks leaves out."""
     options, command = split_command(argv)
     args = _run_parser().parse_args(options)
-    if args.use_mpi or args.mpi_ranks:
-        raise UsageError(NO_MPI)
+    rank = _mpi_rank(args)
     names = check_names(n for value in args.methods for n in value.split(",") if n)
     if not args.interval > 0:
         raise UsageError(f"--interval must be a positive number of ms, got {args.interval:g}")
@@ -189,13 +213,11 @@ def _prepare(argv: list[str]):
         raise UsageError(f"no command given; usage: {RUN_USAGE}")
     if shutil.which(command[0]) is None:
         raise CommandNotFound(f"command not found: {command[0]}")
+    if args.mpi_ranks and rank not in args.mpi_ranks:
+        return command, [], None
     methods = from_names(names)
-    # host and pid end every file's name, as upstream's do: two runs into
-    # one --df-out never overwrite each other (jpwr combine counts the
-    # latest run of each rank and names the others)
-    suffix = f"{args.df_suffix}.{socket.gethostname()}.{os.getpid()}"
-    measure = functools.partial(get_power, methods, args.interval, suffix=suffix,
-                                filetype=args.df_filetype, flush_s=args.flush_s)
+    measure = functools.partial(get_power, methods, args.interval, suffix=_suffix(args, rank),
+                                filetype=args.df_filetype, flush_s=args.flush_s, rank=rank)
     try:
         try:
             scope = measure(out_dir=args.df_out)
@@ -219,15 +241,20 @@ def run(argv: list[str]) -> int:
         return NOT_FOUND if isinstance(err, CommandNotFound) else USAGE_ERROR
     forwarder = SignalForwarder()
     try:
-        scope.start()
+        if scope is not None:
+            scope.start()
         child = subprocess.Popen(command, preexec_fn=_die_with_parent())
     except (OSError, subprocess.SubprocessError) as err:
         forwarder.restore()
-        scope.stop()
+        if scope is not None:
+            scope.stop()
         say(f"error: cannot start {command[0]} ({err})")
         return NOT_FOUND
     forwarder.attach(child)
     returncode = child.wait()
+    if scope is None:  # a rank --mpi-ranks leaves out: CMD ran unmeasured
+        forwarder.restore()
+        return _exit_status(returncode)
     # From here on nothing may turn CMD's status into jpwr's: scope.stop()
     # reports a failing disk instead of raising, and so does the summary.
     scope.stop()

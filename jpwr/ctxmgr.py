@@ -101,7 +101,8 @@ def _iso(epoch: float | None) -> str | None:
 class PowerScope:
     def __init__(self, methods: Sequence[Method], interval_ms: float, *,
                  options: dict | None = None, out_dir: str | os.PathLike | None = None,
-                 suffix: str = "", filetype: str = "csv", flush_s: float = 2.0) -> None:
+                 suffix: str = "", filetype: str = "csv", flush_s: float = 2.0,
+                 rank: int | None = None) -> None:
         # method objects written for upstream jpwr run through an adapter
         self.methods = [UpstreamMethod(m) if not isinstance(m, Method) and is_upstream_method(m)
                         else m for m in methods]
@@ -112,7 +113,8 @@ class PowerScope:
         self.flush_s = _positive(flush_s, "flush interval (s)")
         check_filetype(filetype)
         self.host = socket.gethostname()
-        self.rank = rank_from_env()
+        # the caller's (jpwr --use-mpi: the MPI rank), else the launcher's
+        self.rank = rank if rank is not None else rank_from_env()
         self.files = RunFiles(out_dir, suffix, filetype) if out_dir is not None else None
         self.start_time: float | None = None
         self.end_time: float | None = None
@@ -397,12 +399,13 @@ class PowerScope:
 
 def get_power(methods: Sequence[Method], interval_ms: float, options: dict | None = None, *,
               out_dir: str | os.PathLike | None = None, suffix: str = "",
-              filetype: str = "csv", flush_s: float = 2.0) -> PowerScope:
+              filetype: str = "csv", flush_s: float = 2.0, rank: int | None = None) -> PowerScope:
     """Measures the given methods every interval_ms while the returned scope
     runs (as a context manager, or between start() and stop()). `options` is
     upstream's dict ({'ignore_measure_errors': bool}). With out_dir,
     samples are appended to out_dir/power<suffix>.csv at most every flush_s
     seconds and the energy, additional and meta files follow at the end;
-    %q{VAR} in suffix becomes the environment variable's value."""
+    %q{VAR} in suffix becomes the environment variable's value. `rank`
+    names the process's rank in the files (default: RANK or SLURM_PROCID)."""
     return PowerScope(methods, interval_ms, options=options, out_dir=out_dir, suffix=suffix,
-                      filetype=filetype, flush_s=flush_s)
+                      filetype=filetype, flush_s=flush_s, rank=rank)

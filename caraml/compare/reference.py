@@ -25,7 +25,8 @@ DEFAULT_FILE = Path(__file__).with_name("references.yaml")
 # is a regression), and the field of the row each is: a reference file's
 # own names, which files written for earlier versions keep
 FIGURES = {"throughput": "per_s", "throughput_per_device": "per_s_per_device",
-           "throughput_per_node": "per_s_per_node", "mfu": "mfu", "work_per_wh": "work_per_wh"}
+           "throughput_per_node": "per_s_per_node", "mfu": "mfu", "work_per_wh": "work_per_wh",
+           "work_per_node_wh": "work_per_node_wh"}
 # Where a reference figure comes from; only a figure read off a paper's
 # table or figure is called published. The origin each kind gives.
 KINDS = {"paper table/figure": "published", "paper text, derived": "paper text, derived",
@@ -155,12 +156,19 @@ def _matching(ok: pd.DataFrame, ref: pd.Series) -> pd.DataFrame:
             rows = rows[rows[key] == wanted]
     if rows.empty or any(not pd.isna(ref[k]) for k in LAYOUT):
         return rows
-    # no batch or layout given: the best of each system label that ran it
-    return rows.loc[rows.groupby("system")[FIGURES[ref["figure"]]].idxmax().dropna().to_numpy()]
+    # no batch or layout given: the best of each system label that has the figure
+    figure = FIGURES[ref["figure"]]
+    having = rows[rows[figure].notna()]
+    return having.loc[having.groupby("system")[figure].idxmax().to_numpy()] if not having.empty else having
 
 
-def _energy_label(row: pd.Series) -> str:
-    return f"{'estimated' if row['energy_estimated'] else 'measured'}, scope {row['energy_scope']}"
+def _energy_label(row: pd.Series, figure: str) -> str:
+    """What an energy figure counts: jpwr's, estimated or measured, or the centre's node meter."""
+    if figure == "work_per_node_wh":
+        return f"measured, scope {row['node_energy_scope']} ({row['node_energy_source']})"
+    if figure == "work_per_wh":
+        return f"{'estimated' if row['energy_estimated'] else 'measured'}, scope {row['energy_scope']}"
+    return ""
 
 
 def verdicts(rows: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
@@ -177,7 +185,7 @@ def verdicts(rows: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
                         "figure": ref["figure"], "measured": value, "reference": ref["value"],
                         "low": ref["low"], "high": ref["high"],
                         "verdict": verdict(value, ref["low"], ref["high"]),
-                        "energy": _energy_label(row) if ref["figure"] == "work_per_wh" else "",
+                        "energy": _energy_label(row, ref["figure"]),
                         "origin": ref["origin"], "kind": ref["kind"], "source": ref["source"]})
     return pd.DataFrame(out, columns=["row", "system", "system_name", "benchmark", "like", "global_batch",
                                       "nodes", "devices", "figure", "measured", "reference", "low", "high",

@@ -8,8 +8,9 @@ Sanity: the row's job ran to its figures (caraml/row/status.py's
 MEASURED). A row that ran and is no measurement (caraml/row/verdict.py:
 too few timed iterations or seconds, energy that is not whole) passes
 sanity and never passes its performance: every figure is NaN in the
-perflog, an expected failure that names the verdict, as is a figure the
-row lacks (an MFU refused on a busy host) with the row's own reason. The
+perflog, an expected failure that names the verdict (once, after the
+variables it holds for), as is a figure the row lacks (an MFU refused on a
+busy host, a node meter that gave no figure) with the row's own reason. The
 other flags (cpu-contention, other-benchmarks-*, stopped-early) describe
 the conditions of a figure that is still a measurement; they reach the
 perflog in `flags`."""
@@ -64,7 +65,10 @@ def references(row: Row, refs: pd.DataFrame, key: str) -> dict[str, dict[str, tu
     variables = {field: (name, unit) for name, (_, unit, field) in render.performance(row).items()}
     out = {}
     for _, check in checks.iterrows():
-        name, unit = variables[reference.FIGURES[check["figure"]]]
+        field = reference.FIGURES[check["figure"]]
+        if field not in variables:  # a node figure's, on a partition whose cluster meters no node
+            continue
+        name, unit = variables[field]
         value = float(check["reference"])
         # the band's fractions back from its bounds, without the float noise of the division
         out[name] = (value, round(check["low"] / value - 1, 12), round(check["high"] / value - 1, 12), unit)
@@ -110,9 +114,20 @@ def reframe_reference(row: Row, refs: pd.DataFrame, key: str, xfail,
             merged = stricter(out.get(key, {}).get(name), tuple(theirs), units[name]) \
                 if isinstance(theirs, (tuple, list)) else theirs  # a centre's own xfail stays
             out.setdefault(key, {})[name] = merged
-    for name, why in render.missing(row).items():
-        out.setdefault(key, {})[name] = xfail(why, (0, None, None, units[name]))
+    for name, message in xfail_messages(render.missing(row)).items():
+        out.setdefault(key, {})[name] = xfail(message, (0, None, None, units[name]))
     return out
+
+
+def xfail_messages(missing: dict[str, str]) -> dict[str, str]:
+    """Each expected failure's message, so that the line ReFrame makes of
+    them (the messages of the variables in order, joined by ', ') says
+    each reason once, after the variables it holds for: `tokens_per_s,
+    tokens_per_s_per_device, ..., power_w_per_device: not a measurement
+    (...)`. A variable whose reason the next one shares gives its name alone."""
+    names = list(missing)
+    return {name: name if i + 1 < len(names) and missing[names[i + 1]] == missing[name]
+            else f"{name}: {missing[name]}" for i, name in enumerate(names)}
 
 
 def provenance(row: Row) -> dict[str, str]:

@@ -30,10 +30,13 @@ DEVICE_TYPES = {"cuda": "gpu", "rocm": "gpu", "ipu": "ipu"}
 # the facts a check reads from its partition
 EXTRAS = ("launcher", "energy_methods", "energy_scope", "device_kind", "device_unit", "submit_mode",
           "container", "container_flags", "peak_tflops")
+# tags=: every JUBE tag the check's job was planned with (the check's name
+# keeps its configuration parameter, which -S extra_tags=... does not change)
 PERFLOG_FORMAT = (
     "%(check_job_completion_time)s|reframe %(version)s|%(check_name)s|"
     "%(check_system)s:%(check_partition)s|%(check_environ)s|"
-    "system=%(check_caraml_system)s|config=%(check_caraml_config)s|status=%(check_caraml_status)s|"
+    "system=%(check_caraml_system)s|config=%(check_caraml_config)s|tags=%(check_caraml_tags)s|"
+    "status=%(check_caraml_status)s|"
     "measurement=%(check_caraml_measurement)s|"
     "commit=%(check_caraml_commit)s|suite=%(check_caraml_suite_version)s|torch=%(check_caraml_torch)s|"
     "energy_methods=%(check_caraml_energy_source)s|energy_scope=%(check_caraml_energy_scope)s|"

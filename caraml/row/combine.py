@@ -6,18 +6,21 @@ once, from what its job and jpwr combine left.
 run in the combine step's work directory, reads the execute work package
 through JUBE's `execute` link and JUBE's own record of the run
 (caraml/jube_run.py), writes row.json there, adds the row to the results
-history and prints the lines for the tables. No value reaches this module
-through Python or shell source: the paths are arguments, the facts come
-from files. Standard library only (and the suite's JUBE adapter, peak and
+history, prints the lines for the tables and keeps them beside the
+other repeats of its configuration (caraml/row/repeat_group.py). No value
+reaches this module through Python or shell source: the paths are
+arguments, the facts come from files. Standard library only (and the suite's JUBE adapter, peak and
 benchmark tables): the login node's python3 runs it."""
 
 from __future__ import annotations
 
 import argparse
+import io
+import sys
 from pathlib import Path
 
 from caraml import report
-from caraml.row import history
+from caraml.row import history, repeat_group
 from caraml.row.jube_lines import print_lines
 from caraml.row.run import decide_or_fail
 
@@ -44,5 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     if row.reason.startswith(UNDECIDED):
         report.error(row.reason)
     row = history.keep(row, Path.cwd())
-    print_lines(row)
+    lines = io.StringIO()
+    print_lines(row, lines)
+    report.write_line(lines.getvalue().rstrip("\n"), sys.stdout)
+    # beside the other repeats of its configuration, for JUBE's statistics over them
+    repeat_group.keep_or_say(Path.cwd(), args.execute, lines.getvalue())
     return 0

@@ -17,13 +17,14 @@ def print_lines(row: Row, file=None) -> None:
     """The lines the JUBE tables read: single words in `CARAML row:` (an
     unknown value is left out: its cell stays empty), the free texts each
     on a line of its own (JUBE's patterns take the rest of the line; commas
-    become semicolons); a measurement's cause is empty."""
-    _write(render.words(row), render.cause(row), list(row.flags), file)
+    become semicolons): the Status cell, the cause (a measurement's is
+    empty) and the flags."""
+    _write(render.words(row), render.status(row), render.cause(row), list(row.flags), file)
 
 
 def print_build(state: str, reason: str, file=None) -> None:
     """A container build job's lines: its state and reason alone."""
-    _write({"state": state, "notable": "no" if state == "built" else "yes"}, reason, [], file)
+    _write({"state": state, "notable": "no" if state == "built" else "yes"}, state, reason, [], file)
 
 
 # JUBE's pretty tables show a cell of several lines one line under the
@@ -39,8 +40,9 @@ def _cell(text: str) -> str:
     return "\n  ".join(textwrap.wrap(text, CELL_WIDTH, break_long_words=False))
 
 
-def _write(fields: dict, reason: str, flags: list[str], file) -> None:
+def _write(fields: dict, status: str, reason: str, flags: list[str], file) -> None:
     file = file or sys.stdout
     report.write_line(report.line("row", fields), file)
+    report.write_line("CARAML row status: " + report.one_line(status), file)
     report.write_line("CARAML row reason: " + _cell(report.one_line(reason)), file)
     report.write_line("CARAML row flags: " + (_cell(" ".join(flags)) or "none"), file)

@@ -13,7 +13,9 @@ import json
 import math
 
 from caraml import benchmarks, report
+from caraml.row import verdict
 from caraml.row.record import FIELDS, KINDS, Row
+from caraml.row.status import MEASURED
 from caraml.row.verdict import shown as verdict_shown
 
 # the fields with lines of their own (free text a JUBE cell wraps; a
@@ -37,9 +39,14 @@ def pairs(values: dict) -> str | None:
 
 def _word(name: str, value: object) -> str | None:
     """A field's value as one word of the row line (None: unknown). Watts
-    to one decimal in every row, so a column of them lines up; MFU to three."""
+    to one decimal in every row, so a column of them lines up; MFU to three.
+    A number that is not finite is unknown: JUBE's typed patterns take
+    every number of the line, and JUBE 2.5.1 cannot read its own record of
+    a nan or inf back (`jube result` then fails for the whole run)."""
     kind = KINDS[name]
     if value is None or value == () or value == {}:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if kind == "pairs":
         return pairs(value)
@@ -53,8 +60,12 @@ def _word(name: str, value: object) -> str | None:
         return _short(round(value, 3))
     if kind == "number":
         return _short(value)
-    # a value is one word without `=`, which the tables' patterns take for the next field
-    return report.word(value).replace("=", "%3D")
+    return _text(value)
+
+
+def _text(value: object) -> str | None:
+    """Free text as one word without `=`, which the tables' patterns take for the next field."""
+    return None if value is None else report.word(value).replace("=", "%3D")
 
 
 def _energy_source(row: Row) -> str:
@@ -68,10 +79,38 @@ def notable(row: Row) -> bool:
     return row.state != "ok" or bool(row.flags) or not row.measurement or bool(row.history_error)
 
 
+def verdict_word(row: Row) -> str:
+    """The word of the rule whose verdict the row holds (its
+    not_a_measurement, decided once): the rule that words it so, else
+    verdict.OTHER. It names the verdict the row carries, never a new one."""
+    return next((word for word, rule in verdict.RULES if rule(row) == row.not_a_measurement), verdict.OTHER)
+
+
+def status(row: Row) -> str:
+    """The Status cell of the result tables: the state, and for a row that
+    ran to its figures and is no measurement the word of its verdict
+    (`ok (short)`); the issues table's cause says the verdict whole."""
+    if row.state in MEASURED and not row.measurement:
+        return f"{row.state} ({verdict_word(row)})"
+    return row.state
+
+
+def own_columns(benchmark: str | None) -> dict[str, str]:
+    """slot -> field of each of the benchmark's own columns that has a JUBE
+    slot (own1, ...; caraml/benchmarks.py OWN_SLOTS), in its entry's order."""
+    try:
+        entry = benchmarks.find(benchmark)
+    except benchmarks.UnknownBenchmark:  # a site's registry that fails: the row's cause names it
+        entry = None
+    sourced = [column.field for column in entry.table_columns if column.source] if entry else []
+    return {f"own{i}": field for i, field in enumerate(sourced[:benchmarks.OWN_SLOTS], 1)}
+
+
 def labels(row: Row) -> dict[str, object]:
     """What the tables show that no field holds, each made from fields."""
     energy = row.energy_scope is not None
     return {"notable": "yes" if notable(row) else "no",
+            **{slot: _text(row.details.get(field)) for slot, field in own_columns(row.benchmark).items()},
             "layout": f"{row.nodes or '?'}x{row.devices_per_node or '?'}",
             "energy_kind": ("estimated" if row.energy_estimated else "measured") if energy else None,
             "energy_source": _energy_source(row) if energy else None,
@@ -149,6 +188,12 @@ def compare_values(row: Row) -> dict[str, object]:
 PERFORMANCE = {"{work}_per_s": "per_s", "{work}_per_s_per_device": "per_s_per_device",
                "{work}_per_s_per_node": "per_s_per_node", "mfu": "mfu", "{work}_per_wh": "work_per_wh",
                "power_w_per_device": "power_w_per_device"}
+# ... and where the job's cluster meters whole nodes (Slurm's energy
+# accounting, caraml/login/node_energy.py), the nodes' energy over the job
+# and the run's work over it: a cluster's plugin is the same for every job
+# of a partition, so its perflog's columns stay the same too
+NODE_PERFORMANCE = {"node_wh": "node_wh", "{work}_per_node_wh": "work_per_node_wh"}
+NODE_SCOPE = "node"
 
 
 def energy_label(row: Row) -> str:
@@ -156,20 +201,29 @@ def energy_label(row: Row) -> str:
     return f"{row.energy_scope or 'unknown'}, {row.energy_window or 'run'} window, {kind}"
 
 
+def node_label(row: Row) -> str:
+    return (f"{row.node_energy_scope}, {row.node_energy_window or 'job'} window, "
+            f"{row.node_energy_source or 'slurm'}")
+
+
 def performance(row: Row) -> dict[str, tuple[float, str, str]]:
     """ReFrame's performance variables of the row: name -> (value, unit, the
     field it carries). Every benchmark has the same variables in every run
-    (MFU the LLM's only); a figure the row lacks is NaN, and so is every
-    figure of a row that is no measurement."""
+    (MFU the LLM's only), and the nodes' energy where the cluster meters
+    whole nodes; a figure the row lacks is NaN, and so is every figure of a
+    row that is no measurement."""
     work = row.unit or "work"
     device = row.device_unit or "device"
     units = {"per_s": f"{work}/s", "per_s_per_device": f"{work}/s per {device}",
              "per_s_per_node": f"{work}/s per node", "mfu": "fraction of peak",
              "work_per_wh": f"{work}/Wh ({energy_label(row)})",
-             "power_w_per_device": f"W per {device} ({energy_label(row)})"}
+             "power_w_per_device": f"W per {device} ({energy_label(row)})",
+             "node_wh": f"Wh of the nodes ({node_label(row)})",
+             "work_per_node_wh": f"{work}/Wh of the nodes ({node_label(row)}, the run's {work})"}
     entry = benchmarks.find(row.benchmark)
+    variables = {**PERFORMANCE, **(NODE_PERFORMANCE if row.node_energy_scope == NODE_SCOPE else {})}
     out = {}
-    for name, field in PERFORMANCE.items():
+    for name, field in variables.items():
         if field == "mfu" and (entry is None or not entry.mfu):
             continue
         value = getattr(row, field)
@@ -181,12 +235,14 @@ def performance(row: Row) -> dict[str, tuple[float, str, str]]:
 def missing(row: Row) -> dict[str, str]:
     """The performance variables the row has no figure for, each with why:
     the verdict where the row is no measurement, else the row's own flag
-    that says it (an MFU refused on a busy host), else that it has none."""
+    that says it (an MFU refused on a busy host), else why its node meter
+    gave none, else that it has none."""
     out = {}
-    for name, (value, _, _) in performance(row).items():
+    for name, (value, _, field) in performance(row).items():
         if not math.isnan(value):
             continue
         said = [f for f in row.flags if f.startswith(f"{name}-not-available(")]
+        node = row.node_energy_reason if field in NODE_PERFORMANCE.values() else None
         out[name] = (verdict_shown(row.not_a_measurement) if not row.measurement
-                     else said[0] if said else f"the row has no {name} figure")
+                     else said[0] if said else node if node else f"the row has no {name} figure")
     return out

@@ -132,13 +132,17 @@ def _energy_whole(row) -> str:
     return ""
 
 
-# each rule gives why a row is not a measurement, or "" where it passes
-RULES = (_ran, _numerics, _at_its_limit, _long_enough, _learns, _energy_whole)
+# each rule gives why a row is not a measurement, or "" where it passes;
+# its word names that kind of verdict where a table has room for one word
+RULES = (("not run", _ran), ("numerics", _numerics), ("limit left", _at_its_limit),
+         ("short", _long_enough), ("not learning", _learns), ("energy", _energy_whole))
+# the word of a verdict that no rule of this version words so (a row decided by another)
+OTHER = "no measurement"
 
 
 def judge(row) -> str:
     """Why the row is not a measurement: the first rule it fails; "" for a measurement."""
-    return next((why for rule in RULES if (why := rule(row))), "")
+    return next((why for _, rule in RULES if (why := rule(row))), "")
 
 
 def shown(why: str) -> str:

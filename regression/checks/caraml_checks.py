@@ -74,6 +74,9 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     caraml_energy_window = variable(str, value="n/a")
     caraml_system = variable(str, value="n/a")
     caraml_config = variable(str, value="n/a")
+    # every JUBE tag the job was planned with: the system's, the benchmark's,
+    # the configuration's and extra_tags (`jube run SCRIPT --tag ...` runs the same)
+    caraml_tags = variable(str, value="n/a")
     caraml_flags = variable(str, value="n/a")
     caraml_status = variable(str, value="n/a")
     # yes, or the verdict on a row that is no measurement (its figures are expected failures)
@@ -127,6 +130,7 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     def plan_the_job(self):
         tags = [*self._tags, *self.benchmark.reframe.tags, *self.configuration.split(),
                 *self.extra_tags.split()]
+        self.caraml_tags = " ".join(tags)
         try:
             planned = plan(self.benchmark, tags, Path(self.stagedir))
             if not self.is_dry_run():  # a dry run downloads no corpus

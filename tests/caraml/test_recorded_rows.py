@@ -66,12 +66,16 @@ def test_the_row_is_decided_as_recorded(tmp_path, name):
     assert _missing_or_changed(was_row, row_json.to_dict(row)) == []
     was, line = _fields(recorded["lines"][0]), _fields(now["lines"][0])
     expected = {MOVED.get(key, key): value for key, value in was.items()}
+    # the Status line joined since: the state, and the verdict's word on a row that is no measurement
+    status, lines = now["lines"][1], [now["lines"][0], *now["lines"][2:]]
     if name in NOT_MEASUREMENTS:
         assert (row.measurement, row.not_a_measurement) == (False, NOT_MEASUREMENTS[name])
+        assert status == f"CARAML row status: {row.state} (short)"
         expected["notable"] = "yes"
-        assert " ".join(part.strip() for part in now["lines"][1:-1]) == \
+        assert " ".join(part.strip() for part in lines[1:-1]) == \
             f"CARAML row reason: {shown(NOT_MEASUREMENTS[name])}"
-        assert now["lines"][-1] == recorded["lines"][-1]  # the flags
+        assert lines[-1] == recorded["lines"][-1]  # the flags
     else:
-        assert now["lines"][1:] == recorded["lines"][1:]  # the reason and the flags
+        assert status == f"CARAML row status: {row.state}"
+        assert lines[1:] == recorded["lines"][1:]  # the reason and the flags
     assert _missing_or_changed(expected, line, "CARAML row") == []

@@ -18,7 +18,7 @@ from caraml.report import last_kv
 from caraml.row import jube_lines, render, row_json
 from caraml.row.decide import decide_row
 from caraml.row.evidence import gather
-from caraml.row.record import FIELDS
+from caraml.row.record import FIELDS, KINDS
 from caraml.row.run import decide_now, rows_of_run
 from caraml.row.status import STATES
 from tests.caraml.row_packages import (
@@ -367,8 +367,10 @@ def test_the_lines_for_the_tables_keep_jubes_value_rules(tmp_path, capsys):
     assert fields["energy_kind"] == "measured"
     assert fields["mfu"] == "0.41" and fields["layout"] == "1x4"
     assert fields["power_w_per_device"] == "324.0"  # watts to one decimal, whole or not
-    assert out[1] == "CARAML row reason: signal SIGUSR1; then more"
-    assert out[2] == "CARAML row flags: none"
+    # a measurement's Status is its state; the cause and the flags each on a line of their own
+    assert out[1] == "CARAML row status: ok-stopped-early"
+    assert out[2] == "CARAML row reason: signal SIGUSR1; then more"
+    assert out[3] == "CARAML row flags: none"
     assert not any("," in line for line in out)
 
 
@@ -394,7 +396,27 @@ def test_every_pattern_of_the_short_tables_reads_a_word_of_the_row_line(tmp_path
     patterns = ET.parse(ROOT / "platform.xml").getroot().find("patternset[@name='rowPatterns']")
     patterned = {re.search(r"(?:\\b|: )(\w+)=\(", p.text).group(1)
                  for p in patterns if "row: " in p.text}
-    assert patterned <= {*FIELDS, *render.labels(decide(tmp_path, job_out=finished_job()))}
+    slots = {f"own{i}" for i in range(1, benchmarks.OWN_SLOTS + 1)}
+    assert patterned <= {*FIELDS, *render.labels(decide(tmp_path, job_out=finished_job())), *slots}
+
+
+def test_every_figure_of_the_row_has_a_typed_pattern_of_its_name_without_a_default():
+    """JUBE's statistics (_avg, _min, _max, _std) need typed patterns; a
+    typed pattern's default "" is no number JUBE can convert, so a figure
+    the row lacks leaves its cell empty by matching nothing."""
+    from tests.jube_runs import ROOT
+
+    patterns = {p.get("name"): p for p in ET.parse(ROOT / "platform.xml").getroot()
+                .find("patternset[@name='rowPatterns']")}
+    numbers = {name: {"number": "float", "whole": "int"}[KINDS[name]] for name in FIELDS
+               if KINDS[name] in ("number", "whole")}
+    assert len(numbers) > 60
+    typed = {name[len("row_"):]: p.get("type") for name, p in patterns.items()
+             if p.get("type") in ("int", "float")}
+    assert typed == numbers
+    for name in numbers:
+        pattern = patterns[f"row_{name}"]
+        assert pattern.text == rf"^CARAML row: .*\b{name}=(\S+)" and pattern.get("default") is None
 
 
 def test_a_runs_rows_are_the_decided_ones_then_those_the_model_decides_now(tmp_path):

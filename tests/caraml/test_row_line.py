@@ -52,7 +52,7 @@ def test_the_line_says_where_a_job_stands_and_makes_jubes_analysis_stale(tmp_pat
         assert not cache.exists()
     # the same lines the combine step prints: the model's figures are in it
     assert " per_s=104858 " in _lines(work)[0] and _lines(work)[1:] == [
-        "CARAML row reason: ", "CARAML row flags: none"]
+        "CARAML row status: ok", "CARAML row reason: ", "CARAML row flags: none"]
 
 
 def test_a_refusal_is_a_failed_line_and_the_step_keeps_its_status(tmp_path):
@@ -60,8 +60,9 @@ def test_a_refusal_is_a_failed_line_and_the_step_keeps_its_status(tmp_path):
     write(work, stderr="CARAML ERROR: unknown tag A200; systems: CPU, LOCAL, A100, H100\n")
     assert row_out.main(["--exit-status", "3", str(work)]) == 3
     # a long reason goes on over lines of two spaces' indent: one cell of JUBE's issues table
-    line, *cause = _lines(work)[:3]
+    line, status, *cause = _lines(work)[:4]
     assert line.startswith("CARAML row: state=failed notable=yes layout=1x4 ")
+    assert status == "CARAML row status: failed"
     assert {"model=800M", "precision=fp16", "measurement=no"} <= set(line.split())
     assert cause == ["CARAML row reason: unknown tag A200; systems: CPU;", "  LOCAL; A100; H100"]
 
@@ -70,8 +71,8 @@ def test_a_build_job_writes_its_build_status(tmp_path):
     work = execute(run_dir(tmp_path, {"building_container": "yes"}))
     write(work, job_out=START + "\n")
     row_out.write(work)
-    assert _lines(work) == ["CARAML row: state=building notable=yes", "CARAML row reason: ",
-                            "CARAML row flags: none"]
+    assert _lines(work) == ["CARAML row: state=building notable=yes", "CARAML row status: building",
+                            "CARAML row reason: ", "CARAML row flags: none"]
 
 
 def test_a_work_package_jube_has_no_record_of_is_a_failed_line(tmp_path):
@@ -79,4 +80,4 @@ def test_a_work_package_jube_has_no_record_of_is_a_failed_line(tmp_path):
     work.mkdir(parents=True)
     assert row_out.main([str(work)]) == 0
     assert _lines(work)[0].startswith("CARAML row: state=failed ")
-    assert "the row model could not decide" in _lines(work)[1]
+    assert "the row model could not decide" in _lines(work)[2]

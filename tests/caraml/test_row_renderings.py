@@ -6,6 +6,7 @@ the full table, the results history and caraml-compare's line."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import math
 import sqlite3
 
@@ -13,8 +14,9 @@ import pytest
 
 from caraml import benchmarks
 from caraml.compare import rows
-from caraml.row import full_table, history, render, row_json
+from caraml.row import full_table, history, jube_lines, record, render, row_json, verdict
 from caraml.row.record import FIELDS, KINDS, Row
+from tests.caraml.recorded_rows import REPO as ROOT
 from tests.caraml.recorded_rows import decide
 
 
@@ -93,3 +95,67 @@ def test_an_unknown_figure_is_unknown_in_every_rendering(tmp_path):
     assert row.per_s is None and "per_s" not in render.words(row)
     assert render.history_values(row)["per_s"] is None
     assert math.isnan(rows.line(row, rows.RunDir(tmp_path, None), tmp_path / "row.json")["per_s"])
+
+
+MEASURED = Row(benchmark="image", state="ok", timed_iterations=90, time_per_iteration_s=1.0, timed_s=90.0)
+
+
+@pytest.mark.parametrize("changes, status", [
+    ({}, "ok"),
+    ({"state": "ok-stopped-early"}, "ok-stopped-early"),
+    ({"timed_iterations": 3, "timed_s": 2.6}, "ok (short)"),
+    ({"state": "ok-stopped-early", "timed_s": None}, "ok-stopped-early (short)"),
+    ({"loss_first": 9.0, "loss_nonfinite": "nan", "loss_nonfinite_at": 3}, "ok (numerics)"),
+    ({"power_limit_not_default_at_start": ("180W-not-250W-on-ranks-0-1",)}, "ok (limit left)"),
+    ({"loss_first": 9.0, "loss_last": 8.9, "loss_fall_needed": 0.05}, "ok (not learning)"),
+    ({"energy_scope": "gpu+module", "energy_window": "timed", "energy_complete_timed": True},
+     "ok (energy)"),
+    # a row that did not run to its figures says so by its state
+    ({"state": "failed", "reason": "out of memory"}, "failed"),
+    ({"state": "queued"}, "queued"),
+])
+def test_the_status_cell_says_when_a_row_is_no_measurement(changes, status):
+    """The result table's Status (the `CARAML row status:` line): the state,
+    and the word of the verdict the row holds; the issues table's cause
+    says the verdict whole."""
+    row = record.judged(dataclasses.replace(MEASURED, **changes))
+    assert render.status(row) == status
+    assert (status == row.state) == (row.measurement or row.state not in ("ok", "ok-stopped-early"))
+    out = io.StringIO()
+    jube_lines.print_lines(row, out)
+    assert out.getvalue().splitlines()[1] == f"CARAML row status: {status}"
+    if not row.measurement and row.state == "ok":
+        assert verdict.shown(row.not_a_measurement) in " ".join(render.cause(row).split())
+
+
+def test_a_verdict_no_rule_of_today_words_is_named_as_no_measurement_not_judged_again():
+    """The Status names the verdict the row holds (row.json keeps it as
+    decided); a row decided by another version whose words no rule of today
+    gives is shown as no measurement, never re-judged into a measurement."""
+    row = dataclasses.replace(MEASURED, measurement=False, not_a_measurement="a rule of another version")
+    assert render.status(row) == "ok (no measurement)"
+    assert render.status(dataclasses.replace(MEASURED, measurement=True)) == "ok"
+
+
+def test_a_benchmarks_own_columns_have_their_slots_in_the_row_line(monkeypatch):
+    monkeypatch.setenv(benchmarks.REGISTRY_ENV, str(ROOT / "tests" / "tiny_benchmark" / "entry.py"))
+    row = Row(benchmark="tiny", state="ok", details={"data": "random vectors", "features": "12"})
+    words = render.words(row)
+    # the entry's columns with a source, in its order: Data (own1), Features (own2)
+    assert (words["own1"], words["own2"]) == ("random_vectors", "12")
+    assert benchmarks.own_column_lines(benchmarks.get("tiny")) == [
+        "row_own1\tData\tdata.name", "row_own2\tFeatures\tdata.features"]
+    # the operator benchmark's seven fit the slots; a figure of the row needs none
+    assert len(render.own_columns("operator")) == 7 <= benchmarks.OWN_SLOTS
+    assert render.own_columns("no-such-benchmark") == {}
+
+
+def test_a_figure_that_is_not_finite_is_left_out_of_the_row_line():
+    """JUBE's typed patterns read every number of the line, and JUBE 2.5.1
+    cannot read a nan or inf of its own record back (`jube result` fails)."""
+    row = dataclasses.replace(MEASURED, per_s=math.inf, work_per_wh=math.nan, per_s_per_device=2.5)
+    words = render.words(row)
+    assert "per_s" not in words and "work_per_wh" not in words and words["per_s_per_device"] == "2.5"
+    out = io.StringIO()
+    jube_lines.print_lines(row, out)
+    assert not any(word in out.getvalue().split("\n")[0].lower() for word in ("nan", "inf"))

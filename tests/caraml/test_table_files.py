@@ -78,26 +78,49 @@ CONTAINER = [("System", "system_name"), ("Container", "container"), ("Status", "
              ("Cause", "reason")]
 
 
+REPEATS_MEAN = ("row_per_s_avg", "row_per_s_std", "row_work_per_wh_timed_avg")
+
+
+def _repeats_table(columns: list[tuple[str, str]], table_filter: str) -> None:
+    """The repeat tag's table: one line per configuration (its first
+    repeat's), how many runs and measurements, and JUBE's own mean and
+    spread of the rate and the work per Wh, read from the typed patterns,
+    with the energy's scope and whether it is measured or estimated."""
+    names = [name for _, name in columns]
+    assert table_filter == "'${repeat}' == '${row_repeat_min}'"
+    assert {"row_repeat_cnt", "row_measured_cnt", *REPEATS_MEAN, "row_energy_scope",
+            "row_energy_kind"} <= set(names)
+    assert len({title for title, _ in columns}) == len(columns)  # JUBE keys a table's columns by title
+
+
 def test_the_llm_tables_are_the_short_ones_and_the_container_build():
-    result = _yaml("llm_training/llm_tables.yaml")["result"]
-    [container] = [t for t in result["table"] if t["name"] == "container"]
+    short, repeats = _yaml("llm_training/llm_tables.yaml")["result"]
+    assert (short["use"], repeats["use"]) == ("analyse", "analyse_repeats")
+    [container] = [t for t in short["table"] if t["name"] == "container"]
     assert [(c["title"], c["_"]) for c in container["column"]] == CONTAINER
     # a container build has only the container table; a benchmark run the two
     # short ones (JUBE prints every table: the full one is the row model's CSV)
-    assert {t["name"]: t["tag"] for t in result["table"]} == {
+    assert {t["name"]: t["tag"] for t in short["table"]} == {
         "result": "!container", "issues": "!container", "container": "container"}
+    [table] = repeats["table"]
+    assert (table["name"], table["tag"]) == ("repeats", "repeat")
+    _repeats_table([(c["title"], c["_"]) for c in table["column"]], table["filter"])
     # the row model keeps the history (caraml/row/history.py); JUBE's <database> would overwrite it
-    assert "database" not in result
+    assert "database" not in short and "database" not in repeats
 
 
 @pytest.mark.parametrize("script", XML_FILES[1:])
 def test_the_xml_tables_are_the_short_ones_and_the_container_build(script):
-    result = ET.parse(ROOT / script).getroot().find("benchmark/result")
+    result, repeats = ET.parse(ROOT / script).getroot().findall("benchmark/result")
+    assert (result.findtext("use"), repeats.findtext("use")) == ("analyse", "analyse_repeats")
     container = result.find("table[@name='container']")
     assert [(c.get("title"), c.text) for c in container.iter("column")] == CONTAINER
     assert {t.get("name"): t.get("tag") for t in result.iter("table")} == {
         "result": "!container", "issues": "!container", "container": "container"}
-    assert result.findall("database") == []
+    [table] = repeats.iter("table")
+    assert (table.get("name"), table.get("tag")) == ("repeats", "repeat")
+    _repeats_table([(c.get("title"), c.text) for c in table.iter("column")], table.get("filter"))
+    assert result.findall("database") == repeats.findall("database") == []
 
 
 def test_every_column_of_the_full_table_names_a_value_the_row_model_has(monkeypatch):
@@ -134,15 +157,19 @@ def test_every_column_of_the_full_table_names_a_value_the_row_model_has(monkeypa
     assert unknown == []
 
 
-def _analysed_files() -> list[tuple[str, str, str, str]]:
-    """(script, step, file, patternsets) of every file every benchmark script's analyser reads."""
+def _analysed_files() -> list[tuple[str, str, str, str, str]]:
+    """(script, analyser, step, file, patternsets) of every file every
+    benchmark script's analysers read (the LLM scripts' are in llm_tables.yaml)."""
     found = []
     for script in [*XML_FILES[1:], "tests/tiny_benchmark.xml"]:
-        for analyse in ET.parse(ROOT / script).getroot().iter("analyse"):
-            found += [(script, analyse.get("step"), f.text, f.get("use")) for f in analyse.iter("file")]
-    for script in YAML_FILES:
-        for analyse in _yaml(script)["analyser"]["analyse"]:
-            found += [(script, analyse["step"], f["_"], f["use"]) for f in analyse["file"]]
+        for analyser in ET.parse(ROOT / script).getroot().iter("analyser"):
+            for analyse in analyser.iter("analyse"):
+                found += [(script, analyser.get("name"), analyse.get("step"), f.text, f.get("use"))
+                          for f in analyse.iter("file")]
+    for analyser in _yaml("llm_training/llm_tables.yaml")["analyser"]:
+        for analyse in analyser["analyse"]:
+            found += [("llm_training/llm_tables.yaml", analyser["name"], analyse["step"], f["_"], f["use"])
+                      for f in analyse["file"]]
     return found
 
 
@@ -154,7 +181,14 @@ def test_a_rows_status_is_the_row_models_alone():
     assert all(p.text.startswith("^CARAML row") and p.get("mode") is None
                for p in platform.iter("pattern"))
     files = _analysed_files()
-    read_rows = {(script, step, file) for script, step, file, use in files if "rowPatterns" in use}
-    steps = {(script, step) for script, step, _, _ in files}
-    assert read_rows == {(script, step, "stdout" if step == "combine_energy" else "row.out")
-                         for script, step in steps}
+    read_rows = {(script, analyser, step, file) for script, analyser, step, file, use in files
+                 if "rowPatterns" in use}
+    steps = {(script, step) for script, analyser, step, _, _ in files if analyser == "analyse"}
+    # each step's lines, and the repeat tag's repeats of each configuration
+    # beside each combine step's row (caraml/row/repeat_group.py)
+    assert read_rows == {(script, "analyse", step, "stdout" if step == "combine_energy" else "row.out")
+                         for script, step in steps} | {
+        (script, "analyse_repeats", "combine_energy", "repeats/*.out") for script, _ in steps}
+    # the LLM scripts take the analysers of llm_tables.yaml
+    for script in YAML_FILES:
+        assert (ROOT / script).read_text().count('analyser: !include llm_tables.yaml:["analyser"]') == 1

@@ -73,3 +73,22 @@ def test_a_usage_line_names_only_options_its_command_has(doc, start):
     assert options, synopsis
     unknown = sorted(o for o in options if not re.search(rf"(?<![\w-]){o}(?![\w-])", done.stdout))
     assert not unknown, f"{doc}: `{synopsis}` names options that `{SYNOPSES[doc, start]}` lacks: {unknown}"
+
+
+def test_the_entry_of_adding_a_benchmark_runs_as_written(tmp_path):
+    """The doc's example entry, copied into a file as a site would, is read
+    as a registered benchmark, and its own column has the JUBE pattern the
+    doc names, by the doc's own command."""
+    doc = (ROOT / "docs" / "adding_a_benchmark.md").read_text()
+    [code] = re.findall(r"```python\n(.*?)```", doc, re.DOTALL)
+    entry = tmp_path / "entry.py"
+    entry.write_text(code)
+    [command] = commands_in("docs/adding_a_benchmark.md", "python -m caraml.benchmarks columns")
+    done = subprocess.run(["bash", "-c", command], cwd=ROOT, env={**ENV, "CARAML_BENCHMARKS": str(entry)},
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "row_own1\tFeatures\tdata.features\n"
+    assert f"`{done.stdout.strip().replace(chr(9), '  ')}`" in doc
+    listed = subprocess.run([sys.executable, "-m", "caraml.benchmarks", "scripts"], cwd=ROOT,
+                            env={**ENV, "CARAML_BENCHMARKS": str(entry)}, capture_output=True, text=True)
+    assert "mlp\t/site/caraml/mlp.xml\t/site/caraml/mlp_run\tno" in listed.stdout.splitlines()

@@ -2,11 +2,14 @@
 clusters (tests/conftest.py): a two-node job through the job flow
 (caraml/login/jobplan.py, aux/job.sh.in) on nodes whose slurmd reads
 HPE Cray pm_counters driven at a known power, beside jpwr's own
-pm_counters reading of the same nodes; a cluster that meters no node; and
-a meter that never answers."""
+pm_counters reading of the same nodes; a ReFrame check on those nodes,
+whose perflog holds the nodes' Wh with the centre's references; a cluster
+that meters no node; and a meter that never answers."""
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +104,73 @@ def test_a_meter_that_never_answers_leaves_no_figure_and_says_why(tmp_path, mete
     # no extern step here: the one-node job's batch step, whose plugin read nothing
     assert energy.reason == (f"no node energy: sstat gives no energy for step {job_id}.batch (an empty "
                              "value: Slurm's plugin read no meter on the step's nodes)")
+
+
+# A centre's own check on its metered partition: the suite's operator
+# check with a bound on the nodes' Wh, written the ReFrame way
+CENTRE_NODE_CHECK = f"""
+import reframe as rfm
+from reframe.utility import import_module_from_file
+
+caraml = import_module_from_file({str(ROOT / "regression" / "checks" / "caraml_checks.py")!r})
+
+
+@rfm.simple_test
+class CentreNodeEnergy(caraml.Caraml_operator):
+    reference = {{"centre:metered": {{"node_wh": (1e-6, None, 0.0)}}}}
+"""
+
+
+@pytest.mark.jube
+def test_reframe_on_a_node_metered_partition_logs_the_nodes_wh_and_applies_references(
+        tmp_path, metered_slurm2n):
+    """A ReFrame run on the two metered nodes (CPU2N, a measurement): the
+    nodes' Wh and the work per node-Wh are performance variables in the
+    perflog, Slurm's figure as the row has it; the centre's references of
+    both apply (the file's work per node-Wh, the subclass's bound on the
+    Wh, which the run misses); the perflog names the tags that ran."""
+    from tests.regression.test_reframe_runs import _reframe, _reframe_columns
+
+    config = tmp_path / "centre.py"
+    config.write_text("""
+site_configuration = {
+    "systems": [{"name": "centre", "descr": "a login node", "hostnames": [".*"],
+                 "partitions": [{"name": "metered", "scheduler": "squeue", "launcher": "srun",
+                                 "environs": ["gnu"], "extras": {"caraml_tags": ["CPU2N"]}}]}],
+    "environments": [{"name": "gnu"}],
+}
+""")
+    checks = tmp_path / "centre_checks.py"
+    checks.write_text(CENTRE_NODE_CHECK)
+    refs = tmp_path / "refs.yaml"
+    refs.write_text("references:\n"
+                    "  - {system: CPU2N, benchmark: operator, model: FNO rbc2d-small,"
+                    " figure: work_per_node_wh, value: 1, lower: 0.5, upper: 1000000000,"
+                    " kind: measured by this suite, source: a test}\n")
+    prefix = tmp_path / "rfm"
+    # docs/reframe.md's steps 4 and 5: a dry run, then the run
+    args = ["-c", str(checks), "-n", "CentreNodeEnergy", "-S", "valid_prog_environs=gnu",
+            "-S", f"references_file={refs}", "-S", "suite_references=false", "-S", "extra_tags=measure"]
+    dry = _reframe(prefix, "--dry-run", *args, config=config, env=metered_slurm2n.env)
+    assert dry.returncode == 0 and not list(prefix.rglob("perflogs/**/*.log")), dry.stdout[-3000:]
+    done = _reframe(prefix, "-r", *args, config=config, env=metered_slurm2n.env)
+    assert "Failing phase: performance" in done.stdout, done.stdout[-4000:]
+    assert re.search(r"failed to meet reference\(s\): node_wh=\S+ Wh of the nodes \(node, job window, "
+                     r"slurm-acct_gather_energy/pm_counters\), expected 1e-06", done.stdout), \
+        done.stdout[-3000:]
+    [record] = _reframe_columns(prefix / "perflogs" / "centre" / "metered" / "CentreNodeEnergy.log")
+    assert record["caraml_measurement"] == "yes" and record["caraml_tags"] == "CPU2N rbc2d smoke measure"
+    # the check's row beside its job script (its JUBE plan's own dry run lies below)
+    [row_json] = [p for folder in ("stage", "output") for p in (prefix / folder).rglob("row.json")
+                  if (p.parent / "job.sh").exists()]
+    row = json.loads(row_json.read_text())
+    assert (row["node_energy_state"], row["node_energy_scope"]) == ("measured", "node")
+    # Slurm's figure of both nodes over the job, as the row has it; the run's samples over it
+    assert float(record["node_wh_value"]) == pytest.approx(row["node_wh"], rel=1e-5)
+    assert float(record["node_wh_value"]) == pytest.approx(
+        sum(NODE_WATTS.values()) * row["node_window_s"] / 3600, rel=0.02)
+    assert (record["node_wh_ref"], record["node_wh_upper_thres"]) == ("1e-06", "0.0"), record
+    # the file's work per node-Wh applies and is met: it is not among the failures
+    assert float(record["samples_per_node_wh_value"]) == pytest.approx(row["work_per_node_wh"], rel=1e-5)
+    assert (record["samples_per_node_wh_ref"], record["samples_per_node_wh_lower_thres"]) == ("1.0", "-0.5")
+    assert "samples_per_node_wh=" not in done.stdout.split("failed to meet reference(s):")[1]

@@ -50,9 +50,8 @@ def test_split_command_finds_where_the_command_begins():
     (["--methods", "estimate", "--df-suffix", "_%q{JPWR_TEST_UNSET}", "--df-out", "{tmp}"],
      "JPWR_TEST_UNSET is not set"),
     (["--interval", "10"], "required: --methods"),
-    # upstream's MPI options: refused with the way this jpwr names ranks
-    (["--methods", "estimate", "--use-mpi"], "--df-suffix, e.g. _rank%q{SLURM_PROCID}"),
-    (["--methods", "estimate", "--use-mpi", "--mpi-ranks", "0", "1"], "start it on every rank"),
+    # upstream's MPI options (tests/jpwr/test_jpwr_mpi.py): the ranks need --use-mpi
+    (["--methods", "estimate", "--mpi-ranks", "0", "1"], "--mpi-ranks needs --use-mpi"),
 ])
 def test_bad_input_is_one_line_and_the_command_never_starts(args, message, tmp_path, proc_stat,
                                                             capsys):

@@ -90,7 +90,7 @@ def test_reframe_reads_a_figure_the_row_lacks_as_an_expected_failure_with_that_r
     key = "slurm-cpu:default"
     scoped = ScopedDict(figures.reframe_reference(row, figures.load_references(), key, xfail))
     lacking = scoped[f"{key}:mfu"]
-    assert (type(lacking).__name__, lacking.message) == ("XFailReference", refused)
+    assert (type(lacking).__name__, lacking.message) == ("XFailReference", f"mfu: {refused}")
     assert lacking.data == (0, None, None, figures.perf_values(row)["mfu"][1])
 
 
@@ -192,3 +192,53 @@ def test_the_stricter_of_two_references():
     assert figures.stricter((100.0, -0.1, 0.1, "u"), (120.0, -0.5, None, "u"), "u") == (100.0, -0.1, 0.1, "u")
     assert figures.stricter((100.0, -0.1, 0.1, "u"), None, "w") == (100.0, -0.1, 0.1, "u")
     assert figures.stricter(None, (100.0, None, 0.2, "u"), "u") == (100.0, None, 0.2, "u")
+
+
+NODE = {"node_energy_state": "measured", "node_energy_scope": "node", "node_energy_window": "job",
+        "node_energy_source": "slurm-acct_gather_energy/pm_counters", "node_wh": 0.5,
+        "work_per_node_wh": 180000.0}
+
+
+def test_a_partition_that_meters_whole_nodes_has_the_nodes_energy_as_variables():
+    row = _row(**NODE)
+    values = figures.perf_values(row)
+    assert list(values) == [*figures.perf_values(ROW), "node_wh", "tokens_per_node_wh"]
+    label = "node, job window, slurm-acct_gather_energy/pm_counters"
+    assert values["node_wh"] == (0.5, f"Wh of the nodes ({label})")
+    assert values["tokens_per_node_wh"] == (180000.0, f"tokens/Wh of the nodes ({label}, the run's tokens)")
+    # a meter that gave no figure this time: its reason; its columns stay
+    failed = _row(**{**NODE, "node_energy_state": "failed", "node_wh": None, "work_per_node_wh": None,
+                     "node_energy_reason": "no node energy at the job's end: sstat gives no energy"})
+    assert list(figures.perf_values(failed)) == list(values)
+    assert render.missing(failed) == {name: "no node energy at the job's end: sstat gives no energy"
+                                      for name in ("node_wh", "tokens_per_node_wh")}
+    # a cluster that meters no whole node (no plugin, RAPL's sockets, a local partition): no such variables
+    for scope in (None, "cpu-socket+dram"):
+        assert "node_wh" not in figures.perf_values(_row(node_energy_scope=scope))
+
+
+def test_a_work_per_node_wh_reference_reaches_the_node_variable_where_there_is_one(tmp_path):
+    refs = figures.load_references([_reference_file(tmp_path, 2e5, "work_per_node_wh")], suite=False)
+    [(name, band)] = figures.references(_row(**NODE), refs, "k")["k"].items()
+    assert name == "tokens_per_node_wh" and band[0] == 2e5
+    assert figures.references(ROW, refs, "k") == {}
+    [verdict] = reference.verdicts(pd.DataFrame([line(_row(**NODE), RunDir(tmp_path, None),
+                                                      tmp_path / "row.json")]), refs)["verdict"]
+    assert verdict == "within"  # 180 000 tokens/Wh in 160 000 .. 300 000
+
+
+def test_the_expected_failure_says_the_verdict_once_after_the_variables_it_holds_for():
+    """ReFrame's XFAIL line joins the messages of the failing variables in
+    their order with ', ' (reframe/core/pipeline.py); each reason once."""
+    row = _row(**NODE, timed_iterations=3, timed_s=2.5)
+    messages = figures.xfail_messages(render.missing(row))
+    joined = ", ".join(messages.values())
+    why = "not a measurement (3 timed iterations in 2.5 s; a measurement needs 20 and 60 s)"
+    assert joined == ("tokens_per_s, tokens_per_s_per_device, tokens_per_s_per_node, mfu, tokens_per_wh, "
+                      f"power_w_per_device, node_wh, tokens_per_node_wh: {why}")
+    assert joined.count("not a measurement") == 1
+    # a measurement lacking two figures for two reasons names each after its own
+    lacking = _row(**{**NODE, "node_wh": None, "work_per_node_wh": None, "node_energy_reason": "meter down"},
+                   mfu=None, flags=("mfu-not-available(busy)",))
+    assert ", ".join(figures.xfail_messages(render.missing(lacking)).values()) == \
+        "mfu: mfu-not-available(busy), node_wh, tokens_per_node_wh: meter down"

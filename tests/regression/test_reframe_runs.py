@@ -124,6 +124,13 @@ def test_the_smoke_checks_are_expected_failures_under_a_centres_own_configuratio
         assert re.fullmatch(r"[0-9a-f]{12}(\+changes)?", record["caraml_commit"])
         assert record["caraml_torch"].startswith(torch.__version__.split("+")[0])
     assert llm["caraml_config"] == "cpu-small fp32 batch 4"
+    # the tags its job was planned with, the operator's problem among them
+    assert [r["caraml_tags"] for r in (image, llm, fno)] == ["CPU smoke", "CPU smoke", "CPU rbc2d smoke"]
+    # each XFAIL line says the verdict once, after the variables it holds for
+    xfails = [line for line in done.stdout.splitlines() if "XFAIL" in line]
+    assert len(xfails) == 3 and all(line.count("not a measurement (") == 1 for line in xfails), xfails
+    assert any("tokens_per_s, tokens_per_s_per_device, tokens_per_s_per_node, mfu, tokens_per_wh, "
+               "power_w_per_device: not a measurement (" in line for line in xfails), xfails
     # each check's row of its run joined the history; the JUBE dry runs that planned them left none
     assert _history(history) == [("image", "ok", 0, 0), ("llm", "ok", 0, 0), ("operator", "ok", 0, 0)]
     # one benchmark alone, its tag now from the check variable: its perflog
@@ -155,6 +162,7 @@ def test_two_partitions_of_this_host_run_one_job_at_a_time_and_log_the_rows_prov
     assert cpu[1] <= host[0] or host[1] <= cpu[0], (cpu, host)
     [record] = _perflog(tmp_path, "local", "cpu", "operator")
     assert record["samples_per_s"] == "nan" and record["samples_per_s.result"] == "xfail"
+    assert record["tags"] == "CPU rbc2d smoke"
     assert record["measurement"].startswith("not a measurement (")
     assert record["samples_per_wh.unit"] == "samples/Wh (host-estimate, timed window, estimated)"
     assert (record["system"], record["status"], record["energy_scope"], record["energy"]) == \
@@ -209,6 +217,8 @@ def test_every_check_runs_through_the_slurm_test_cluster_and_a_measurement_misse
         assert record["status"] == "ok"
     [image] = _perflog(tmp_path, "slurm-cpu", "default", "image")
     assert image["measurement"] == "yes" and float(image["images_per_s"]) > 0
+    # the check keeps its name (%configuration=smoke); its perflog names the tags that ran
+    assert image["tags"] == "CPU slurm smoke measure"
     assert image["images_per_s_per_device.result"] == "fail"
     # the measured row joined the history, as the smoke rows did; the plans' dry runs left none
     assert _history(history) == [("image", "ok", 0, 1), ("llm", "ok", 0, 0), ("operator", "ok", 0, 0)]
