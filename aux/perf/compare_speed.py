@@ -3,7 +3,7 @@ seconds beside wall seconds: writes --systems systems with --runs runs in
 all (two configurations each, power samples in one configuration of every
 run) as row.json files, then runs the comparison over them with --all-runs
 (the runs of one system are repeats of its two configurations, each ranked
-on their median with a bootstrap interval on every margin), --repeats
+on their median with an interval on every margin), --repeats
 times per size. Several sizes show how the time grows with the runs; the
 CPU seconds (the command's and every process it waited for, its drawing
 processes included) are the figure that load on a shared host cannot

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from caraml.compare import repeats
+from caraml.compare import intervals, repeats
 from caraml.compare.figures import ONE_NODE, node_refusal
 from caraml.compare.jobs import Jobs
 from caraml.compare.repeats import LIKE
@@ -125,12 +125,14 @@ def decide(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, job
     return out
 
 
-def margin(kind: str, best: pd.Series, runner_up: pd.Series | None, ratio: float, interval: tuple) -> dict:
+def margin(kind: str, best: pd.Series, runner_up: pd.Series | None, ratio: float, interval: tuple,
+           separate: int | None = None) -> dict:
     """One sentence's margin over the runner-up, as decision.json holds it."""
     low, high, why = interval
     return {"ranking": kind, "best": best["system"], "runner_up": None if runner_up is None
             else runner_up["system"], "margin": ratio, "low": low, "high": high,
-            "significant": repeats.significant(low, high), "no_interval": why}
+            "significant": repeats.significant(low, high), "no_interval": why,
+            "tie": runner_up is not None and intervals.tie(ratio), "runs_to_separate": separate}
 
 
 def over_runner_up(kind: str, ranked: pd.DataFrame, figure: str) -> tuple[str, dict]:
@@ -141,8 +143,9 @@ def over_runner_up(kind: str, ranked: pd.DataFrame, figure: str) -> tuple[str, d
     runner_up = ranked.iloc[1]
     ratio = best[figure] / runner_up[figure]
     interval = repeats.interval(best, runner_up, figure)
-    return (f"over {runner_up['system']} {repeats.ratio_words(ratio, *interval)}",
-            margin(kind, best, runner_up, ratio, interval))
+    separate = repeats.runs_to_separate(best, runner_up, figure, ratio)
+    return (f"over {runner_up['system']} {repeats.ratio_words(ratio, *interval, separate)}",
+            margin(kind, best, runner_up, ratio, interval, separate))
 
 
 def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
@@ -153,16 +156,19 @@ def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
             continue
         best = ranked.iloc[0]
         unit = title.format(unit=best["unit"])
-        against = (f"; {number(best[ratio])}x {decision.reference}" if pd.notna(best[ratio])
-                   and best["system"] != decision.reference else "")
+        # the ratio to the reference, unless the sentence already holds it (the reference leads or is second)
+        against = (f"; {repeats.reference_words(best, ratio, decision.reference)}" if pd.notna(best[ratio])
+                   and decision.reference not in set(ranked["system"].iloc[:2]) else "")
         caveat = " (energy estimated)" if figure == GPU_FIGURE and best["energy_estimated"] else ""
         if figure == NODE_FIGURE and pd.notna(best["accelerator_share_of_node_pct"]):
             share = number(best["accelerator_share_of_node_pct"])
             caveat = f" (accelerators' share of its node energy {share} %, jpwr's " \
                      f"{best['accelerator_share_basis']})"
         words, figures_ = over_runner_up(LEADS[figure], ranked, figure)
-        margins.append({**figures_, "value": best[figure], "unit": unit, "runs": int(best["runs"])})
-        lines.append(f"{LEADS[figure]}: {best['system']}, {number(best[figure])} {unit} "
+        margins.append({**figures_, "value": best[figure], "unit": unit, "runs": int(best["runs"]),
+                        **{f"reference{end}": best.get(f"{ratio}{end}") for end in ("", "_low", "_high")}})
+        who = repeats.leader(best["system"], figures_["runner_up"], figures_["margin"])
+        lines.append(f"{LEADS[figure]}: {who}, {number(best[figure])} {unit} "
                      f"({repeats.spread(best, figure)}){caveat}; {words}{against}.")
     return lines, margins
 

@@ -133,7 +133,8 @@ def ratios(row: pd.Series, ref: pd.Series | None, why_none: str,
     """Each figure of row over that of ref, NaN where refused, and the
     reasons; with intervals (lines of repeats, caraml/compare/repeats.py)
     each ratio's 95 % interval too (`_low`, `_high`, and `_no_interval`: why none)."""
-    out, reasons = {}, []
+    out: dict[str, float | str] = {}
+    reasons = []
     for figure in RATIO_FIGURES:
         name = f"{figure}_ratio"
         out[name] = math.nan
@@ -146,7 +147,8 @@ def ratios(row: pd.Series, ref: pd.Series | None, why_none: str,
             reasons.append(reason)
             continue
         out[name] = row[figure] / ref[figure]
-        if intervals and pd.notna(out[name]):
+        # the reference over itself is 1 by definition: no interval
+        if intervals and pd.notna(out[name]) and row["system"] != ref["system"]:
             low, high, why = repeats.interval(row, ref, figure)
             out.update({f"{name}_low": low, f"{name}_high": high, f"{name}_no_interval": why})
     if ref is None and why_none:

@@ -13,11 +13,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import yaml
 
-from caraml.compare import CompareError, repeats
+from caraml.compare import CompareError, intervals, repeats
 from caraml.compare.units import number
 
 HOURS_PER_YEAR = 365.25 * 24
@@ -120,15 +119,15 @@ def unpriced(solution: pd.DataFrame, prices: dict[str, dict[str, float]]) -> lis
     return [s for s in dict.fromkeys(solution["system"]) if s not in prices] if not solution.empty else []
 
 
-def _cost_draws(cost_line: pd.Series, line: pd.Series, rng: np.random.Generator) -> np.ndarray | None:
-    """Bootstrap draws of a system's cost: node-hours scale with 1/throughput, electricity with
-    1/work per Wh of the scope the cost counts, both of the same resampled runs."""
+def _cost_side(cost_line: pd.Series, line: pd.Series) -> intervals.Side:
+    """A system's cost as each of its runs gives it: node-hours scale with
+    1/throughput, electricity with 1/work per Wh of the scope the cost
+    counts, both of the same run."""
     per_wh = "work_per_node_wh" if cost_line["energy_scope"] == "node" else "work_per_wh_gpu"
-    drawn = repeats.draws(line, ["per_s_per_node", per_wh], rng)
-    if drawn is None:
-        return None
-    return (cost_line["node_hours_cost"] * line["per_s_per_node"] / drawn["per_s_per_node"]
-            + cost_line["electricity_cost"] * line[per_wh] / drawn[per_wh])
+    runs = zip(repeats.run_values(line, "per_s_per_node"), repeats.run_values(line, per_wh))
+    costs = tuple(cost_line["node_hours_cost"] * line["per_s_per_node"] / rate
+                  + cost_line["electricity_cost"] * line[per_wh] / work_per_wh for rate, work_per_wh in runs)
+    return intervals.Side(str(cost_line["system"]), costs, repeats.floor(line))
 
 
 def cheapest(costs: pd.DataFrame, lines: pd.DataFrame, currency: str) -> tuple[str, dict] | None:
@@ -139,25 +138,26 @@ def cheapest(costs: pd.DataFrame, lines: pd.DataFrame, currency: str) -> tuple[s
     if full.empty:
         return None
     best = full.iloc[0]
+    runner = full.iloc[1] if len(full) > 1 else None
+    ratio = runner["cost"] / best["cost"] if runner is not None else math.nan
     by_system = lines.set_index("system")
     runs = int(by_system.loc[best["system"], "runs"])
-    said = (f"Cheapest to solution on one node: {best['system']}, {number(best['cost'])} {currency} "
+    who = repeats.leader(best["system"], None if runner is None else runner["system"], ratio)
+    said = (f"Cheapest to solution on one node: {who}, {number(best['cost'])} {currency} "
             f"(node-hours {number(best['node_hours_cost'])} + electricity {number(best['electricity_cost'])}"
             f"{', energy estimated' if best['energy_estimated'] else ''}; an estimate from "
             f"{runs} run{'' if runs == 1 else 's'})")
     figures = {"ranking": "Cheapest to solution", "best": best["system"], "value": best["cost"],
                "unit": currency, "runs": runs, "runner_up": None,
-               "margin": math.nan, "low": math.nan, "high": math.nan, "significant": None, "no_interval": ""}
-    if len(full) < 2:
+               "margin": math.nan, "low": math.nan, "high": math.nan, "significant": None, "no_interval": "",
+               "tie": False, "runs_to_separate": None}
+    if runner is None:
         return f"{said}; the only system with a full cost.", figures
-    runner = full.iloc[1]
-    ratio = runner["cost"] / best["cost"]
-    rng = np.random.default_rng(repeats.SEED)
-    sides = [_cost_draws(c, by_system.loc[c["system"]], rng) for c in (runner, best)]
-    missing = [c["system"] for c, d in zip((runner, best), sides) if d is None]
-    interval = (math.nan, math.nan, repeats.why_no_interval({"system": missing[0]})) if missing \
-        else repeats.bounds(sides[0] / sides[1])
+    top, bottom = (_cost_side(c, by_system.loc[c["system"]]) for c in (runner, best))
+    interval = intervals.ratio_interval(top, bottom)
+    separate = intervals.runs_to_separate(top, bottom, ratio)
     figures.update(runner_up=runner["system"], margin=ratio, low=interval[0], high=interval[1],
-                   significant=repeats.significant(interval[0], interval[1]), no_interval=interval[2])
+                   significant=repeats.significant(interval[0], interval[1]), no_interval=interval[2],
+                   tie=intervals.tie(ratio), runs_to_separate=separate)
     return (f"{said}; the runner-up {runner['system']}, its cost over the cheapest: "
-            f"{repeats.ratio_words(ratio, *interval)}.", figures)
+            f"{repeats.ratio_words(ratio, *interval, separate)}.", figures)

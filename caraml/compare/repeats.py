@@ -3,8 +3,9 @@ benchmark and every like-for-like parameter, batch and layout included)
 from different runs, dates or repeat indices are one figure measured
 several times. The comparison ranks on their median, shows their min-max
 and how many runs it rests on, and gives a 95 % confidence interval on a
-ratio of two such figures by a seeded bootstrap (docs/compare.md, "Repeats
-and confidence intervals", says the method and why).
+ratio of two such figures (caraml/compare/intervals.py from the runs'
+figures; docs/compare.md, "Repeats and confidence intervals", says the
+method and why).
 
 Every figure comes from the rows' records as they are: nothing here
 decides whether a row is a measurement (the caller gives measured rows)."""
@@ -16,6 +17,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from caraml.compare import intervals
 from caraml.compare.units import number
 
 # Rows are like for like when these agree: same benchmark, model, precision,
@@ -29,9 +31,9 @@ CONFIG = [*GROUP, "backend", "global_batch", "nodes", "devices", "tp", "pp", "mi
 # the figures a configuration's line holds as the median of its repeats
 FIGURES = ["per_s", "per_s_per_device", "per_s_per_package", "per_s_per_node", "per_s_median", "mfu",
            "work_per_wh", "work_per_wh_gpu", "work_per_wh_timed", "power_w_per_device", "work_per_node_wh"]
-CONFIDENCE = 0.95
+# the as-run rounds' bootstrap (aux/perf/as_run.py): its resamples, and its
+# seed, fixed so that the same rounds give the same interval every time
 RESAMPLES = 2000
-# fixed, so that the same rows give the same interval on every run of the command
 SEED = 41
 # A single run's spread over its timed iterations: the 10th and 90th
 # percentile of the iteration time, where the row records them
@@ -78,48 +80,44 @@ def collapse(measured: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def _iteration_scale(line: pd.Series | dict, rng: np.random.Generator) -> np.ndarray | None:
-    """One run: the rate's sampling spread from its timed iterations (their
-    p10-p90 as a normal's spread, the mean of n of them), as factors on
-    each figure; None where the row records no such spread."""
-    p10, p90 = (line.get(key) for key in ITERATION_SPREAD)
-    n, mean_s = line.get("timed_iterations"), line.get("time_per_iteration_s")
-    if any(v is None or pd.isna(v) for v in (p10, p90, n, mean_s)) or not n or not mean_s:
-        return None
-    error = (p90 - p10) / _P10_P90_SIGMAS / math.sqrt(n)
-    means = rng.normal(mean_s, error, RESAMPLES)
-    return mean_s / np.clip(means, mean_s * 1e-3, None)
+def floor(line: pd.Series | dict) -> float:
+    """The least relative spread a run's figure can have: the standard
+    error of its mean iteration time (the timed iterations' p10-p90 as a
+    normal's spread, over the root of their count); NaN where the row records no such spread."""
+    try:
+        p10, p90, n, mean_s = (float(line[key]) for key in (*ITERATION_SPREAD, "timed_iterations",
+                                                            "time_per_iteration_s"))
+    except (KeyError, TypeError):  # not recorded (older rows), or None
+        return math.nan
+    if math.isnan(p10 + p90 + n + mean_s) or not n > 0 or not mean_s > 0:
+        return math.nan
+    return (p90 - p10) / _P10_P90_SIGMAS / math.sqrt(n) / mean_s
 
 
-def draws(line: pd.Series | dict, figures: list[str], rng: np.random.Generator) -> dict[str, np.ndarray] | None:
-    """Bootstrap draws of each figure's median: over the runs (the same
-    resampled runs for every figure, so that a cost keeps its time and
-    energy of one run together), or over the timed iterations of a single
-    run; None where one run records no spread of its iterations."""
+def run_values(line: pd.Series | dict, figure: str) -> tuple[float, ...]:
+    """A configuration's figure as each of its runs measured it."""
     runs = int(line.get("runs", 1) or 1)
-    if runs >= 2:
-        picks = rng.integers(0, runs, size=(RESAMPLES, runs))
-        return {f: np.median(np.asarray(line[f"{f}_runs"], dtype=float)[picks], axis=1) for f in figures}
-    scale = _iteration_scale(line, rng)
-    return None if scale is None else {f: float(line[f]) * scale for f in figures}
+    return tuple(float(v) for v in line[f"{figure}_runs"]) if runs >= 2 else (float(line[figure]),)
 
 
-def why_no_interval(line: pd.Series | dict) -> str:
-    return f"{line['system']} rests on 1 run, whose row records no spread of its timed iterations"
+def side(line: pd.Series | dict, figure: str) -> intervals.Side:
+    return intervals.Side(str(line["system"]), run_values(line, figure), floor(line))
 
 
 def interval(top: pd.Series | dict, bottom: pd.Series | dict, figure: str) -> tuple[float, float, str]:
     """The 95 % interval of top's figure over bottom's, and why there is none (empty where there is)."""
-    rng = np.random.default_rng(SEED)
-    sides = [draws(top, [figure], rng), draws(bottom, [figure], rng)]
-    for side, line in zip(sides, (top, bottom)):
-        if side is None:
-            return math.nan, math.nan, why_no_interval(line)
-    return bounds(sides[0][figure] / sides[1][figure])
+    return intervals.ratio_interval(side(top, figure), side(bottom, figure))
 
 
+def runs_to_separate(top: pd.Series | dict, bottom: pd.Series | dict, figure: str,
+                     ratio: float) -> int | None:
+    """The runs a side that would separate a difference the size of ratio at the runs' spread."""
+    return intervals.runs_to_separate(side(top, figure), side(bottom, figure), ratio)
+
+
+# The as-run rounds' percentile bootstrap: paired rounds of one host, many of them
 def bounds(ratios: np.ndarray) -> tuple[float, float, str]:
-    tail = (1 - CONFIDENCE) / 2 * 100
+    tail = (1 - intervals.CONFIDENCE) / 2 * 100
     low, high = np.nanpercentile(ratios, [tail, 100 - tail])
     return float(low), float(high), ""
 
@@ -133,15 +131,42 @@ def spread(line: pd.Series | dict, figure: str, unit: str = "") -> str:
             f"{number(line[f'{figure}_max'], unit)}")
 
 
-def ratio_words(ratio: float, low: float, high: float, why_none: str = "") -> str:
-    """`1.06x, 95 % CI 1.04–1.08`; where the interval holds 1, `no significant
-    difference: 1.02x, 95 % CI 0.97–1.07`; without an interval, why."""
+def _size(ratio: float) -> str:
+    return f"{(max(ratio, 1 / ratio) - 1) * 100:.0f} %"
+
+
+def ratio_words(ratio: float, low: float, high: float, why_none: str = "", runs: int | None = None) -> str:
+    """`1.06x, 95 % CI 1.04–1.08`; within the tie margin `1.01x, a tie
+    (within 2 %), 95 % CI 0.98–1.04`; where the interval holds 1 `no
+    significant difference: 1.05x, 95 % CI 0.98–1.13; 5 runs a side would
+    separate 5 %` (runs: runs_to_separate's); without an interval, why."""
+    tied = intervals.tie(ratio)
+    said = f"{ratio:.2f}x" + (f", a tie (within {intervals.TIE_MARGIN * 100:.0f} %)" if tied else "")
     if pd.isna(low):
-        return f"{ratio:.2f}x (no interval: {why_none})"
+        return f"{said} (no interval: {why_none})"
     # two decimals on the ratio and both bounds alike, so that a bound that is 1 reads as one
-    said = f"{ratio:.2f}x, 95 % CI {low:.2f}–{high:.2f}"
-    return f"no significant difference: {said}" if low <= 1 <= high else said
+    said = f"{said}, 95 % CI {low:.2f}–{high:.2f}"
+    if tied or significant(low, high):
+        return said
+    more = (f"{runs} runs a side would separate {_size(ratio)}" if runs is not None
+            else f"not even {intervals.MOST_RUNS:,} runs a side would separate {_size(ratio)}")
+    return f"no significant difference: {said}; {more}"
+
+
+def leader(best: str, runner_up: str | None, ratio: float) -> str:
+    """Who leads a ranking: the first, or where the second is within the tie margin, both."""
+    return f"{best} ties with {runner_up}" if runner_up is not None and intervals.tie(ratio) else best
+
+
+def reference_words(line: pd.Series | dict, ratio: str, reference: str) -> str:
+    """A line's ratio to the reference system (the column ratio, and its
+    interval `<ratio>_low`, `_high` and `_no_interval` as figures.ratios
+    gives them): `2.45x A100, 95 % CI 2.38–2.52`, or why no interval."""
+    value, low, high = (line.get(f"{ratio}{end}", math.nan) for end in ("", "_low", "_high"))
+    if pd.isna(low):
+        return f"{number(value)}x {reference} (no interval: {line.get(f'{ratio}_no_interval')})"
+    return f"{number(value)}x {reference}, 95 % CI {number(low)}–{number(high)}"
 
 
 def significant(low: float, high: float) -> bool | None:
-    return None if pd.isna(low) else not low <= 1 <= high
+    return intervals.significant(low, high)

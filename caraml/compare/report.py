@@ -24,7 +24,9 @@ METHOD = [
     "Ratios (x ref) divide a system's figure by the reference system's figure of the same like-for-like "
     "group (headline) or of the same group, global batch and node count (all rows). Energy figures are "
     "divided only within one energy scope and window, MFU only between rows against the same kind of "
-    "peak (datasheet or measured matmul); every refusal is listed under the headline.",
+    "peak (datasheet or measured matmul); every refusal is listed under the headline. In the headline a "
+    "ratio carries its 95 % interval in parentheses, from the runs of both sides, or 'no interval' where "
+    "both rest on one run, or one on one run whose row records no spread of its timed iterations.",
     "Energy: each row's headline window (timed: the timed iterations only; run: the whole training run, "
     "warm-up included), summed over the energy devices the row names, at the scope the row names (gpu: "
     "the accelerators alone; module: a superchip with its CPU and memory; host or cpu: the node's CPU "
@@ -79,6 +81,17 @@ def _ratio(value, estimated: bool = False) -> str:
     return f"{number(value)}x" + (" (estimated)" if estimated else "")
 
 
+def _x_ref(row, column: str, estimated: bool = False) -> str:
+    """A ratio to the reference system with its 95 % interval where the
+    line has one (the headline's: `2.45x (2.38–2.52)`), `no interval` where
+    its runs give none (the decision's sentences say why)."""
+    value, low, why = row.get(column), row.get(f"{column}_low"), row.get(f"{column}_no_interval")
+    if value is None or pd.isna(value) or low is None or (pd.isna(low) and not why):
+        return _ratio(value, estimated)
+    within = "no interval" if pd.isna(low) else f"{number(low)}–{number(row[f'{column}_high'])}"
+    return f"{number(value)}x ({within}{', estimated' if estimated else ''})"
+
+
 def _energy_cells(row) -> dict:
     kind = "estimated" if row["energy_estimated"] else "measured"
     if row["energy_scope"] == NA:
@@ -109,7 +122,7 @@ def _node_cells(row, unit: str) -> dict:
     cells = {}
     if pd.notna(row["work_per_node_wh"]):
         cells[per_wh_title(unit, "node", row["node_energy_window"])] = number(row["work_per_node_wh"])
-        cells["per node-Wh x ref (node scope, same window)"] = _ratio(row.get("work_per_node_wh_ratio"))
+        cells["per node-Wh x ref (node scope, same window)"] = _x_ref(row, "work_per_node_wh_ratio")
     if pd.notna(row["accelerator_share_of_node_pct"]):
         cells["accelerators' share of node energy"] = (f"{number(row['accelerator_share_of_node_pct'])} % "
                                                        f"({row['accelerator_share_basis']}, jpwr)")
@@ -138,22 +151,22 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
         "status": cause(row) if not row["measurement"]
         else row["state"] + (f": {row['reason']}" if row["reason"] else ""),
         f"{unit}/s per node": _e(row["per_s_per_node"]),
-        "per node x ref": _ratio(row.get("per_s_per_node_ratio")),
+        "per node x ref": _x_ref(row, "per_s_per_node_ratio"),
         f"{unit}/s per package": _per(row["per_s_per_package"], row["package_unit"]),
-        "per package x ref": _ratio(row.get("per_s_per_package_ratio")),
+        "per package x ref": _x_ref(row, "per_s_per_package_ratio"),
         f"{unit}/s per device": _per(row["per_s_per_device"], row["device_unit"]),
-        "per device x ref": _ratio(row.get("per_s_per_device_ratio")),
+        "per device x ref": _x_ref(row, "per_s_per_device_ratio"),
         f"{unit}/s whole job": _e(row["per_s"]),
         "MFU": number(row["mfu"]),
         "peak TFLOP/s per device": number(row["peak_tflops"]),
         "peak basis": row["peak_basis"],
-        "MFU x ref": _ratio(row.get("mfu_ratio")),
+        "MFU x ref": _x_ref(row, "mfu_ratio"),
         # a column per energy scope and window, never two scopes in one
         **_per_wh(unit, row["energy_scope"], row["energy_window"], row["work_per_wh"], est),
-        "per Wh x ref (same scope and window)": _ratio(row.get("work_per_wh_ratio"),
+        "per Wh x ref (same scope and window)": _x_ref(row, "work_per_wh_ratio",
                                                        bool(row.get("ratio_estimated"))),
         **_per_wh(unit, "gpu", "run", row["work_per_wh_gpu"], est),
-        "GPU-scope per Wh x ref": _ratio(row.get("work_per_wh_gpu_ratio"), bool(row.get("ratio_estimated"))),
+        "GPU-scope per Wh x ref": _x_ref(row, "work_per_wh_gpu_ratio", bool(row.get("ratio_estimated"))),
         **_node_cells(row, unit),
         "mean power per energy device": _e(row["power_w_per_device"], "W")
         + (est if not pd.isna(row["power_w_per_device"]) else ""),

@@ -149,7 +149,8 @@ def test_gh200_gets_a_gpu_scope_energy_ratio_and_no_column_mixes_scopes(committe
     assert _column(markdown, "GH200", "tokens/Wh, gpu scope, timed window") == "n/a"
     assert _column(markdown, "GH200", "tokens/Wh, module scope, timed window") == "253,000"
     assert _column(markdown, "A100", "tokens/Wh, module scope, timed window") == "n/a"
-    assert _column(markdown, "GH200", "GPU-scope per Wh x ref") == "1.55x"
+    # single runs: the ratio has no interval (the decision's sentences say why)
+    assert _column(markdown, "GH200", "GPU-scope per Wh x ref") == "1.55x (no interval)"
     solution = markdown.split("## Time and energy to solution")[1]
     titles = [c.strip() for c in solution.strip().splitlines()[0].strip("|").split("|")]
     assert {"energy to solution, gpu scope, timed iterations", "energy to solution, module scope, "
@@ -161,14 +162,18 @@ def test_the_first_screen_ranks_per_node_and_per_package_and_leaves_the_smoke_ru
     page = (out / "report.html").read_text()
     assert re.findall(r'<section id="([^"]+)"', page)[:2] == ["decision-llm", "decision-image"]
     first = page.split('id="decision-llm"')[1].split("</section>")[0]
-    one_run = "no interval: {} rests on 1 run, whose row records no spread of its timed iterations"
+    one_run = "no interval: {} and {} have 1 run each"
     assert ("Fastest per node: GH200, 190,000 tokens/s per node (1 run); over JUPITER 1.06x "
-            f"({one_run.format('GH200')}); 2.45x A100.") in first
+            f"({one_run.format('GH200', 'JUPITER')}); 2.45x A100 "
+            f"({one_run.format('GH200', 'A100')}).") in first
     # a GB200 superchip holds 2 B200 GPUs: per package it leads
     assert ("Fastest per accelerator package: GB200, 88,000 tokens/s per accelerator package (1 run); over "
-            f"GH200 1.85x ({one_run.format('GB200')}); 4.54x A100.") in first
-    assert ("Most energy-efficient, like for like: GH200, 250,000 tokens/Wh, accelerators alone (gpu scope), "
-            "whole run (1 run); over JUPITER 1.01x") in first
+            f"GH200 1.85x ({one_run.format('GB200', 'GH200')}); 4.54x A100 "
+            f"({one_run.format('GB200', 'A100')}).") in first
+    # within the tie margin neither leads
+    assert ("Most energy-efficient, like for like: GH200 ties with JUPITER, 250,000 tokens/Wh, "
+            "accelerators alone (gpu scope), whole run (1 run); over JUPITER 1.01x, a tie (within 2 %) "
+            "(no interval") in first
     assert "MI300X: not ranked (not a measurement (4 timed iterations in 12 s" in first
     assert "MI300A: not ranked (failed: HIP out of memory)" in first
     assert 'alt="decision_llm_800M_bf16_seq_2048"' in first and 'alt="solution_llm_800M_bf16_seq_2048"' in first

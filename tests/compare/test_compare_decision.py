@@ -13,13 +13,15 @@ import contextlib
 import html
 import io
 import json
+import math
 import re
 
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
-from caraml.compare import cli, comparison, drops, repeats
+from caraml.compare import cli, comparison, drops, intervals, repeats
 from tests.compare import rowfixtures as fx
 
 
@@ -69,11 +71,14 @@ def test_the_first_screen_decision_json_summary_and_stdout_say_the_same_sentence
         for caveat in bench["caveats"]:
             assert section.index(html.escape(caveat)) < section.index("<figure>")
         for figures, line in zip(bench["figures"], bench["sentences"]):
-            assert line.startswith(f"{figures['ranking']}") and f": {figures['best']}," in line
+            leader = repeats.leader(figures["best"], figures["runner_up"], figures["margin"])
+            assert line.startswith(f"{figures['ranking']}") and f": {leader}," in line
             if figures["runner_up"] is not None:
                 assert figures["runner_up"] in line and f"{figures['margin']:.2f}x" in line
                 no_difference = figures["low"] <= 1 <= figures["high"]
-                assert ("no significant difference: " in line) == no_difference
+                assert figures["tie"] is intervals.tie(figures["margin"])
+                assert ("a tie" in line) is figures["tie"]
+                assert ("no significant difference: " in line) == (no_difference and not figures["tie"])
                 assert figures["significant"] is (not no_difference)
 
 
@@ -86,11 +91,19 @@ def test_repeats_rank_on_their_median_with_min_max_and_an_interval_on_the_margin
                            "187,000–193,000); over JUPITER 1.06x, 95 % CI ")
     margin = llm["figures"][0]
     assert margin["margin"] == pytest.approx(47505 / 45000)
-    # the bootstrap of medians of three runs lies within the runs' extremes
-    assert 47505 * 0.985 / (45000 * 1.015) <= margin["low"] < margin["margin"] < margin["high"] \
-        <= 47505 * 1.015 / (45000 * 0.985)
+    # Welch's t on the runs' logarithms: both sides' runs spread alike (factors 1, 0.985, 1.015), 4 degrees of
+    # freedom, the interval centred on the ratio
+    half = stats.t.ppf(0.975, 4) * np.std(np.log([1, 0.985, 1.015]), ddof=1) * math.sqrt(2 / 3)
+    assert (margin["low"], margin["high"]) == pytest.approx((47505 / 45000 / math.exp(half),
+                                                             47505 / 45000 * math.exp(half)), rel=1e-4)
+    # the ratio to the reference system, with its interval
+    reference = 47505 / 19390
+    assert node.endswith(f"; 2.45x A100, 95 % CI {reference / math.exp(half):.2f}–"
+                         f"{reference * math.exp(half):.2f}.")
+    assert margin["reference"] == pytest.approx(reference) and margin["reference_low"] < reference
     energy = llm["sentences"][2]
-    assert "over WAIH100 no significant difference: 1.02x, 95 % CI 0.99–1.05" in energy
+    assert energy.startswith("Most energy-efficient, like for like: GH200 ties with WAIH100, ")
+    assert "over WAIH100 1.02x, a tie (within 2 %), 95 % CI 0.98–1.05; 1.55x A100, 95 % CI " in energy
 
 
 def test_a_row_that_is_no_measurement_is_never_ranked_and_said_under_the_sentences(ran):
@@ -119,23 +132,25 @@ def test_a_system_without_accelerator_energy_keeps_its_node_hours_and_a_misspelt
     assert f"unused prices: {record['unused_prices']}" in printed
 
 
-def test_the_interval_is_seeded_and_says_no_significant_difference_where_it_holds_1():
+def test_the_interval_says_no_significant_difference_where_it_holds_1_and_why_there_is_none():
     top = {"system": "X", "runs": 3, "per_s_runs": (100.0, 103.0, 98.0)}
     bottom = {"system": "Y", "runs": 3, "per_s_runs": (99.0, 101.0, 100.0)}
     first = repeats.interval(top, bottom, "per_s")
     assert repeats.interval(top, bottom, "per_s") == first and first[0] <= 1 <= first[1]
-    assert repeats.ratio_words(1.02, 0.97, 1.07) == "no significant difference: 1.02x, 95 % CI 0.97–1.07"
+    assert repeats.ratio_words(1.04, 0.97, 1.07, "", 9) == \
+        "no significant difference: 1.04x, 95 % CI 0.97–1.07; 9 runs a side would separate 4 %"
     assert repeats.ratio_words(1.2, 1.1, 1.3) == "1.20x, 95 % CI 1.10–1.30"
     one = {"system": "Z", "runs": 1, "per_s": 100.0}
     low, high, why = repeats.interval(one, bottom, "per_s")
     assert np.isnan(low) and why == "Z rests on 1 run, whose row records no spread of its timed iterations"
     assert repeats.spread(one, "per_s") == "1 run"
-    # one run whose row records its iterations' spread: the interval of its mean over 50 iterations
+    # one run whose row records its iterations' spread: Y's spread from run to run stands for Z's
     timed = {**one, "timed_iterations": 50, "time_per_iteration_s": 1.0, "time_per_iteration_p10_s": 0.9,
              "time_per_iteration_p90_s": 1.1}
+    low, high, why = repeats.interval(timed, bottom, "per_s")
+    assert why == "" and low < 1 < high
     low, high, why = repeats.interval(timed, {**timed, "system": "W", "per_s": 50.0}, "per_s")
-    # each side's mean time has a standard error of 0.2 / 2.563 / sqrt(50) = 1.1 %: about 2 x (1 ± 0.031)
-    assert why == "" and 1.92 < low < 1.97 and 2.03 < high < 2.08
+    assert np.isnan(low) and why == "Z and W have 1 run each"
 
 
 @pytest.mark.parametrize("latest, earlier, dropped", [

@@ -108,7 +108,8 @@ def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
     cells = [c.strip() for c in head.strip("|").split("|")]
     # tokens/Wh over the whole run and the timed window, their ratios, mean power and the energy description
     assert [c for c in cells if "estimated" in c] == ["162,000 (estimated)", "194,000 (estimated)",
-                                                      "1.00x (estimated)", "1.00x (estimated)",
+                                                      "1.00x (no interval, estimated)",
+                                                      "1.00x (no interval, estimated)",
                                                       "360 W (estimated)",
                                                       "estimated, scope gpu, timed window, 4 energy "
                                                       "devices (estimate)"]

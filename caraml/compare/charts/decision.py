@@ -25,17 +25,20 @@ def _stem(kind: str, decision: Decision) -> str:
     return f"{kind}_{slug(f'{decision.benchmark}_{decision.like}')}"
 
 
-def _against(system: str, ratio: float, reference: str) -> str:
-    """A bar's ratio to the reference system: its own bar says so, a refused ratio too."""
+def _against(system: str, ratio: float, low: float, high: float, reference: str) -> str:
+    """A bar's ratio to the reference system with its 95 % interval where it has one: the
+    reference's own bar says so, a refused ratio says so too."""
     if system == reference:
         return "reference"
-    return f"{number(ratio)}x {reference}" if pd.notna(ratio) else "no ratio"
+    within = f", {number(low)}–{number(high)}" if pd.notna(low) else ""
+    return f"{number(ratio)}x {reference}{within}" if pd.notna(ratio) else "no ratio"
 
 
 def _bars(ax: Axes, ranked: pd.DataFrame, figure: str, ratio: str, reference: str, title: str) -> None:
     values = list(ranked[figure])
-    said = [f"{number(value)}  ({_against(system, r, reference)})"
-            for value, system, r in zip(values, ranked["system"], ranked[ratio])]
+    said = [f"{number(value)}  ({_against(system, r, low, high, reference)})"
+            for value, system, r, low, high in zip(values, ranked["system"], ranked[ratio],
+                                                   ranked[f"{ratio}_low"], ranked[f"{ratio}_high"])]
     barh(ax, list(ranked["system"]), values, [MEASURED] * len(values),
          list(ranked["energy_estimated"]) if figure == GPU_FIGURE else [False] * len(values), said)
     ax.errorbar(values, range(len(values)), xerr=[[v - lo for v, lo in zip(values, ranked[LOW])],
@@ -58,7 +61,10 @@ def ranked(decision: Decision, out: Path) -> Path:
                Patch(facecolor="white", edgecolor=ESTIMATED, hatch="//", label="energy estimated"),
                Patch(facecolor="white", edgecolor="0.2",
                      label="error bar: min-max of the runs (one run: its rate at the mean and the median "
-                           "iteration)")]
+                           "iteration)"),
+               Patch(facecolor="white", edgecolor="white",
+                     label=f"(ratio x {decision.reference}, low–high): the ratio and its 95 % interval, "
+                           "where the runs give one")]
     fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=1, fontsize=8,
                frameon=False)
     fig.suptitle(f"{decision.benchmark} {decision.like}: ranked, best first (ratio to {decision.reference})",
