@@ -230,6 +230,11 @@ class Benchmark:
     mfu: bool = False
     # the band its loss keeps; None: its rows' loss is not judged
     loss_band: LossBand | None = None
+    # the function ("module:function") that counts one iteration's work, FLOPs
+    # and parameters again from the model a run kept with its iterations
+    # (caraml/node/iterations.py), which the audit runs (caraml/audit); None:
+    # one iteration's work is its global batch and it counts no FLOPs
+    work_formula: str | None = None
 
     @property
     def table_columns(self) -> tuple[Column, ...]:

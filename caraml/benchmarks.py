@@ -217,7 +217,7 @@ BUILT_IN = (
         size=("sequence_length", "seq {:g}", "seq n/a"), variant_by_backend=True,
         vendor_rate=GRAPHCORE_RATE, vendor_sample_param="seq_length",
         vendor_steps=re.compile(r"^step \d+ of epoch", re.MULTILINE), local_smoke=True,
-        mfu=True, loss_band=LLM_LOSS),
+        mfu=True, loss_band=LLM_LOSS, work_formula="llm_training.flops:recounted"),
     Benchmark(
         "operator", "operator_benchmark.fno_training", "operator_benchmark/fno_benchmark.xml",
         "operator_benchmark/operator_benchmark_run", "samples",

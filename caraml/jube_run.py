@@ -83,6 +83,25 @@ def last_run(path: Path) -> Path:
     return runs[-1]
 
 
+def _runs_of_outpath(path: Path, all_runs: bool) -> list[Path]:
+    runs = sorted((p for p in path.iterdir() if p.is_dir() and p.name.isdigit() and is_run(p)),
+                  key=lambda p: int(p.name))
+    return runs if all_runs else runs[-1:]
+
+
+def runs_under(path: Path, all_runs: bool = False) -> list[Path]:
+    """The runs a folder names: itself where it is a run, else the latest
+    run of the outpath it is (every run with all_runs), else those of each
+    outpath in it; [] where it holds none."""
+    if path.name.isdigit() and is_run(path):
+        return [path]
+    runs = _runs_of_outpath(path, all_runs)
+    if not runs:
+        for child in sorted(p for p in path.iterdir() if p.is_dir()):
+            runs += _runs_of_outpath(child, all_runs)
+    return runs
+
+
 def tags(configuration: Path) -> list[str]:
     """The tags given to `jube run`, as JUBE recorded them in the run's configuration.xml."""
     root = ET.parse(configuration).getroot()

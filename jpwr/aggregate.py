@@ -614,6 +614,14 @@ def summary_line(summary: dict) -> str:
         for key, value in summary.items()))
 
 
+def result_lines(table: pd.DataFrame, job: Job) -> list[str]:
+    """The lines `jpwr combine` ends with, which a result table reads: the
+    summary of the job's table (combine_job), each host's part, each
+    scope's total and each named window."""
+    return ([summary_line(summarize(table))] + host_lines(table) + scope_lines(table)
+            + window_lines(job_windows(job)))
+
+
 def notes(table: pd.DataFrame) -> list[str]:
     """What a reader of the figure must know: unfinished runs, gaps, and
     counted channels without data."""

@@ -294,7 +294,7 @@ def combine(argv: list[str]) -> int:
         args = parser.parse_args(argv)
         job = aggregate.read_job(args.paths)
         table = aggregate.combine_job(job)
-        summary = aggregate.summarize(table)
+        lines = aggregate.result_lines(table, job)
     except ValueError as err:
         say(f"error: {err}")
         return 1
@@ -303,9 +303,6 @@ def combine(argv: list[str]) -> int:
         say(f"note: {line}")
     if args.out:
         table.to_csv(args.out, index=False)
-    print(aggregate.summary_line(summary))
-    lines = (aggregate.host_lines(table) + aggregate.scope_lines(table)
-             + aggregate.window_lines(aggregate.job_windows(job)))
     for line in lines:
         print(line)
     sys.stdout.flush()

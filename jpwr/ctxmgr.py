@@ -31,15 +31,7 @@ import numpy as np
 import pandas as pd
 
 from jpwr.counting import counted
-from jpwr.energy import (
-    COUNTER,
-    INTEGRATED,
-    INTERPOLATED,
-    POWER_COLUMNS,
-    counter_first,
-    energy_table,
-    window_joules,
-)
+from jpwr.energy import POWER_COLUMNS, counter_first, energy_table, window_energy
 from jpwr.files import RunFiles, check_filetype
 from jpwr.method import ESTIMATED, Method
 from jpwr.notice import one_line, say
@@ -297,23 +289,15 @@ class PowerScope:
             for (method, device, source), samples in power.groupby(["method", "device", "source"],
                                                                    sort=False):
                 samples = samples.sort_values("time", kind="stable")
-                joules, inside = window_joules(samples["time"].to_numpy(float),
-                                               samples["power_w"].to_numpy(float),
-                                               window.begin, window.end)
-                integrated = joules / 3600
-                counter = counters.get((method, device), np.nan)
-                if np.isfinite(counter):
-                    energy, basis = counter, COUNTER
-                else:
-                    energy, basis = integrated, INTEGRATED if inside >= 2 else INTERPOLATED
-                short = short or inside < 2
+                figures = window_energy(samples["time"].to_numpy(float), samples["power_w"].to_numpy(float),
+                                        window.begin, window.end, counters.get((method, device), np.nan))
+                short = short or figures["samples"] < 2
                 channel = table.loc[(method, device)]
                 rows.append({"window": name, "host": self.host, "rank": self._rank_value,
                              "method": method, "device": device, "source": source,
-                             "scope": channel["scope"], "counted": channel["counted"],
-                             "energy_wh": energy, "basis": basis, "integrated_wh": integrated,
-                             "counter_wh": counter, "duration_s": window.end - window.begin,
-                             "samples": inside, "t_start": window.begin, "t_end": window.end})
+                             "scope": channel["scope"], "counted": channel["counted"], **figures,
+                             "duration_s": window.end - window.begin,
+                             "t_start": window.begin, "t_end": window.end})
             if short:
                 say(f"warning: window '{name}' ({window.end - window.begin:.3g} s) holds fewer "
                     f"than two samples at {self.interval_ms:g} ms; channels without a hardware "

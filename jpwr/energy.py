@@ -69,6 +69,20 @@ def _bridged(times: np.ndarray, watts: np.ndarray, begin: float, end: float) -> 
     return trapezoid(edges_t, edges_p)[0], int(inside.sum())
 
 
+def window_energy(times: np.ndarray, watts: np.ndarray, begin: float, end: float, counter_wh: float) -> dict:
+    """One channel's figures over a named window: the counter's difference
+    where the channel has one of its scope (counter_wh finite), else the
+    window's integral (interpolated where fewer than two samples lie inside)."""
+    joules, inside = window_joules(times, watts, begin, end)
+    integrated = joules / 3600
+    if np.isfinite(counter_wh):
+        energy, basis = counter_wh, COUNTER
+    else:
+        energy, basis = integrated, INTEGRATED if inside >= 2 else INTERPOLATED
+    return {"energy_wh": energy, "basis": basis, "integrated_wh": integrated, "counter_wh": counter_wh,
+            "samples": inside}
+
+
 def channel_energy(times: np.ndarray, watts: np.ndarray, span: tuple[float, float] | None = None) -> dict:
     """One channel's row. Given `span` (the measured run's start and end),
     the row covers it: the curve is held from the run's start to the first

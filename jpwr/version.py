@@ -58,12 +58,20 @@ def commit(dist: importlib.metadata.Distribution | None) -> str:
     return "unknown commit"
 
 
+def installed() -> dict[str, str | None]:
+    """The installed distribution's name and version (None where it is not
+    installed as a package) and the commit it was built from."""
+    dist = _distribution()
+    return {"distribution": dist.metadata["Name"] if dist else None,
+            "version": dist.version if dist else None, "commit": commit(dist)}
+
+
 def version_line(program: str) -> str:
     """'<program> <version> (<distribution>, commit <sha>)'."""
-    dist = _distribution()
-    if dist is None:
-        return f"{program} (not installed as a package), commit {commit(None)}"
-    return f"{program} {dist.version} ({dist.metadata['Name']}, commit {commit(dist)})"
+    found = installed()
+    if found["version"] is None:
+        return f"{program} (not installed as a package), commit {found['commit']}"
+    return f"{program} {found['version']} ({found['distribution']}, commit {found['commit']})"
 
 
 class VersionAction(argparse.Action):

@@ -12,6 +12,8 @@ backward pass costs twice the forward. For ffn = 4h this gives the paper's
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from llm_training.model_sizes import GPTConfig
@@ -61,3 +63,26 @@ def iteration_flops(cfg: GPTConfig, global_batch_size: int, recompute: str) -> I
         "full": forward_layers,  # every transformer layer's forward is redone
     }[recompute]
     return IterationFlops(model=model, hardware=model + recomputed)
+
+
+def iteration_record(cfg: GPTConfig, global_batch_size: int, recompute: str) -> dict:
+    """What one training iteration does, as a run keeps it with its timed
+    iterations (caraml/node/iterations.py): its tokens and FLOPs, and the
+    model and batch they were counted for, from which recounted() counts
+    them again."""
+    model = {**dataclasses.asdict(cfg), "global_batch_size": global_batch_size, "recompute": recompute}
+    return {"unit": "tokens", **recounted(model), "model": model}
+
+
+def recounted(model: Mapping[str, object]) -> dict[str, int]:
+    """One iteration's tokens, model and hardware FLOPs and the model's
+    parameters, counted from the model and batch a run recorded: the
+    formula the audit of an LLM row runs (the benchmark table names it,
+    caraml/benchmarks.py). KeyError or TypeError where the record lacks a
+    part of the model."""
+    shape = {f.name for f in dataclasses.fields(GPTConfig)}
+    cfg = GPTConfig(**{key: value for key, value in model.items() if key in shape})
+    batch, recompute = int(model["global_batch_size"]), str(model["recompute"])
+    flops = iteration_flops(cfg, batch, recompute)
+    return {"work_per_iteration": iteration_tokens(cfg, batch), "model_flops_per_iteration": flops.model,
+            "hardware_flops_per_iteration": flops.hardware, "params": parameter_count(cfg)}

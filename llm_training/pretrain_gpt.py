@@ -11,6 +11,7 @@ measures each rank's energy. Usage: docs/llm_training.md.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import statistics
 import sys
@@ -30,7 +31,7 @@ from caraml.node.timing import TimingStats, summarize
 from llm_training import arguments, matmul_rate, memory_plan, training
 from llm_training.arguments import Args, Layout
 from llm_training.batches import micro_batches
-from llm_training.flops import parameter_count
+from llm_training.flops import iteration_record, parameter_count
 from llm_training.matmul_rate import MatmulRate
 from llm_training.metrics import Workload, peak_fields, throughput
 from llm_training.model_sizes import GPTConfig
@@ -206,7 +207,11 @@ def train_and_report(args: Args, dist: Dist, stop: StopCondition, energy: Energy
 
     return driver.report_result(
         dist, result, rank_line=rank_line,
-        global_line=lambda job: global_line(setup, backend, workload, peak, result, job))
+        global_line=lambda job: global_line(setup, backend, workload, peak, result, job),
+        work={**iteration_record(gpt, layout.global_batch_size, args.recompute),
+              # the peak MFU divides by, with the matmul windows a measured one is the best of
+              "peak": {"tflops": peak.tflops if math.isfinite(peak.tflops) else None, "basis": peak.basis,
+                       "key": peak.key, "windows": list(peak.windows)}})
 
 
 def megatron_environment(args: Args) -> None:

@@ -26,8 +26,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compare JUBE runs of this suite's benchmarks from several systems: tables, time and "
                     "energy to solution, scaling efficiency, reference bands, plots and report.html.")
     p.add_argument("runs", nargs="*", metavar="[SYSTEM=]RUN_DIR",
-                   help="a JUBE run directory, its outpath (latest run) or a directory of outpaths; "
-                        "SYSTEM= names the system (default: the name in its row.json)")
+                   help="a JUBE run directory, its outpath (latest run), a directory of outpaths or a bundle "
+                        "(caraml-bundle); SYSTEM= names the system (default: the name in its row.json)")
     p.add_argument("--history", type=Path, metavar="DB",
                    help="instead of runs: the results history (results/caraml_rows.sqlite) as "
                         "DIR/history.html, each system's figure over its runs' dates and commits")
@@ -45,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "in this results history (results/caraml_rows.sqlite): a drop beyond their spread "
                         "is named on the first screen, exit status 4")
     p.add_argument("--all-runs", action="store_true", help="every run of an outpath, not only its latest")
+    p.add_argument("--accept-unaudited", action="store_true",
+                   help="rank rows without raw evidence (older runs, rows written by hand) too, each "
+                        "sentence saying so; by default only audited rows rank (docs/run_rules.md)")
     jobs.add_options(p)
     p.add_argument("--version", action=VersionAction)
     return p
@@ -77,7 +80,8 @@ def compare(args: argparse.Namespace) -> int:
     refs = reference.load(args.references) if not args.no_references else reference.load_empty()
     computed = comparison.compute(args.runs, all_runs=args.all_runs, reference_system=args.reference_system,
                                   refs=refs, prices_file=args.prices, jobs=Jobs.of(args),
-                                  history=trend.load(args.check_history) if args.check_history else None)
+                                  history=trend.load(args.check_history) if args.check_history else None,
+                                  accept_unaudited=args.accept_unaudited)
     charts = output.write(computed, args.out)
     for line in output.lines(computed, args.out, charts):
         print(line)

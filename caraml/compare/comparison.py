@@ -58,8 +58,9 @@ class Comparison:
     priced: bool
     drops: list[str]  # each system's latest figure beyond its own earlier runs' spread, in one line
     unused_prices: str  # the prices file's systems that are not in the comparison, in one line
-    left_out: list[Item]  # every run and system the decisions leave out, and why
+    left_out: list[Item]  # every run and system the decisions leave out, and why (the audit's states too)
     contestable: list[Item]  # what a vendor may contest in what they rank
+    apart: list[str]  # each system whose rows came from several machines or builds (not pooled), in one line
 
     @property
     def systems(self) -> list[str]:
@@ -137,9 +138,10 @@ def _decided(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, j
 
 
 def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, refs: pd.DataFrame,
-            prices_file: Path | None, jobs: Jobs, history: pd.DataFrame | None = None) -> Comparison:
-    """The whole comparison of the runs the arguments name."""
-    loaded = rows.load(runs, all_runs)
+            prices_file: Path | None, jobs: Jobs, history: pd.DataFrame | None = None,
+            accept_unaudited: bool = False) -> Comparison:
+    """The whole comparison of the runs and bundles the arguments name."""
+    loaded = rows.load(runs, all_runs, accept_unaudited)
     rows.check_comparable(loaded)
     # each system ranks by its run at the devices' own limit; the sweep's capped points get their section
     table, capped = rows.at_default_limit(loaded)
@@ -171,4 +173,5 @@ def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, re
         unused_prices=prices.unused(prices_file, price_list, systems) if prices_file else "",
         left_out=[*left_out.left_out_rows(every), *left_out.unpriced(unpriced, list(price_list), systems),
                   *(i for d in decided for i in left_out.electricity_missing(d.costs, d.decision.benchmark))],
-        contestable=[item for d in decided for item in left_out.contestable(d.decision, table)])
+        contestable=[item for d in decided for item in left_out.contestable(d.decision, table)],
+        apart=rows.apart(every))

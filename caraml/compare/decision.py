@@ -21,7 +21,7 @@ from caraml.compare import intervals, repeats
 from caraml.compare.figures import ONE_NODE, node_refusal
 from caraml.compare.jobs import Jobs
 from caraml.compare.repeats import LIKE
-from caraml.compare.rows import cause, measured
+from caraml.compare.rows import cause, measured, shown_name
 from caraml.compare.units import number
 
 # (figure, title, what a bar's unit is, the ratio's column)
@@ -144,7 +144,7 @@ def over_runner_up(kind: str, ranked: pd.DataFrame, figure: str) -> tuple[str, d
     ratio = best[figure] / runner_up[figure]
     interval = repeats.interval(best, runner_up, figure)
     separate = repeats.runs_to_separate(best, runner_up, figure, ratio)
-    return (f"over {runner_up['system']} {repeats.ratio_words(ratio, *interval, separate)}",
+    return (f"over {shown_name(runner_up)} {repeats.ratio_words(ratio, *interval, separate)}",
             margin(kind, best, runner_up, ratio, interval, separate))
 
 
@@ -167,7 +167,8 @@ def _leaders(decision: Decision) -> tuple[list[str], list[dict]]:
         words, figures_ = over_runner_up(LEADS[figure], ranked, figure)
         margins.append({**figures_, "value": best[figure], "unit": unit, "runs": int(best["runs"]),
                         **{f"reference{end}": best.get(f"{ratio}{end}") for end in ("", "_low", "_high")}})
-        who = repeats.leader(best["system"], figures_["runner_up"], figures_["margin"])
+        runner_up = shown_name(ranked.iloc[1]) if len(ranked) > 1 else None
+        who = repeats.leader(shown_name(best), runner_up, figures_["margin"])
         lines.append(f"{LEADS[figure]}: {who}, {number(best[figure])} {unit} "
                      f"({repeats.spread(best, figure)}){caveat}; {words}{against}.")
     return lines, margins

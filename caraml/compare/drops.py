@@ -42,8 +42,9 @@ def sentence(system: str, share: float, dates: list[str], what: str) -> str:
 
 
 def _by_platform(frame: pd.DataFrame) -> pd.Series:
-    """Each line's configuration with its platform tag for the system: a run named A100-new= is still A100's."""
-    return repeats.config_key(frame.assign(system=frame["system_name"]))
+    """Each line's configuration with its platform tag for the system: a run named A100-new= is still A100's,
+    on whichever of its machines and builds (the history keeps no raw evidence of them)."""
+    return repeats.config_key(frame.assign(system=frame["system_name"], machine="", build=""))
 
 
 def against_history(head: pd.DataFrame, every: pd.DataFrame, history: pd.DataFrame) -> list[str]:

@@ -3,12 +3,15 @@ in what it ranks: two lists of items, each naming what (a run, a row, a
 system) and why, that summary.md, decision.json, the report's first screen
 and stdout all give (caraml/compare/output.py).
 
-Left out: every row that is no measurement (which run, and the verdict's
-why: a repeat whose loss went nan, a run too short, a failure), every row
-a row rule leaves out (ROW_RULES: a rule of its own, such as an audit
-state, joins the list by adding one), and every system the cost to
-solution could not price (absent from the prices file, with the file's
-close spelling where it has one, or its electricity missing).
+Left out: every row the audit refused (each rule it breaks, with its
+evidence) and every unaudited row (no raw evidence: ranked only where
+the comparison accepts unaudited rows, and said so), every row that is
+no measurement by its own verdict (which run, and the verdict's why: a
+repeat whose loss went nan, a run too short, a failure), each found by a
+row rule (ROW_RULES: a rule of its own joins the list by adding one), and
+every system the cost to solution could not price (absent from the prices
+file, with the file's close spelling where it has one, or its electricity
+missing).
 
 May contest: what the ranking rests on that a vendor could dispute though
 every rule passed: a figure from a single run, a timed window within 5 %
@@ -21,16 +24,18 @@ import difflib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import pandas as pd
 
+from caraml.audit.decide import REFUSED, UNAUDITED
 from caraml.compare import repeats, rows
 from caraml.compare.decision import GPU_FIGURE, Decision
 from caraml.compare.units import NA, number
 from caraml.row.verdict import MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS
 
 # kinds of what is left out
-EXCLUDED_RUN = "excluded run"
+REFUSED_ROW, UNAUDITED_ROW, EXCLUDED_RUN = "refused row", "unaudited row", "excluded run"
 UNPRICED = "unpriced system"
 # kinds of what a vendor may contest
 SINGLE_RUN = "single run"
@@ -53,6 +58,7 @@ class Item:
     why: str
     system: str
     benchmark: str = ""  # "" where it concerns the comparison as a whole
+    configuration: str = ""  # the row's like-for-like configuration; "" for a system
     run: str = ""  # the row's run (run_name); "" for a system
     row_file: str = ""  # the row behind it; "" for a system
 
@@ -69,8 +75,28 @@ class RowRule:
     why: Callable[[pd.Series], str]
 
 
+def _unaudited(line: pd.Series) -> str:
+    """What an unaudited row lacks (its own folder named so, as row_file has it: one why for many
+    rows), and whether the comparison ranks it."""
+    ranked = "; ranked, each sentence naming it unaudited (--accept-unaudited)" if line["measurement"] \
+        else "; not ranked: caraml-compare --accept-unaudited ranks it" if line["audit_excluded"] else ""
+    lacks = str(line["audit_why"]).replace(str(Path(str(line["row_file"])).parent), "its work folder")
+    return f"{lacks}{ranked}"
+
+
+def _audit(table: pd.DataFrame, state: str) -> pd.Series:
+    return table["audit"] == state
+
+
+def _own_verdict(table: pd.DataFrame) -> pd.Series:
+    """The rows that are no measurement by their own verdict, not by their audit."""
+    return ~table["measurement"].astype(bool) & ~table["audit_excluded"].astype(bool)
+
+
 ROW_RULES: list[RowRule] = [
-    RowRule(EXCLUDED_RUN, lambda table: ~table["measurement"].astype(bool), rows.cause),
+    RowRule(REFUSED_ROW, lambda table: _audit(table, REFUSED), lambda line: str(line["audit_why"])),
+    RowRule(UNAUDITED_ROW, lambda table: _audit(table, UNAUDITED), _unaudited),
+    RowRule(EXCLUDED_RUN, _own_verdict, rows.cause),
 ]
 
 
@@ -87,7 +113,7 @@ def row_words(line: pd.Series) -> str:
 def _of_row(kind: str, line: pd.Series, why: str) -> Item:
     benchmark = str(line["benchmark"])
     return Item(kind, row_words(line), why, str(line["system"]), "" if benchmark == NA else benchmark,
-                rows.run_name(line), str(line["row_file"]))
+                str(line["like"]), rows.run_name(line), str(line["row_file"]))
 
 
 def left_out_rows(every: pd.DataFrame, rules: Iterable[RowRule] = ROW_RULES) -> list[Item]:
@@ -150,11 +176,11 @@ def contestable(decision: Decision, table: pd.DataFrame) -> list[Item]:
         if int(line["runs"]) < 2:
             out.append(Item(SINGLE_RUN, what, "its figures rest on 1 run: nothing shows how they vary from "
                             "run to run (run each configuration three times, the repeat tag)", line["system"],
-                            line["benchmark"], rows.run_name(line), str(line["row_file"])))
+                            line["benchmark"], line["like"], rows.run_name(line), str(line["row_file"])))
         if line["energy_estimated"] and line["config"] in estimated:
             out.append(Item(ESTIMATED, what, "its energy is jpwr's estimate (no power sensor read): the "
                             "energy ranking and the cost to solution rest on it",
-                            line["system"], line["benchmark"]))
+                            line["system"], line["benchmark"], line["like"]))
     out += [_of_row(SHORT_WINDOW, line, why) for _, line in behind.iterrows() if (why := _near_minimum(line))]
     commits = Counter(_commit(line) for _, line in behind.iterrows() if line["commit"] != NA)
     if len(commits) > 1:

@@ -202,7 +202,12 @@ def lines(c: Comparison, out: Path, charts: int) -> list[str]:
     """What caraml-compare prints: each benchmark of a system without a
     measurement, each row that is none and why, the sweeps, each figure
     below its band, and what was written."""
-    said = [f"DROP: {line}" for line in c.drops]
+    said = [f"REFUSED: {i.system} {i.benchmark} {i.configuration} ({i.run}): {i.why}"
+            for i in c.left_out if i.kind == left_out.REFUSED_ROW]
+    said += [f"unaudited: {i.system} {i.benchmark} {i.configuration}: {i.why}"
+             for i in c.left_out if i.kind == left_out.UNAUDITED_ROW]
+    said += [f"not pooled: {line}" for line in c.apart]
+    said += [f"DROP: {line}" for line in c.drops]
     said += [f"unused prices: {c.unused_prices}"] if c.unused_prices else []
     said += [f"left out: {item.what}: {item.why}" for item in c.left_out if item.kind == left_out.UNPRICED]
     said += [f"may contest: {line}" for line in left_out.grouped(c.contestable)]

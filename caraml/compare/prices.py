@@ -17,6 +17,7 @@ import pandas as pd
 import yaml
 
 from caraml.compare import CompareError, intervals, repeats
+from caraml.compare.rows import shown_name
 from caraml.compare.units import number
 
 HOURS_PER_YEAR = 365.25 * 24
@@ -141,8 +142,12 @@ def cheapest(costs: pd.DataFrame, lines: pd.DataFrame, currency: str) -> tuple[s
     runner = full.iloc[1] if len(full) > 1 else None
     ratio = runner["cost"] / best["cost"] if runner is not None else math.nan
     by_system = lines.set_index("system")
+
+    def named(system: str) -> str:
+        return shown_name({"system": system, "audit": by_system.loc[system].get("audit")})
+
     runs = int(by_system.loc[best["system"], "runs"])
-    who = repeats.leader(best["system"], None if runner is None else runner["system"], ratio)
+    who = repeats.leader(named(best["system"]), None if runner is None else named(runner["system"]), ratio)
     said = (f"Cheapest to solution on one node: {who}, {number(best['cost'])} {currency} "
             f"(node-hours {number(best['node_hours_cost'])} + electricity {number(best['electricity_cost'])}"
             f"{', energy estimated' if best['energy_estimated'] else ''}; an estimate from "
@@ -159,5 +164,5 @@ def cheapest(costs: pd.DataFrame, lines: pd.DataFrame, currency: str) -> tuple[s
     figures.update(runner_up=runner["system"], margin=ratio, low=interval[0], high=interval[1],
                    significant=repeats.significant(interval[0], interval[1]), no_interval=interval[2],
                    tie=intervals.tie(ratio), runs_to_separate=separate)
-    return (f"{said}; the runner-up {runner['system']}, its cost over the cheapest: "
+    return (f"{said}; the runner-up {named(runner['system'])}, its cost over the cheapest: "
             f"{repeats.ratio_words(ratio, *interval, separate)}.", figures)

@@ -26,8 +26,10 @@ from caraml.compare.units import number
 LIKE = ["benchmark", "model", "precision", "size", "compile"]
 GROUP = ["system", *LIKE]
 # One configuration: the group and everything that sets how it ran; rows
-# that agree on all of it are repeats of one measurement
-CONFIG = [*GROUP, "backend", "global_batch", "nodes", "devices", "tp", "pp", "micro_batch"]
+# that agree on all of it are repeats of one measurement. Runs of another
+# machine or build are not repeats (caraml/audit/identity.py names them)
+CONFIG = [*GROUP, "backend", "global_batch", "nodes", "devices", "tp", "pp", "micro_batch",
+          "machine", "build"]
 # the figures a configuration's line holds as the median of its repeats
 FIGURES = ["per_s", "per_s_per_device", "per_s_per_package", "per_s_per_node", "per_s_median", "mfu",
            "work_per_wh", "work_per_wh_gpu", "work_per_wh_timed", "power_w_per_device", "work_per_node_wh"]

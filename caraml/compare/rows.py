@@ -7,9 +7,14 @@ Every line holds the row's record under its own names
 again here, its verdict included (`measurement`, `not_a_measurement`).
 The columns this module adds are the comparison's own: the system's name
 on the command line, the like-for-like group (size, label, variant), the
-power-limit point's place in a sweep, the accelerator package, and where
-the row came from. A run without a row, or with one that cannot be read,
-becomes a failed line that says why, so the system stays in the comparison."""
+power-limit point's place in a sweep, the accelerator package, where the
+row came from, and its audit (caraml/audit: run folders and bundles alike
+are read through it, each row's figures made again from its raw
+evidence): its state and why, and the machine and build it ran on, which
+repeats must share. A refused row, and an unaudited one unless the
+comparison accepts those, is no measurement here, its why the audit's. A
+run without a row, or with one that cannot be read, becomes a failed line
+that says why, so the system stays in the comparison."""
 
 from __future__ import annotations
 
@@ -21,12 +26,16 @@ from pathlib import Path
 import pandas as pd
 
 from caraml import benchmarks, jube_run
+from caraml.audit import bundle, identity
+from caraml.audit.decide import REFUSED, UNAUDITED, Audit
+from caraml.audit.findings import ONE_NAME_PER_RUN
+from caraml.audit.runs import Source, audits, sources
 from caraml.compare import CompareError
 from caraml.login import systems
 from caraml.power_limit import DEFAULT as DEFAULT_LIMIT
-from caraml.row import render, row_json, verdict
+from caraml.row import render, verdict
 from caraml.row.record import Row
-from caraml.row.run import rows_of_run, undecided
+from caraml.row.run import undecided
 from caraml.row.status import MEASURED
 
 
@@ -34,19 +43,12 @@ from caraml.row.status import MEASURED
 class RunDir:
     path: Path
     system: str | None  # the label given on the command line; None: the row's system name
+    rows: tuple[Path, ...] | None = None  # a bundle's row files (None: the run's own)
+    name: str = ""  # how messages name the run: its folder, or a bundle's file and run
 
 
 # a system's name on the command line (A100, MI250X, GH200-module, ...)
 _LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")
-
-
-def _is_run_dir(path: Path) -> bool:
-    return path.name.isdigit() and jube_run.is_run(path)
-
-
-def _runs_of_outpath(path: Path, all_runs: bool) -> list[Path]:
-    runs = sorted((p for p in path.iterdir() if p.is_dir() and _is_run_dir(p)), key=lambda p: int(p.name))
-    return runs if all_runs else runs[-1:]
 
 
 def _labelled(argument: str) -> tuple[Path, str | None]:
@@ -66,12 +68,7 @@ def find_run_dirs(argument: str, all_runs: bool = False) -> list[RunDir]:
     path, label = _labelled(argument)
     if not path.is_dir():
         raise CompareError(f"{path}: no such directory; give a JUBE run directory or its outpath")
-    if _is_run_dir(path):
-        return [RunDir(path, label)]
-    runs = _runs_of_outpath(path, all_runs)
-    if not runs:
-        for child in sorted(p for p in path.iterdir() if p.is_dir()):
-            runs += _runs_of_outpath(child, all_runs)
+    runs = jube_run.runs_under(path, all_runs)
     if not runs:
         raise CompareError(f"{path}: not a JUBE run directory (no {jube_run.RECORD} in it or "
                            "in a numbered folder below it); give the outpath of a `jube run`")
@@ -103,18 +100,23 @@ def _limit(row: Row) -> dict:
     return {"limit_swept": True, "limit_default": row.power_limit == DEFAULT_LIMIT}
 
 
-def line(row: Row, run: RunDir, path: Path) -> dict:
-    """One row as one line of the comparison: its record, then the comparison's own columns."""
+def line(row: Row, run: RunDir, path: Path, audit: Audit | None = None) -> dict:
+    """One row as one line of the comparison: its record, then the comparison's own columns
+    (a row read without its audit, from the history: its identity as its record says it)."""
     size, size_label = _size(row)
     entry = benchmarks.find(row.benchmark)
     values = render.compare_values(row)
     model, precision = values["model"], values["precision"]
+    ident = audit.identity if audit is not None else identity.of_record(row, str(path))
     return {
         **values, "system": run.system or values["system_name"],
         "size": size, "size_label": size_label, "like": f"{model} {precision} {size_label}",
         "variant": values["backend"] if entry is not None and entry.variant_by_backend else size_label,
         **_limit(row), "work_package": row.work_package or str(path.parent.parent),
-        "row_file": str(path), "run_dir": str(run.path)}
+        "row_file": str(path), "run_dir": run.name or str(run.path),
+        "audit": audit.state if audit is not None else "",
+        "audit_why": audit.why if audit is not None else "",
+        "machine": ident.machine, "build": ident.build, "run_key": ident.run}
 
 
 def columns() -> list[str]:
@@ -131,21 +133,64 @@ def _failed(run: RunDir, path: Path, reason: str) -> dict:
 
 
 def read_run(run: RunDir) -> list[dict]:
-    """The run's lines, as the row model decides them: one per configuration
-    (its row.json, or the model's decision where the last step has not run),
-    a failed line where the run holds none."""
-    rows = rows_of_run(run.path)
-    if not rows:
+    """The run's lines, as the row model decided them, each with its audit:
+    one per configuration (its row.json, or the model's decision where the
+    last step has not run), a failed line where the run holds none."""
+    found = audits(Source(run.path, run.rows, run.name or str(run.path)))
+    if not found:
         return [_failed(run, run.path, f"{run.path} holds no work package: the run stopped before "
                         f"its first job (jube status {run.path.parent})")]
-    return [line(row, run, Path(row.work_package or run.path) / row_json.FILE_NAME) for row in rows]
+    return [line(a.row, run, a.row_file, a) for a in found]
 
 
-def load(arguments: list[str], all_runs: bool = False) -> pd.DataFrame:
-    """Every line of every run the arguments name, failed ones included."""
-    lines = [found for argument in arguments for run in find_run_dirs(argument, all_runs)
-             for found in read_run(run)]
-    rows = pd.DataFrame(lines, columns=columns())
+def _read(argument: str, all_runs: bool) -> list[dict]:
+    """The lines of one argument: run folders, or a bundle (read while it is unpacked)."""
+    path, label = _labelled(argument)
+    if not bundle.is_bundle(path):
+        return [found for run in find_run_dirs(argument, all_runs) for found in read_run(run)]
+    try:
+        with sources(path) as runs:
+            return [found for source in runs
+                    for found in read_run(RunDir(source.run, label, source.rows, source.name))]
+    except (bundle.BundleError, bundle.Refused) as err:
+        said = f"{path}: refused: {err}" if isinstance(err, bundle.Refused) else str(err)
+        raise CompareError(said) from None
+
+
+def _audited(rows: pd.DataFrame, accept_unaudited: bool) -> pd.DataFrame:
+    """The lines as a ranking may take them: a refused row, and an
+    unaudited measurement unless accepted, is no measurement here, its why
+    the audit's; one run given twice (under two names or one) is refused."""
+    places = [f"{run}/{Path(wp).parent.name}" for run, wp in zip(rows["run_dir"], rows["work_package"])]
+    twice = identity.given_twice(list(zip(rows["system"], rows["run_key"], places)))
+    if twice:
+        raise CompareError(f"{twice[0]}: one run is one system's, counted once; give it once "
+                           f"({ONE_NAME_PER_RUN})")
+    refused = rows["audit"] == REFUSED
+    unaccepted = (rows["audit"] == UNAUDITED) & rows["measurement"].astype(bool) & (not accept_unaudited)
+    why = rows["not_a_measurement"].where(~refused, "refused by the audit: " + rows["audit_why"])
+    why = why.where(~unaccepted, rows["audit_why"] + "; caraml-compare --accept-unaudited ranks it unaudited")
+    # audit_excluded: the audit, not the row's own verdict, keeps it from a ranking
+    return rows.assign(measurement=rows["measurement"].astype(bool) & ~refused & ~unaccepted,
+                       not_a_measurement=why, audit_excluded=refused | unaccepted)
+
+
+def apart(rows: pd.DataFrame) -> list[str]:
+    """Each system whose rows that ran come from several machines or builds (not pooled as repeats)."""
+    done = ran(rows)
+    return identity.apart(list(zip(done["system"], done["machine"], done["build"])))
+
+
+def shown_name(line: pd.Series | dict) -> str:
+    """A system as a sentence names it: an unaudited row's says so."""
+    return f"{line['system']} (unaudited)" if line.get("audit") == UNAUDITED else str(line["system"])
+
+
+def load(arguments: list[str], all_runs: bool = False, accept_unaudited: bool = False) -> pd.DataFrame:
+    """Every line of every run and bundle the arguments name, failed ones
+    included, as a ranking may take them (_audited)."""
+    lines = [found for argument in arguments for found in _read(argument, all_runs)]
+    rows = _audited(pd.DataFrame(lines, columns=columns()), accept_unaudited)
     # a failed line without a benchmark belongs to each benchmark its system ran
     known = rows[rows["benchmark"] != "n/a"].groupby("system")["benchmark"].first()
     rows.loc[rows["benchmark"] == "n/a", "benchmark"] = rows["system"].map(known).fillna("n/a")
@@ -191,7 +236,9 @@ def run_name(line: pd.Series) -> str:
     """The run a row came from, as a reader finds it: its outpath, run folder and date."""
     folder = Path(str(line["run_dir"]))
     date = "" if line["date"] in ("n/a", None) else f" of {str(line['date'])[:10]}"
-    return f"{folder.parent.name}/{folder.name}{date}"
+    # a bundle's run is named by the bundle's file and the run, with no folder above it
+    where = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+    return f"{where}{date}"
 
 
 def check_comparable(rows: pd.DataFrame) -> None:

@@ -319,6 +319,7 @@ def submit(facts_path: Path) -> int:
     job = work / "job.sh"
     job.write_text(job_script(facts))
     job.chmod(0o755)
+    systems.write_block(facts["system_name"], work)
     warning = account_warning(facts)
     if warning:
         report.warning(warning)

@@ -4,12 +4,16 @@ login nodes before any environment is set up."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 PLATFORM_XML = Path(__file__).resolve().parents[2] / "platform.xml"
 SYSTEM_SET = "systemParameter"
+# the system's block as a job's work package keeps it (write_block)
+BLOCK_FILE = "system.json"
 
 
 @dataclass(frozen=True)
@@ -89,3 +93,18 @@ def load(path: Path = PLATFORM_XML) -> dict[str, System]:
 
 def names(path: Path = PLATFORM_XML) -> list[str]:
     return list(load(path))
+
+
+def write_block(tag: str, folder: Path, path: Path = PLATFORM_XML) -> Path | None:
+    """The system's block of platform.xml as the job was planned with it
+    (its parameters, the shared ones merged in, and the file's sha256) into
+    folder's system.json: part of the run's raw evidence (caraml/audit).
+    None for a tag platform.xml does not name as a system."""
+    system = load(path).get(tag)
+    if system is None:
+        return None
+    out = folder / BLOCK_FILE
+    out.write_text(json.dumps({"tag": tag, "params": system.params,
+                               "platform_xml_sha256": hashlib.sha256(path.read_bytes()).hexdigest()},
+                              indent=1) + "\n")
+    return out

@@ -86,4 +86,6 @@ def report_result(args, dist: Dist, result: LoopResult, batch_size: int, unit: s
     def rank_line(durations: list[float]) -> dict:
         return throughput.per_rank(unit, batch_size, durations)
 
-    return driver.report_result(dist, result, rank_line=rank_line, global_line=global_line)
+    # one iteration's work: the global batch, as samples_timed counts it
+    return driver.report_result(dist, result, rank_line=rank_line, global_line=global_line,
+                                work={"unit": unit, "work_per_iteration": args.global_batch_size})

@@ -25,6 +25,11 @@ everything a row's figures depend on is defined here once:
   error that says why, and exits EXIT_NO_FIGURE;
 - energy: jpwr's methods are checked before the process group exists, and
   each rank measures around the loop with the timed iterations as a window;
+- raw evidence: where the run measures energy, rank 0 writes what the
+  summary's figures are made from beside the energy files: every timed
+  iteration's time on every rank, every loss and skipped update, and what
+  one iteration does (caraml/node/iterations.py), and the machine's
+  identity (caraml/node/provenance.py);
 - peak memory: counted over the timed iterations (reset after the warm-up);
 - power limits: every rank records its device's limit and default at the
   start; a sweep's point is set (or checked) before the driver's set-up and
@@ -40,13 +45,13 @@ import contextlib
 import math
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from caraml import benchmarks, report
 from caraml.node import dist as caraml_dist
-from caraml.node import energy, memory, numerics, power_limit_run, provenance
+from caraml.node import energy, iterations, memory, numerics, power_limit_run, provenance
 from caraml.node.dist import Dist
 from caraml.node.energy import TimedWindow
 from caraml.node.options import EnergyOptions, RunOptions
@@ -157,6 +162,10 @@ class LoopResult:
     # the share of the busiest host's CPU time other processes used while the
     # loop ran, the same on every rank (None: not measured)
     foreign_cpu_pct: float | None = None
+    # where rank 0 writes the raw evidence (None: the run measures no energy and
+    # keeps none), and every iteration's loss and each rank's skips (numerics.series)
+    evidence_dir: str | None = None
+    series: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -196,7 +205,8 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
     measured around the loop and provenance recorded before it; every
     iteration's loss and skipped update is kept (caraml/node/numerics.py)."""
     hostnames = dist.gather_objects(dist.hostname)
-    provenance.record(dist, opts.energy_dir if opts.measures_energy else None, hostnames)
+    evidence_dir = opts.energy_dir if opts.measures_energy else None
+    provenance.record(dist, evidence_dir, hostnames)
     timer = IterationTimer(opts.warmup_iters, sync=dist.sync, clock=clock)
     interval, loss, done, warmup_s, cpu_at_start = _Interval(), math.nan, 0, 0.0, math.nan
     vote = _StopVote(dist, stop)
@@ -231,16 +241,20 @@ def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dis
     foreign = provenance.report_load_at_end(dist, hostnames)
     return LoopResult(done, timer.durations, len(set(hostnames)), loss,
                       stop_reason(dist.gather_objects(reason)), account.fields(dist),
-                      cpu_s=cpu_s, foreign_cpu_pct=foreign)
+                      cpu_s=cpu_s, foreign_cpu_pct=foreign, evidence_dir=evidence_dir,
+                      series=account.series(dist) if evidence_dir else {})
 
 
 def report_result(dist: Dist, result: LoopResult, *,
                   rank_line: Callable[[list[float]], dict],
-                  global_line: Callable[[TimingStats | None], dict]) -> int:
+                  global_line: Callable[[TimingStats | None], dict],
+                  work: Mapping[str, object] | None = None) -> int:
     """Every rank calls this. Rank 0 prints the stop line, each rank's line
     (rank_line of its timed iterations) and the global line (global_line of
     the job's iterations, each as long as its slowest rank's; None where no
-    iteration was timed). Returns the exit status."""
+    iteration was timed), and keeps the iterations as raw evidence where
+    the run keeps any (work: what one iteration does, iterations.record).
+    Returns the exit status."""
     timed = bool(result.durations)  # the same on every rank: they stop together
     by_rank = dist.gather_floats(result.durations) if timed else []
     peak_memory = memory.peak(dist)
@@ -249,7 +263,11 @@ def report_result(dist: Dist, result: LoopResult, *,
     report.stop(result.stop_reason)
     for rank, durations in enumerate(by_rank):
         report.emit(f"rank {rank}", **rank_line(durations))
-    job = summarize(slowest_per_iteration(by_rank)) if timed else None
+    slowest = slowest_per_iteration(by_rank) if timed else []
+    job = summarize(slowest) if timed else None
+    if timed and result.evidence_dir is not None:
+        iterations.record(result.evidence_dir, by_rank=by_rank, slowest=slowest,
+                          iterations_total=result.iterations, **result.series, work=work or {})
     report.emit("global", **global_line(job), **(job.spread() if job else {}), nodes=result.nodes,
                 iterations=len(result.durations),
                 iterations_total=result.iterations, loss=result.loss, **result.numerics,

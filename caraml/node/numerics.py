@@ -15,12 +15,15 @@ mean in its progress lines) and keeps here what the summary line needs:
 - skipped_iterations: the timed iterations whose optimizer update was
   skipped (Megatron-LM's "number of skipped iterations": a gradient scaler
   found inf or nan gradients), the most of any rank.
+
+It keeps every iteration's loss and skip too, the raw evidence those
+fields are made from (series; caraml/node/iterations.py writes it).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
@@ -63,8 +66,15 @@ class Numerics:
     nonfinite: float | None = None
     nonfinite_at: int = 0  # 0: every loss finite
     skipped: int = 0
+    # every iteration's loss (nan where this rank has none) and whether its update was skipped
+    losses: list[float] = field(default_factory=list)
+    has_loss: list[bool] = field(default_factory=list)
+    skips: list[bool] = field(default_factory=list)
 
     def add(self, iteration: int, loss: float | None, skipped: bool, timed: bool) -> None:
+        self.losses.append(math.nan if loss is None else loss)
+        self.has_loss.append(loss is not None)
+        self.skips.append(skipped)
         if loss is not None:
             if iteration == 1:
                 self.first_loss = loss
@@ -85,3 +95,15 @@ class Numerics:
             at, value = min(bad)
             out |= {"loss_nonfinite": value, "loss_nonfinite_at": at}
         return out | {"skipped_iterations": int(max(r[4] for r in ranks))}
+
+    def series(self, dist: Dist) -> dict[str, list]:
+        """Every iteration's loss, the mean over the ranks that have one
+        (None where none has), and each rank's skipped updates, iteration by
+        iteration (every rank calls this: the ranks run the same iterations)."""
+        n = len(self.losses)
+        ranks = dist.gather_floats([*self.losses, *map(float, self.has_loss), *map(float, self.skips)])
+        losses = []
+        for i in range(n):
+            found = [r[i] for r in ranks if r[n + i]]
+            losses.append(sum(found) / len(found) if found else None)
+        return {"losses": losses, "skipped_by_rank": [[bool(x) for x in r[2 * n:]] for r in ranks]}

@@ -5,6 +5,13 @@ result table:
 
     CARAML provenance: commit=1a2b3c4 clean=yes torch=2.6.0 cuda=12.4 ...
 
+The file names the machine too, each host as the first rank on it sees
+it: its name, CPU model, machine id and every accelerator the vendor
+libraries list with its UUID, serial, PCI bus id, firmware and driver
+(jpwr.identity), and the hash of the lock the suite was installed from,
+so that a row can be told to come from one machine and one build or
+another (caraml/audit).
+
 Every field that cannot be found here is null in the file and `-` in the
 line, never guessed."""
 
@@ -49,6 +56,35 @@ def _command(*args: str, cwd: Path | None = None) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
+
+
+def lock_sha256(root: Path = SUITE_ROOT) -> str | None:
+    """One sha256 over the lock's files (aux/lock/*.txt: the versions and
+    hashes every site installs), name and content; None without a lock."""
+    files = sorted((root / "aux" / "lock").glob("*.txt"))
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        try:
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        except OSError:
+            return None
+    return digest.hexdigest()
+
+
+def machine_id(path: Path = Path("/etc/machine-id")) -> str | None:
+    """The host's machine id (systemd's, the same for every user of it); None where there is none."""
+    return _first_line(str(path)) or None
+
+
+def host_identity(hostname: str) -> dict:
+    """This host as the first rank on it sees it: name, CPU, machine id and
+    every accelerator the vendor libraries list (jpwr.identity)."""
+    from jpwr.identity import devices as accelerators
+
+    return {"host": hostname, "cpu_model": cpu_name(), "cpus": os.cpu_count(), "machine_id": machine_id(),
+            "accelerators": accelerators()}
 
 
 def suite_state(root: Path = SUITE_ROOT) -> dict:
@@ -299,16 +335,20 @@ def host_load() -> dict:
             "other_benchmark_processes": other_benchmarks()}
 
 
-def collect(device_type: str, device_count: int, hostnames: list[str]) -> dict:
+def collect(device_type: str, device_count: int, hostnames: list[str],
+            machine: list[dict] | None = None) -> dict:
     return {
         "format": "caraml-provenance-1",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         **suite_state(),
+        "lock_sha256": lock_sha256(),
         **software(device_type),
         **devices(device_type, device_count),
         "container": container(),
         **host_load(),
         "hostnames": sorted(set(hostnames)),
+        # each host of the job: its CPU, machine id and accelerators (host_identity)
+        "machine": machine,
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         # whether ROCm's torch may use TF32 (caraml/rocm_tf32.py): the variable as the run had it
         "hipblaslt_allow_tf32": os.environ.get(rocm_tf32.ENV),
@@ -369,12 +409,18 @@ def report_load_at_end(dist: Dist, hostnames: list[str]) -> float | None:
 def record(dist: Dist, folder: str | Path | None, hostnames: list[str]) -> None:
     """Rank 0 writes the file into folder (none without one) and prints the
     table's line; hostnames: every rank's, in rank order. The first rank on
-    each host opens that host's contention window."""
-    if _first_on_its_host(dist.rank, hostnames):
+    each host opens that host's contention window and, where there is a
+    file, names its host (every rank calls this)."""
+    first = _first_on_its_host(dist.rank, hostnames)
+    if first:
         _RUN_WINDOW.begin()
+    machine = None
+    if folder is not None:
+        found = dist.gather_objects(host_identity(hostnames[dist.rank]) if first else None)
+        machine = [host for host in found if host is not None]
     if not dist.is_main:
         return
-    facts = collect(dist.device.type, dist.world_size, hostnames)
+    facts = collect(dist.device.type, dist.world_size, hostnames, machine)
     if folder is not None:
         out = Path(folder)
         out.mkdir(parents=True, exist_ok=True)

@@ -2,8 +2,9 @@
 caraml-row/2, one key per field. A row.json of the schema before
 (caraml-row/1, nested: system, config, throughput, mfu, energy with its
 windows, power_limit, memory, status, provenance) is read into the same
-record, judged by the same verdict (caraml/row/verdict.py), so runs of
-earlier years compare with today's and stay in the history. Standard
+record; a row of either schema is judged by today's verdict as it is read
+(caraml/row/verdict.py), so runs of earlier years compare with today's
+and stay in the history, and no written verdict is taken at its word. Standard
 library only (login node)."""
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ FILE_NAME = "row.json"
 
 
 def from_dict(data: dict) -> Row:
-    """A row of either schema, judged."""
+    """A row of either schema, judged again by today's verdict: a verdict
+    written into the file is never taken (the audit names one its figures
+    do not earn, caraml/audit)."""
     if not isinstance(data, dict):
         raise ValueError(f"not a row but {type(data).__name__}")
     if data.get("schema") == OLD_SCHEMA:
         return judged(_from_old(data))
     if data.get("schema") != SCHEMA:
         raise ValueError(f"schema {data.get('schema')!r}, not {SCHEMA!r} or {OLD_SCHEMA!r}")
-    return make({name: data[name] for name in FIELDS if name in data})
+    return judged(make({name: data[name] for name in FIELDS if name in data}))
 
 
 def to_dict(row: Row) -> dict:

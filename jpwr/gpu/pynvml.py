@@ -12,8 +12,10 @@ need not be NVML's."""
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
+from collections.abc import Callable
 
 from jpwr.gpu.visible import cuda_order, restrict
 from jpwr.method import Channel, Method, MethodUnavailable, import_binding
@@ -105,6 +107,43 @@ class NvmlPower(Method):
         try:
             self._nvml.nvmlShutdown()
         except Exception:  # noqa: BLE001 - already shut down or driver gone
+            pass
+
+
+def _asked(call: Callable[..., object], *args: object) -> str | None:
+    """An NVML answer as text; None where the device or the binding has none."""
+    try:
+        return _text(call(*args))
+    except Exception:  # noqa: BLE001 - NVMLError (Not Supported), an older binding's AttributeError
+        return None
+
+
+def identity() -> list[dict]:
+    """Every NVIDIA GPU of this node by what tells it from another of its
+    kind: NVML's index, name, UUID, board serial, PCI bus id and VBIOS,
+    with the driver's version; [] where NVML does not start here."""
+    try:
+        nvml = importlib.import_module("pynvml")
+        nvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no binding, no driver: no NVIDIA GPU to name
+        return []
+    try:
+        driver = _asked(nvml.nvmlSystemGetDriverVersion)
+        out = []
+        for index in range(nvml.nvmlDeviceGetCount()):
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            out.append({"library": "nvml", "index": index, "name": _asked(nvml.nvmlDeviceGetName, handle),
+                        "uuid": _asked(nvml.nvmlDeviceGetUUID, handle),
+                        "serial": _asked(nvml.nvmlDeviceGetSerial, handle),
+                        "pci_bus_id": _asked(lambda h: nvml.nvmlDeviceGetPciInfo(h).busId, handle),
+                        "firmware": _asked(nvml.nvmlDeviceGetVbiosVersion, handle), "driver": driver})
+        return out
+    except Exception:  # noqa: BLE001 - a GPU lost while listing: what was read stays unknown
+        return []
+    finally:
+        try:
+            nvml.nvmlShutdown()
+        except Exception:  # noqa: BLE001
             pass
 
 

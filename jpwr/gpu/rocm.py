@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Callable
 
 from jpwr.gpu.visible import hip_visible
 from jpwr.method import Channel, Method, MethodUnavailable
@@ -127,6 +128,52 @@ class RocmPower(Method):
         try:
             self._lib.close()
         except Exception:  # noqa: BLE001 - already shut down or driver gone
+            pass
+
+
+def _asked(call: Callable[[object], object] | None, handle: object, key: str | None = None) -> str | None:
+    """An amdsmi answer (or its key of a dict answer) as text; None where
+    the device has none, or this amdsmi lacks the call (call None)."""
+    if call is None:
+        return None
+    try:
+        value = call(handle)
+        if key is not None:
+            value = value.get(key) if isinstance(value, dict) else None
+    except Exception:  # noqa: BLE001 - amdsmi's exceptions, a call this version lacks
+        return None
+    return None if value in (None, "", "N/A") else str(value)
+
+
+def identity() -> list[dict]:
+    """Every AMD GPU of this node by what tells it from another of its kind:
+    amdsmi's index, name, UUID, board serial, PCI bus id (BDF), VBIOS and
+    the driver's version; [] where amdsmi does not start here."""
+    try:
+        lib = importlib.import_module("amdsmi")
+        lib.amdsmi_init()
+    except Exception:  # noqa: BLE001 - no amdsmi (pyrsmi names no device): nothing to name
+        return []
+    try:
+        out = []
+        for index, handle in enumerate(lib.amdsmi_get_processor_handles()):
+            serial = _asked(getattr(lib, "amdsmi_get_gpu_board_info", None), handle, "product_serial") \
+                or _asked(getattr(lib, "amdsmi_get_gpu_asic_info", None), handle, "asic_serial")
+            out.append({"library": "amdsmi", "index": index,
+                        "name": _asked(getattr(lib, "amdsmi_get_gpu_asic_info", None), handle, "market_name"),
+                        "uuid": _asked(lib.amdsmi_get_gpu_device_uuid, handle), "serial": serial,
+                        "pci_bus_id": _asked(getattr(lib, "amdsmi_get_gpu_device_bdf", None), handle),
+                        "firmware": _asked(getattr(lib, "amdsmi_get_gpu_vbios_info", None), handle,
+                                           "version"),
+                        "driver": _asked(getattr(lib, "amdsmi_get_gpu_driver_info", None), handle,
+                                         "driver_version")})
+        return out
+    except Exception:  # noqa: BLE001 - a GPU lost while listing
+        return []
+    finally:
+        try:
+            lib.amdsmi_shut_down()
+        except Exception:  # noqa: BLE001
             pass
 
 

@@ -5,6 +5,8 @@ No hardware energy counter is available."""
 
 from __future__ import annotations
 
+import importlib
+
 from jpwr.method import Channel, Method, MethodUnavailable, import_binding
 from jpwr.notice import one_line
 
@@ -46,6 +48,32 @@ class IpuPower(Method):
             return watts(texts[i])
 
         return [self._value(i, lambda i=i: one(i)) for i in range(len(self.channels))]
+
+
+# gcipuinfo's attributes that tell an IPU from another of its kind, by the key identity() gives them
+IDENTITY_ATTRIBUTES = {"serial": "SerialNumber", "pci_bus_id": "PciId", "firmware": "FirmwareVersion",
+                       "driver": "DriverVersion"}
+
+
+def identity() -> list[dict]:
+    """Every IPU of this node by gcipuinfo's serial number, PCI id,
+    firmware and driver version (an attribute this gcipuinfo lacks: None);
+    [] where gcipuinfo does not start here."""
+    try:
+        gc = importlib.import_module("gcipuinfo")
+        info = gc.gcipuinfo()
+        count = len(info.getDevices())
+    except Exception:  # noqa: BLE001 - no Poplar SDK here: no IPU to name
+        return []
+    values: dict[str, list[str | None]] = {}
+    for key, attribute in IDENTITY_ATTRIBUTES.items():
+        try:
+            values[key] = [str(v) for v in info.getNamedAttributeForAll(getattr(gc, attribute))]
+        except Exception:  # noqa: BLE001 - an attribute this version does not have
+            values[key] = [None] * count
+    return [{"library": "gcipuinfo", "index": i, "name": "Graphcore IPU", "uuid": None,
+             **{key: (found[i] if i < len(found) else None) for key, found in values.items()}}
+            for i in range(count)]
 
 
 power = IpuPower  # the upstream name

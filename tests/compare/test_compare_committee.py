@@ -13,7 +13,7 @@ import re
 import pandas as pd
 import pytest
 
-from caraml.compare import cli, comparison, decision, figures, reference, rows
+from caraml.compare import comparison, decision, figures, reference, rows
 from caraml.compare.jobs import Jobs
 from caraml.row import verdict
 from tests.compare import rowfixtures as fx
@@ -24,7 +24,7 @@ def committee(tmp_path_factory):
     root = tmp_path_factory.mktemp("committee")
     out = root / "out"
     args = fx.committee(root)
-    status = cli.main([*args, "--out", str(out), "--reference-system", "A100"])
+    status = fx.compare([*args, "--out", str(out), "--reference-system", "A100"])
     return status, out, args
 
 
@@ -33,11 +33,13 @@ def test_a_failed_benchmark_beside_a_good_one_exits_1_naming_system_and_benchmar
     status, out, args = committee
     assert status == comparison.SYSTEM_FAILED
     gb200 = [a for a in args if a.startswith(("GB200=", "A100="))]
-    assert cli.main([*gb200, "--out", str(tmp_path / "o"), "--no-references"]) == comparison.SYSTEM_FAILED
+    assert fx.compare([*gb200, "--out", str(tmp_path / "o"), "--no-references"]) == comparison.SYSTEM_FAILED
     printed = capsys.readouterr().out
     assert "failed benchmark: GB200 image: no measured row (1 rows: failed: CUDA error: no kernel image " \
         "for sm_100)" in printed
-    assert "failed benchmark: GB200 llm" not in printed
+    # its LLM row is fine: neither failed nor refused (rows written by hand are listed as unaudited)
+    assert "failed benchmark: GB200 llm" not in printed and "not a measurement: GB200 llm" not in printed
+    assert "unaudited: GB200 llm 800M bf16 seq 2048: no raw evidence" in printed
 
 
 def test_a_row_that_is_no_measurement_is_marked_and_never_ranked_divided_or_extrapolated(committee):
@@ -58,10 +60,11 @@ def test_a_row_that_is_no_measurement_is_marked_and_never_ranked_divided_or_extr
 
 
 def test_the_measurement_minimum_is_a_count_and_a_time(tmp_path):
-    long_enough = fx.a100(seconds=60.0, throughput={"iterations": 20, "time_per_iteration_s": 3.0})
+    long_enough = fx.a100(seconds=60.0, timed_wh=24.0,
+                          throughput={"iterations": 20, "time_per_iteration_s": 3.0})
     few = fx.a100(global_batch=256, throughput={"iterations": 19, "time_per_iteration_s": 10.0})
     short = fx.a100(global_batch=128, throughput={"iterations": 90, "time_per_iteration_s": 0.5})
-    table = rows.load([str(fx.write_run(tmp_path, "a", [long_enough, few, short]))])
+    table = fx.load([str(fx.write_run(tmp_path, "a", [long_enough, few, short]))])
     assert (~table["measurement"]).tolist() == [False, True, True]
     assert rows.measured(table)["global_batch"].tolist() == [512]
 
@@ -100,7 +103,7 @@ def test_the_references_table_says_each_source_kind(committee):
 
 
 def test_best_rows_exclude_smoke_runs(tmp_path):
-    table = figures.mark_best(rows.load([str(fx.write_run(tmp_path, "m", [fx.smoke()]))]))
+    table = figures.mark_best(fx.load([str(fx.write_run(tmp_path, "m", [fx.smoke()]))]))
     assert not table["best"].any()
 
 
@@ -163,17 +166,18 @@ def test_the_first_screen_ranks_per_node_and_per_package_and_leaves_the_smoke_ru
     assert re.findall(r'<section id="([^"]+)"', page)[:2] == ["decision-llm", "decision-image"]
     first = page.split('id="decision-llm"')[1].split("</section>")[0]
     one_run = "no interval: {} and {} have 1 run each"
-    assert ("Fastest per node: GH200, 190,000 tokens/s per node (1 run); over JUPITER 1.06x "
-            f"({one_run.format('GH200', 'JUPITER')}); 2.45x A100 "
+    # rows written by hand are unaudited: each sentence says so of the systems it names
+    assert ("Fastest per node: GH200 (unaudited), 190,000 tokens/s per node (1 run); over JUPITER "
+            f"(unaudited) 1.06x ({one_run.format('GH200', 'JUPITER')}); 2.45x A100 "
             f"({one_run.format('GH200', 'A100')}).") in first
     # a GB200 superchip holds 2 B200 GPUs: per package it leads
-    assert ("Fastest per accelerator package: GB200, 88,000 tokens/s per accelerator package (1 run); over "
-            f"GH200 1.85x ({one_run.format('GB200', 'GH200')}); 4.54x A100 "
+    assert ("Fastest per accelerator package: GB200 (unaudited), 88,000 tokens/s per accelerator package "
+            f"(1 run); over GH200 (unaudited) 1.85x ({one_run.format('GB200', 'GH200')}); 4.54x A100 "
             f"({one_run.format('GB200', 'A100')}).") in first
     # within the tie margin neither leads
-    assert ("Most energy-efficient, like for like: GH200 ties with JUPITER, 250,000 tokens/Wh, "
-            "accelerators alone (gpu scope), whole run (1 run); over JUPITER 1.01x, a tie (within 2 %) "
-            "(no interval") in first
+    assert ("Most energy-efficient, like for like: GH200 (unaudited) ties with JUPITER (unaudited), "
+            "250,000 tokens/Wh, accelerators alone (gpu scope), whole run (1 run); over JUPITER (unaudited) "
+            "1.01x, a tie (within 2 %) (no interval") in first
     assert "MI300X: not ranked (not a measurement (4 timed iterations in 12 s" in first
     assert "MI300A: not ranked (failed: HIP out of memory)" in first
     assert 'alt="decision_llm_800M_bf16_seq_2048"' in first and 'alt="solution_llm_800M_bf16_seq_2048"' in first
@@ -183,7 +187,7 @@ def test_the_first_screen_ranks_per_node_and_per_package_and_leaves_the_smoke_ru
 
 def test_the_rankings_are_best_first_with_their_ratios(committee, tmp_path):
     _, _, args = committee
-    table = figures.mark_best(rows.load(args))
+    table = figures.mark_best(fx.load(args))
     table = figures.add_ratios(table, "A100")
     head, _ = figures.headline(table, "A100")
     jobs = Jobs()

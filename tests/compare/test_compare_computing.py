@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 
-from caraml.compare import cli, decision, figures, frontier, power, rows
+from caraml.compare import decision, figures, frontier, power
 from caraml.compare.charts import decision as decision_charts
 from caraml.compare.charts import power as power_charts
 from caraml.compare.charts import style
@@ -29,8 +29,8 @@ COMPUTE = textwrap.dedent("""
     given = json.loads(sys.stdin.read())
     c = comparison.compute(given["committee"], all_runs=True, reference_system="A100",
                            refs=reference.load(), prices_file=Path(given["prices"]), jobs=Jobs(),
-                           history=trend.load(Path(given["db"])))
-    [sweep] = frontier.sweeps(rows.load(given["sweep"]), Jobs())
+                           history=trend.load(Path(given["db"])), accept_unaudited=True)
+    [sweep] = frontier.sweeps(rows.load(given["sweep"], accept_unaudited=True), Jobs())
     found = trend.find(Path(given["db"]), reference.load())
     print(json.dumps({
         "matplotlib": sorted(m for m in sys.modules if m.split(".")[0] == "matplotlib"),
@@ -52,7 +52,8 @@ def test_the_comparison_decisions_frontier_and_trend_are_computed_without_matplo
     assert done["matplotlib"] == []
     # what was computed there is the comparison's (tests/compare/test_compare_decision.py has its figures)
     assert [line.split(":")[0] for line in done["leaders"]] == ["Fastest per node"] * 2
-    assert done["leaders"][0].startswith("Fastest per node: GH200, 190,000 tokens/s per node (median of 3")
+    assert done["leaders"][0].startswith("Fastest per node: GH200 (unaudited), 190,000 tokens/s per node "
+                                         "(median of 3")
     assert done["drops"][0].startswith("A100 15 % below its run of 2026-11-20")
     assert done["left_out"].count("excluded run") == 12 and "unpriced system" in done["left_out"]
     assert sorted(done["front"]) == ["200 W (asked 200)", "250 W (asked 250)", "280 W (asked 280)",
@@ -61,7 +62,7 @@ def test_the_comparison_decisions_frontier_and_trend_are_computed_without_matplo
 
 
 def test_the_solution_chart_draws_the_points_and_the_front_the_decision_computed(tmp_path, monkeypatch):
-    table = figures.add_ratios(figures.mark_best(rows.load(fx.committee(tmp_path))), "A100")
+    table = figures.add_ratios(figures.mark_best(fx.load(fx.committee(tmp_path))), "A100")
     head, _ = figures.headline(table, "A100")
     solutions = figures.time_and_energy_to_solution(table, Jobs())
     [llm, _] = decision.decide(table, head, solutions, Jobs(), "A100")
@@ -87,7 +88,7 @@ def test_the_solution_chart_draws_the_points_and_the_front_the_decision_computed
 
 def test_the_solution_lines_are_picked_by_their_case_key_not_their_words(tmp_path):
     args = [f"A100={fx.write_run(tmp_path, 'a', [fx.a100(), fx.a100(nodes=2, devices=8)])}"]
-    table = figures.mark_best(rows.load(args))
+    table = figures.mark_best(fx.load(args))
     solutions = figures.time_and_energy_to_solution(table, Jobs())
     assert solutions[["case_key", "case"]].values.tolist() == [
         [figures.ONE_NODE, "one node (best configuration)"], [figures.FASTEST, "fastest measured (2 nodes)"]]
@@ -103,7 +104,7 @@ def test_the_frontier_axis_takes_its_scope_and_window_by_field(tmp_path):
         return fx.cpu_matmul(per_s_per_device=per_s, timed_wh=wh,
                              power_limit=fx.power_limit(asked, before=200.0), **changes)
     data = [cpu("default", 1842.1, 5.0), cpu("150", 1700.0, 4.0), cpu("120", 1500.0, 2.0, scope="module")]
-    [sweep] = frontier.sweeps(rows.load([f"CPU={fx.write_run(tmp_path, 'c', data)}"]), Jobs(llm_tokens=1e9))
+    [sweep] = frontier.sweeps(fx.load([f"CPU={fx.write_run(tmp_path, 'c', data)}"]), Jobs(llm_tokens=1e9))
     assert (sweep.energy_scope, sweep.basis, sweep.scope) == ("host", "timed iterations",
                                                              "host scope, timed iterations")
     # the module-scope point is flagged and in the table, never on the host-scope axis
@@ -117,7 +118,7 @@ def test_a_configuration_s_runs_fold_into_one_timeline_the_median_run_in_colour(
     for run_id, rate in enumerate([19000.0, 19390.0, 19800.0, 19100.0]):
         data = [fx.a100(per_s_per_device=rate), fx.a100(global_batch=256)]
         fx.write_run(tmp_path, "a100", data, run_id=run_id, power={0: fx.samples()} if run_id < 3 else None)
-    table = rows.load([f"A100={tmp_path / 'a100'}"], all_runs=True)
+    table = fx.load([f"A100={tmp_path / 'a100'}"], all_runs=True)
     folded = power.fold(table)
     assert [len(f.runs) for f in folded] == [4, 4]
     first = folded[0]
@@ -149,7 +150,7 @@ def test_the_report_says_which_runs_each_timeline_folds(tmp_path):
         fx.write_run(tmp_path, "a100", [fx.a100(per_s_per_device=rate)], run_id=run_id,
                      power={0: fx.samples()})
     out = tmp_path / "out"
-    assert cli.main([f"A100={tmp_path / 'a100'}", "--all-runs", "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([f"A100={tmp_path / 'a100'}", "--all-runs", "--out", str(out), "--no-references"]) == 0
     assert [p.name for p in out.glob("power_*.png")] == ["power_000_A100.png"]
     section = (out / "report.html").read_text().split('id="power"')[1].split("</section>")[0]
     assert "(3 runs in 1 charts)" in section

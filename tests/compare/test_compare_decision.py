@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from caraml.compare import cli, comparison, drops, intervals, repeats
+from caraml.compare import comparison, drops, intervals, repeats
 from tests.compare import rowfixtures as fx
 
 
@@ -42,7 +42,7 @@ def ran(decided):
     argv, out = decided
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        status = cli.main(argv)
+        status = fx.compare(argv)
     return status, out, printed.getvalue(), json.loads((out / "decision.json").read_text())
 
 
@@ -71,7 +71,9 @@ def test_the_first_screen_decision_json_summary_and_stdout_say_the_same_sentence
         for caveat in bench["caveats"]:
             assert section.index(html.escape(caveat)) < section.index("<figure>")
         for figures, line in zip(bench["figures"], bench["sentences"]):
-            leader = repeats.leader(figures["best"], figures["runner_up"], figures["margin"])
+            # rows written by hand: every system a sentence names is unaudited, and it says so
+            runner_up = figures["runner_up"] and f"{figures['runner_up']} (unaudited)"
+            leader = repeats.leader(f"{figures['best']} (unaudited)", runner_up, figures["margin"])
             assert line.startswith(f"{figures['ranking']}") and f": {leader}," in line
             if figures["runner_up"] is not None:
                 assert figures["runner_up"] in line and f"{figures['margin']:.2f}x" in line
@@ -87,8 +89,8 @@ def test_repeats_rank_on_their_median_with_min_max_and_an_interval_on_the_margin
     llm = next(b for b in record["benchmarks"] if b["benchmark"] == "llm")
     node = llm["sentences"][0]
     # GH200 4 x 47,505 per node, its runs 0.985x and 1.015x of that; JUPITER 4 x 45,000
-    assert node.startswith("Fastest per node: GH200, 190,000 tokens/s per node (median of 3 runs, "
-                           "187,000–193,000); over JUPITER 1.06x, 95 % CI ")
+    assert node.startswith("Fastest per node: GH200 (unaudited), 190,000 tokens/s per node (median of 3 "
+                           "runs, 187,000–193,000); over JUPITER (unaudited) 1.06x, 95 % CI ")
     margin = llm["figures"][0]
     assert margin["margin"] == pytest.approx(47505 / 45000)
     # Welch's t on the runs' logarithms: both sides' runs spread alike (factors 1, 0.985, 1.015), 4 degrees of
@@ -102,8 +104,10 @@ def test_repeats_rank_on_their_median_with_min_max_and_an_interval_on_the_margin
                          f"{reference * math.exp(half):.2f}.")
     assert margin["reference"] == pytest.approx(reference) and margin["reference_low"] < reference
     energy = llm["sentences"][2]
-    assert energy.startswith("Most energy-efficient, like for like: GH200 ties with WAIH100, ")
-    assert "over WAIH100 1.02x, a tie (within 2 %), 95 % CI 0.98–1.05; 1.55x A100, 95 % CI " in energy
+    assert energy.startswith("Most energy-efficient, like for like: GH200 (unaudited) ties with WAIH100 "
+                             "(unaudited), ")
+    assert "over WAIH100 (unaudited) 1.02x, a tie (within 2 %), 95 % CI 0.98–1.05; 1.55x A100, 95 % CI " \
+        in energy
 
 
 def test_a_row_that_is_no_measurement_is_never_ranked_and_said_under_the_sentences(ran):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from caraml.compare import figures, rows
+from caraml.compare import figures
 from caraml.benchmarks import LLM_PARAMETERS
 from caraml.compare.jobs import Jobs
 from tests.compare import rowfixtures as fx
@@ -15,7 +15,7 @@ from tests.compare import rowfixtures as fx
 
 def _load(tmp_path, **systems):
     args = [f"{name}={fx.write_run(tmp_path, name, data)}" for name, data in systems.items()]
-    return figures.mark_best(rows.load(args))
+    return figures.mark_best(fx.load(args))
 
 
 def test_figures_come_from_the_row_as_written(tmp_path):
@@ -40,7 +40,7 @@ def test_best_is_the_highest_throughput_per_device_per_like_for_like_group(tmp_p
 
 def test_ratios_within_one_scope_and_refusals_across_scopes_bases_and_energy_devices(tmp_path):
     table = _load(tmp_path, A100=[fx.a100()], GH200=[fx.gh200()], MI250=[fx.mi250()],
-                  B=[fx.a100(per_s_per_device=25000.0, timed_wh=300.0, basis="measured-matmul")])
+                  B=[fx.a100(per_s_per_device=25000.0, timed_wh=280.0, basis="measured-matmul")])
     table = figures.add_ratios(table, "A100").set_index("system")
     # a superchip and a GPU card: the same package unit, not the same device unit
     assert table.loc["GH200", "per_s_per_package_ratio"] == pytest.approx(47505 / 19390)
@@ -58,7 +58,7 @@ def test_ratios_within_one_scope_and_refusals_across_scopes_bases_and_energy_dev
     assert table.loc["B", "mfu_ratio"] != table.loc["B", "mfu_ratio"]
     assert "MFU not divided: B against a measured-matmul peak, A100 against a datasheet peak" \
         in table.loc["B", "ratio_note"]
-    assert table.loc["B", "work_per_wh_ratio"] == pytest.approx((100000 * 600 / 300) / (77560 * 600 / 240))
+    assert table.loc["B", "work_per_wh_ratio"] == pytest.approx((100000 * 600 / 280) / (77560 * 600 / 240))
 
 
 def test_a_different_energy_window_is_refused(tmp_path):
@@ -148,13 +148,12 @@ def test_a_row_without_energy_gets_no_energy_ratio_and_says_so(tmp_path):
 
 
 def test_scaling_runs_give_a_scaling_plot_and_a_heatmap_over_batch_and_devices(tmp_path):
-    from caraml.compare import cli
 
     path = fx.write_run(tmp_path, "a", [fx.a100(devices=4, global_batch=256, per_s_per_device=1000.0),
                                         fx.a100(nodes=2, devices=8, global_batch=256, per_s_per_device=900.0),
                                         fx.a100(nodes=2, devices=8, global_batch=512, per_s_per_device=950.0)])
     out = tmp_path / "out"
-    assert cli.main([str(path), "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([str(path), "--out", str(out), "--no-references"]) == 0
     assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"
     assert (out / "heatmap_A100_800M_bf16_seq_2048.png").stat().st_size > 5000
     scaling = (out / "scaling.csv").read_text().splitlines()

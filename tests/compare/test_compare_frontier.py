@@ -13,7 +13,7 @@ import re
 import pandas as pd
 import pytest
 
-from caraml.compare import cli, comparison, frontier, report, rows
+from caraml.compare import comparison, frontier, report, rows
 from caraml.compare.charts import frontier as frontier_chart
 from caraml.compare.charts import style
 from caraml.compare.jobs import Jobs
@@ -23,12 +23,12 @@ JOB_TOKENS = 20 * 908_759_040  # the 800M job: 20 tokens per parameter
 # tokens/s of the whole job and tokens/Wh of the timed window (600 s) per limit, as a100_sweep writes them
 RATE = {"default": 77560.0, "0.9": 78000.0, "300": 74000.0, "250": 68000.0, "200": 52000.0, "280": 71200.0}
 PER_WH = {"default": 77560 * 600 / 240, "0.9": 78000 * 600 / 225, "300": 74000 * 600 / 190,
-          "250": 68000 * 600 / 165, "200": 52000 * 600 / 160, "280": 71200 * 600 / 170}
+          "250": 68000 * 600 / 165, "200": 52000 * 600 / 145, "280": 71200 * 600 / 170}
 TITLE = "A100 llm 800M bf16 seq 2048, batch 512, 4 GPUs on 1 node"
 
 
 def _sweep_of(tmp_path, data: list[dict], jobs: Jobs = Jobs()) -> frontier.Sweep:
-    [sweep] = frontier.sweeps(rows.load([f"A100={fx.write_run(tmp_path, 'a100', data)}"]), jobs)
+    [sweep] = frontier.sweeps(fx.load([f"A100={fx.write_run(tmp_path, 'a100', data)}"]), jobs)
     return sweep
 
 
@@ -38,7 +38,7 @@ def a100_sweep(tmp_path):
 
 
 def test_the_row_carries_its_limit_and_a_row_without_one_is_at_the_default(tmp_path):
-    table = rows.load([f"A100={fx.write_run(tmp_path, 'a100', [fx.a100(), *fx.a100_sweep()])}"])
+    table = fx.load([f"A100={fx.write_run(tmp_path, 'a100', [fx.a100(), *fx.a100_sweep()])}"])
     plain, default, fraction, unrestored = (table.iloc[i] for i in (0, 1, 2, 7))
     assert (plain["limit_swept"], plain["limit_default"], plain["power_limit_restored"]) == (False, True, None)
     assert (default["limit_swept"], default["limit_default"], default["power_limit_w"]) == (True, True, 400.0)
@@ -146,7 +146,7 @@ def test_estimated_energy_is_labelled_and_another_scope_is_never_on_the_frontier
 
 def test_the_report_ranks_default_rows_and_gives_the_sweep_its_section(tmp_path, capsys):
     out = tmp_path / "out"
-    assert cli.main([*fx.sweep_demo(tmp_path), "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([*fx.sweep_demo(tmp_path), "--out", str(out), "--no-references"]) == 0
     head = pd.read_csv(out / "headline.csv").set_index("system")
     # the capped points are never ranked: A100 is its default row (the 360 W point ran faster still)
     assert list(head.index) == ["GH200", "A100"] and head.loc["A100", "per_s_per_device"] == 19390.0
@@ -174,7 +174,7 @@ def test_the_report_ranks_default_rows_and_gives_the_sweep_its_section(tmp_path,
 
 def test_only_capped_rows_are_one_line_and_exit_2(tmp_path, capsys):
     capped = fx.write_run(tmp_path, "a100", fx.a100_sweep()[1:])
-    assert cli.main([f"A100={capped}", "--out", str(tmp_path / "out")]) == comparison.BAD_INPUT
+    assert fx.compare([f"A100={capped}", "--out", str(tmp_path / "out")]) == comparison.BAD_INPUT
     assert "only power-capped rows ran" in capsys.readouterr().err
 
 
@@ -206,7 +206,7 @@ def test_a_limit_the_job_never_set_or_that_differs_across_devices_is_flagged(tmp
 def test_a_point_whose_watts_could_not_be_worked_out_is_no_default_point(tmp_path):
     no_tdp = fx.failed("A100", reason="power limit 0.75 is a fraction of the TDP, and this system declares "
                        "no TDP", power_limit={**fx.power_limit("0.75"), "asked_w": None, "reported_w": None})
-    table = rows.load([f"A100={fx.write_run(tmp_path, 'a100', [fx.a100(), no_tdp])}"])
+    table = fx.load([f"A100={fx.write_run(tmp_path, 'a100', [fx.a100(), no_tdp])}"])
     ranked, capped = rows.at_default_limit(table)
     assert list(ranked["state"]) == ["ok"] and list(capped["power_limit"]) == ["0.75"]
 
@@ -215,7 +215,7 @@ def test_a_gh200_module_limit_is_labelled_as_the_modules(tmp_path):
     module = {**fx.power_limit("0.8", tdp=680.0, before=680.0), "scope": "module"}
     gpu = {**fx.power_limit("300"), "scope": "gpu"}
     run = fx.write_run(tmp_path, "a100", [fx.a100(power_limit=module), fx.a100(power_limit=gpu)])
-    table = rows.load([f"A100={run}"])
+    table = fx.load([f"A100={run}"])
     assert list(table["power_limit_scope"]) == ["module", "gpu"]
     assert [frontier.limit_label(row) for _, row in table.iterrows()] == \
         ["544 W module (asked 0.8)", "300 W (asked 300)"]

@@ -8,12 +8,12 @@ import json
 
 import pandas as pd
 
-from caraml.compare import cli, comparison
+from caraml.compare import comparison
 from tests.compare import rowfixtures as fx
 
 
 def _error(capsys, argv) -> str:
-    assert cli.main(argv) == comparison.BAD_INPUT
+    assert fx.compare(argv) == comparison.BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("caraml-compare: error: ")
     return err
@@ -38,7 +38,7 @@ def test_a_failed_system_stays_in_the_report_and_the_exit_status_is_1(tmp_path, 
     bad = fx.write_run(tmp_path, "h100", [fx.failed(reason="CUDA out of memory"),
                                           fx.failed(reason="NCCL timeout", global_batch=1024)])
     out = tmp_path / "out"
-    assert cli.main([str(good), str(bad), "--out", str(out), "--no-references"]) == comparison.SYSTEM_FAILED
+    assert fx.compare([str(good), str(bad), "--out", str(out), "--no-references"]) == comparison.SYSTEM_FAILED
     printed = capsys.readouterr().out
     assert "failed benchmark: H100 llm: no measured row (2 rows: failed: CUDA out of memory; failed: NCCL timeout)" \
         in printed
@@ -58,7 +58,7 @@ def test_a_run_without_row_json_and_an_unreadable_row_become_failed_lines(tmp_pa
     row_file = next(old.glob("*/*/work/row.json"))
     row_file.write_text(json.dumps({"schema": "caraml-row/0"}))
     out = tmp_path / "out"
-    assert cli.main([str(good), f"X={empty.parent}", f"OLD={old}", "--out", str(out),
+    assert fx.compare([str(good), f"X={empty.parent}", f"OLD={old}", "--out", str(out),
                      "--no-references"]) == comparison.SYSTEM_FAILED
     table = pd.read_csv(out / "comparison.csv", keep_default_na=False).set_index("system")
     assert table.loc["X", "state"] == "failed"
@@ -73,7 +73,7 @@ def test_all_runs_keeps_an_old_failed_run_beside_the_good_one(tmp_path):
     fx.write_run(root, "llm", [fx.failed(name="A100", reason="node failure")], run_id=0)
     fx.write_run(root, "llm", [fx.a100()], run_id=1)
     out = tmp_path / "out"
-    assert cli.main([str(root / "llm"), "--all-runs", "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([str(root / "llm"), "--all-runs", "--out", str(out), "--no-references"]) == 0
     table = pd.read_csv(out / "comparison.csv")
     assert table["state"].tolist() == ["failed", "ok"]
 
@@ -94,15 +94,16 @@ def test_an_unknown_reference_system(tmp_path, capsys):
 def test_a_row_that_stopped_early_is_a_measurement_that_keeps_its_reason(tmp_path):
     path = fx.write_run(tmp_path, "a", [fx.a100(state="ok-stopped-early", reason="walltime after 40 of 90")])
     out = tmp_path / "out"
-    assert cli.main([str(path), "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([str(path), "--out", str(out), "--no-references"]) == 0
     markdown = (out / "comparison_llm.md").read_text()
     assert "| ok-stopped-early: walltime after 40 of 90 | 77,600 |" in markdown
 
 
 def test_estimated_energy_is_labelled_in_every_energy_figure(tmp_path):
-    path = fx.write_run(tmp_path, "a", [fx.a100(estimated=True)])
+    # two runs of the same figures (one run under two names is refused)
+    a, b = (fx.write_run(tmp_path, name, [fx.a100(estimated=True)]) for name in ("a", "b"))
     out = tmp_path / "out"
-    assert cli.main([f"A={path}", f"B={path}", "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([f"A={a}", f"B={b}", "--out", str(out), "--no-references"]) == 0
     lines = (out / "comparison_llm.md").read_text().splitlines()
     head = [line for line in lines if line.startswith("| B ")][0]
     cells = [c.strip() for c in head.strip("|").split("|")]
@@ -128,7 +129,7 @@ def test_a_run_path_holding_an_equals_sign_is_compared_with_or_without_a_label(t
 def test_a_row_of_a_run_still_going_says_why_it_is_no_measurement_yet(tmp_path, capsys):
     good = fx.write_run(tmp_path, "a", [fx.a100()])
     live = fx.write_run(tmp_path, "g", [fx.gh200(state="running")])
-    assert cli.main([f"A100={good}", f"GH200={live}", "--out", str(tmp_path / "out"),
+    assert fx.compare([f"A100={good}", f"GH200={live}", "--out", str(tmp_path / "out"),
                      "--no-references"]) == 1
     out = capsys.readouterr().out
     assert ("not a measurement: GH200 llm 800M bf16 seq 2048: running: the job has not ended yet: "

@@ -13,7 +13,7 @@ import json
 
 import pandas as pd
 
-from caraml.compare import cli, left_out, rows
+from caraml.compare import left_out
 from tests.compare import rowfixtures as fx
 
 RULE = ("its figures rest on 1 run: nothing shows how they vary from run to run (run each configuration "
@@ -22,7 +22,7 @@ RULE = ("its figures rest on 1 run: nothing shows how they vary from run to run 
 
 def _compare(tmp_path, args: list[str], *more: str) -> tuple[dict, str, str]:
     out = tmp_path / "out"
-    cli.main([*args, "--out", str(out), "--reference-system", "A100", "--no-references", *more])
+    fx.compare([*args, "--out", str(out), "--reference-system", "A100", "--no-references", *more])
     return (json.loads((out / "decision.json").read_text()), (out / "summary.md").read_text(),
             (out / "report.html").read_text())
 
@@ -37,11 +37,12 @@ def test_a_repeat_whose_loss_went_nan_is_named_with_its_run_and_why(tmp_path, ca
     [excluded] = [item for item in record["left_out"] if item["kind"] == left_out.EXCLUDED_RUN]
     assert excluded == {"kind": "excluded run", "what": "A100 800M bf16 seq 2048 batch 512",
                         "why": "not a measurement (loss nan at iteration 3)", "system": "A100",
-                        "benchmark": "llm", "run": "a100/000001 of 2026-11-25",
+                        "benchmark": "llm", "configuration": "800M bf16 seq 2048",
+                        "run": "a100/000001 of 2026-11-25",
                         "row_file": str(tmp_path / "a100/000001/000000_execute/work/row.json")}
     line = ("llm: excluded run: A100 800M bf16 seq 2048 batch 512 (run a100/000001 of 2026-11-25): not a "
             "measurement (loss nan at iteration 3)")
-    assert f"## Left out of the decision\n\n- {line}\n" in summary
+    assert f"- {line}\n" in summary.split("## Left out of the decision\n")[1].split("\n## ")[0]
     # the first screen: under the summary, before the decision
     assert page.index(html.escape(line)) < page.index('id="decision-llm"')
     # the A100's figures rest on its two good runs
@@ -73,7 +74,8 @@ def test_an_unpriced_system_is_named_with_why_and_a_misspelt_entry_with_its_clos
 
 def test_a_vendor_may_contest_a_single_run_a_short_window_another_commit_and_estimated_energy(tmp_path,
                                                                                               capsys):
-    near = {"seconds": 60.0, "throughput": {"iterations": 20, "time_per_iteration_s": 3.0}}
+    # 20 iterations in 60 s, its energy as much less as its time (the same power)
+    near = {"seconds": 60.0, "timed_wh": 45.0, "throughput": {"iterations": 20, "time_per_iteration_s": 3.0}}
     h100 = fx.a100(system={"name": "H100"}, per_s_per_device=30000.0, estimated=True,
                    provenance={"commit": "def5678"})
     args = [f"A100={fx.write_run(tmp_path, 'a', [fx.a100()])}",
@@ -97,16 +99,26 @@ def test_a_vendor_may_contest_a_single_run_a_short_window_another_commit_and_est
         "2026-11-24): commit def5678" in capsys.readouterr().out
 
 
-def test_a_row_rule_of_its_own_feeds_the_left_out_list(tmp_path):
-    """A rule that leaves rows out (an audit state, say) is one RowRule: its rows and why join the list."""
-    table = rows.load([f"A100={fx.write_run(tmp_path, 'a', [fx.a100(), fx.a100(global_batch=256)])}"])
-    table = table.assign(audit=["unaudited", "passed"])
-    rule = left_out.RowRule("unaudited row", lambda t: t["audit"] == "unaudited",
-                            lambda line: "no raw evidence with the row")
-    [item] = left_out.left_out_rows(table, [*left_out.ROW_RULES, rule])
+def test_the_audits_refused_and_unaudited_rows_are_named_with_their_rule_and_a_rule_of_its_own_joins(
+        tmp_path):
+    run = fx.write_run(tmp_path, "a", [fx.a100(mfu=2.0), fx.a100(global_batch=256)])
+    found = left_out.left_out_rows(fx.load([f"A100={run}"]))
+    # the refused row is named once, as refused (not again as no measurement)
+    assert [(item.kind, item.what) for item in found] == [
+        ("refused row", "A100 800M bf16 seq 2048 batch 512"),
+        ("unaudited row", "A100 800M bf16 seq 2048 batch 256")]
+    assert found[0].why.startswith("mfu-at-most-1: MFU 2 stated, above 1")
+    # a row written by hand has no raw evidence: ranked here (accepted), its own folder named so
+    assert found[1].why == (
+        "no raw evidence: its work folder holds no iterations.json (a run made before the suite kept its "
+        "iterations, one without energy, or a row written by hand); ranked, each sentence naming it "
+        "unaudited (--accept-unaudited)")
+    assert left_out.grouped(found[1:]) == [
+        f"llm: unaudited row: A100 800M bf16 seq 2048 batch 256 (run a/000000 of 2026-11-24): {found[1].why}"]
+    # a rule of its own: its kind, which rows, why each
+    rule = left_out.RowRule("slow row", lambda t: t["per_s_per_device"] < 20000,
+                            lambda line: "below 20,000 tokens/s per device")
+    [item] = left_out.left_out_rows(fx.load([f"A100={run}"]).iloc[1:], [rule])
     assert (item.kind, item.what, item.why, item.run) == (
-        "unaudited row", "A100 800M bf16 seq 2048 batch 512", "no raw evidence with the row",
+        "slow row", "A100 800M bf16 seq 2048 batch 256", "below 20,000 tokens/s per device",
         "a/000000 of 2026-11-24")
-    assert left_out.grouped([item]) == [
-        "llm: unaudited row: A100 800M bf16 seq 2048 batch 512 (run a/000000 of 2026-11-24): no raw evidence "
-        "with the row"]

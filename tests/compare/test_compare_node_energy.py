@@ -12,7 +12,7 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from caraml.compare import cli, decision, figures, rows
+from caraml.compare import decision, figures
 from caraml.compare.charts import decision as decision_charts
 from caraml.compare.jobs import Jobs
 from caraml.row import row_json
@@ -41,7 +41,7 @@ def without_node(data: dict, state: str = "none", reason: str = NO_METER) -> dic
 
 def compared(tmp_path, **systems: list[dict]) -> tuple[list[str], pd.DataFrame, decision.Decision]:
     args = [f"{name}={fx.write_run(tmp_path, name, found)}" for name, found in systems.items()]
-    table = figures.add_ratios(figures.mark_best(rows.load(args)), "A100")
+    table = figures.add_ratios(figures.mark_best(fx.load(args)), "A100")
     head, _ = figures.headline(table, "A100")
     jobs = Jobs()
     [llm] = decision.decide(table, head, figures.time_and_energy_to_solution(table, jobs), jobs, "A100")
@@ -61,7 +61,7 @@ def test_every_system_with_node_energy_is_ranked_per_node_wh_with_its_ratio(tmp_
     assert not [line for line in llm.unranked if "node energy" in line]
     [leader] = [line for line in llm.leaders if "whole nodes" in line]
     assert leader.startswith(
-        "Most energy-efficient per whole node: GH200, ")
+        "Most energy-efficient per whole node: GH200 (unaudited), ")
     assert "accelerators' share of its node energy 62.0 %, jpwr's gpu/node(run)" in leader
     # the accelerators' ranking stays beside it
     assert list(llm.ranked["work_per_wh_gpu"]["system"]) == ["GH200", "A100"]
@@ -80,7 +80,7 @@ def test_one_system_without_node_energy_refuses_the_node_ranking_naming_it(tmp_p
     assert pd.isna(gh["work_per_node_wh_ratio"]) and "node energy not compared: no node figure for GH200" \
         in gh["ratio_note"]
     out = tmp_path / "out"
-    assert cli.main([*args, "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([*args, "--out", str(out), "--no-references"]) == 0
     page = (out / "report.html").read_text()
     assert "node energy not compared: no node figure for GH200" in page.split('id="decision-llm"')[1]
 
@@ -102,7 +102,7 @@ def test_the_tables_show_the_node_figure_with_scope_window_source_and_the_share(
     args = [f"{name}={fx.write_run(tmp_path, name, found)}" for name, found in
             (("A100", [with_node(fx.a100(), 600.0, share=48.0)]), ("GH200", [without_node(fx.gh200())]))]
     out = tmp_path / "out"
-    assert cli.main([*args, "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([*args, "--out", str(out), "--no-references"]) == 0
     markdown = (out / "comparison_llm.md").read_text()
     assert "tokens/Wh, node scope, job window" in markdown
     assert "48.0 % (gpu/node(run), jpwr)" in markdown
@@ -125,7 +125,7 @@ def test_cost_to_solution_counts_node_energy_only_where_every_costed_system_has_
                     "  - {system: A100, node_hour: 4.0, electricity_kwh: 0.3, pue: 1.2}\n"
                     "  - {system: GH200, node_hour: 6.0, electricity_kwh: 0.3, pue: 1.1}\n")
     out = tmp_path / "out"
-    assert cli.main([*args, "--out", str(out), "--reference-system", "A100", "--prices", str(path)]) == 0
+    assert fx.compare([*args, "--out", str(out), "--reference-system", "A100", "--prices", str(path)]) == 0
     cost = pd.read_csv(out / "cost_llm_800M_bf16_seq_2048.csv").set_index("system")
     assert set(cost["energy_scope"]) == {scope}
     tokens = 20 * 908_759_040  # the job: 20 tokens per parameter of the 800M GPT
@@ -140,7 +140,7 @@ def test_the_decision_charts_each_systems_accelerator_share_of_its_node(tmp_path
     args = [f"{name}={fx.write_run(tmp_path, name, found)}" for name, found in
             (("A100", [with_node(fx.a100(), 600.0, share=48.0)]), ("GH200", [without_node(fx.gh200())]))]
     out = tmp_path / "out"
-    assert cli.main([*args, "--out", str(out), "--no-references"]) == 0
+    assert fx.compare([*args, "--out", str(out), "--no-references"]) == 0
     assert (out / "node_share_llm_800M_bf16_seq_2048.png").is_file()
     assert 'alt="node_share_llm_800M_bf16_seq_2048"' in (out / "report.html").read_text()
     # no system with the share: no chart

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from caraml.compare import CompareError, cli, prices
+from caraml.compare import CompareError, prices
 from tests.compare import rowfixtures as fx
 
 
@@ -25,7 +25,7 @@ def test_cost_is_node_hours_plus_gpu_energy_times_pue_cheapest_first(tmp_path):
         {"system": "A100", "node_hour": 4.0, "electricity_kwh": 0.3, "pue": 1.2},
         {"system": "GH200", "capital_per_node": 250000, "lifetime_years": 5, "electricity_kwh": 0.3, "pue": 1.1}]})
     out = tmp_path / "out"
-    assert cli.main([*args, "--out", str(out), "--reference-system", "A100", "--prices", path]) == 0
+    assert fx.compare([*args, "--out", str(out), "--reference-system", "A100", "--prices", path]) == 0
     cost = pd.read_csv(out / "cost_llm_800M_bf16_seq_2048.csv").set_index("system")
     tokens = 20 * 908_759_040
     a100_h, a100_kwh = tokens / 77560 / 3600, tokens / (77560 * 600 / 288) / 1000
@@ -39,7 +39,8 @@ def test_cost_is_node_hours_plus_gpu_energy_times_pue_cheapest_first(tmp_path):
 
 def test_without_a_prices_file_the_decision_says_how_to_add_one(tmp_path):
     out = tmp_path / "out"
-    assert cli.main([str(fx.write_run(tmp_path, "a", [fx.a100()])), "--out", str(out), "--no-references"]) == 0
+    run = fx.write_run(tmp_path, "a", [fx.a100()])
+    assert fx.compare([str(run), "--out", str(out), "--no-references"]) == 0
     assert "Cost to solution: give <code>--prices FILE</code>" in (out / "report.html").read_text()
     assert not list(out.glob("cost_*"))
 
@@ -67,7 +68,8 @@ def test_a_binary_prices_file_is_refused_in_one_line_by_the_command(tmp_path, ca
     path = tmp_path / "prices.xlsx"
     path.write_bytes(b"PK\x03\x04\x14\x00\x06\x00\x08\x00\xff\xfe\x00\x00")  # a spreadsheet's start
     run = fx.write_run(tmp_path, "a", [fx.a100()])
-    assert cli.main([str(run), "--out", str(tmp_path / "out"), "--no-references", "--prices", str(path)]) == 2
+    out = tmp_path / "out"
+    assert fx.compare([str(run), "--out", str(out), "--no-references", "--prices", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [f"caraml-compare: error: {path}: not a text file (byte 0xff at offset 10 "
                                 "is no UTF-8): the prices file is YAML text; see docs/compare.md for "

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from caraml.compare import CompareError, cli, comparison, figures, reference, repeats, rows
+from caraml.compare import CompareError, comparison, figures, reference, repeats, rows
 from tests.compare import rowfixtures as fx
 
 
@@ -24,7 +24,7 @@ def _write(tmp_path, *entries, name="refs.yaml"):
 
 
 def _rows(tmp_path, data):
-    return figures.mark_best(rows.load([str(fx.write_run(tmp_path, "a", data))]))
+    return figures.mark_best(fx.load([str(fx.write_run(tmp_path, "a", data))]))
 
 
 @pytest.mark.parametrize("value, expected", [(18000.0, "within"), (17999.0, "below"), (24000.0, "within"),
@@ -53,11 +53,12 @@ def test_a_reference_with_batch_applies_to_that_batch(tmp_path):
 def test_the_command_exits_3_when_a_figure_falls_below_its_band_and_0_otherwise(tmp_path, capsys):
     path = fx.write_run(tmp_path, "a", [fx.a100(per_s_per_device=17000.0)])
     low = _write(tmp_path, _ref(), name="low.yaml")
-    assert cli.main([str(path), "--out", str(tmp_path / "o1"), "--references", str(low)]) == comparison.BELOW_BAND
+    status = fx.compare([str(path), "--out", str(tmp_path / "o1"), "--references", str(low)])
+    assert status == comparison.BELOW_BAND
     assert "BELOW BAND: A100 800M bf16 seq 2048 batch 512 throughput_per_device 1.7e+04 < 1.8e+04" \
         in capsys.readouterr().out
     fine = _write(tmp_path, _ref(value=17000.0), name="fine.yaml")
-    assert cli.main([str(path), "--out", str(tmp_path / "o2"), "--references", str(fine)]) == 0
+    assert fx.compare([str(path), "--out", str(tmp_path / "o2"), "--references", str(fine)]) == 0
     verdicts = (tmp_path / "o2" / "verdicts.csv").read_text()
     assert "within" in verdicts and "a test" in verdicts
 
@@ -67,7 +68,7 @@ def test_below_band_wins_over_a_failed_system(tmp_path):
     b = fx.write_run(tmp_path, "b", [fx.failed()])
     low = _write(tmp_path, _ref())
     argv = [str(a), str(b), "--out", str(tmp_path / "o"), "--references", str(low)]
-    assert cli.main(argv) == comparison.BELOW_BAND
+    assert fx.compare(argv) == comparison.BELOW_BAND
 
 
 def test_a_csv_reference_file_works_like_yaml(tmp_path):
@@ -136,7 +137,7 @@ def test_a_healthy_batch_sweep_never_raises_the_alarm_of_a_reference_for_one_siz
     sweep = [fx.a100(global_batch=batch, per_s_per_device=rate)
              for batch, rate in ((16, 6000.0), (64, 11000.0), (256, 17000.0), (1024, 19500.0))]
     out = tmp_path / "o"
-    assert cli.main([f"A100={fx.write_run(tmp_path, 'a', sweep)}", "--out", str(out)]) == 0
+    assert fx.compare([f"A100={fx.write_run(tmp_path, 'a', sweep)}", "--out", str(out)]) == 0
     assert "BELOW BAND" not in capsys.readouterr().out
     checks = reference.verdicts(repeats.collapse(rows.measured(_rows(tmp_path / "b", sweep))), reference.load())
     assert checks[["global_batch", "verdict"]].values.tolist() == [[1024, "within"]]
@@ -146,7 +147,7 @@ def test_a_reference_is_checked_against_the_median_of_the_repeats_of_its_configu
     # three runs of batch 16: one slow repeat (17,000 < 18,000) does not put the configuration below its band
     runs = [fx.write_run(tmp_path, "a", [fx.a100(global_batch=16, per_s_per_device=rate)], run_id=i)
             for i, rate in enumerate((19000.0, 17000.0, 19500.0))][0]
-    table = figures.mark_best(rows.load([str(runs)], all_runs=True))
+    table = figures.mark_best(fx.load([str(runs)], all_runs=True))
     configs = repeats.collapse(rows.measured(table))
     checks = reference.verdicts(configs, reference.load(_write(tmp_path, _ref(global_batch=16))))
     assert checks[["measured", "verdict"]].values.tolist() == [[19000.0, "within"]]

@@ -10,7 +10,7 @@ import re
 import matplotlib.image
 import pytest
 
-from caraml.compare import cli, comparison, report
+from caraml.compare import comparison, report
 from caraml.compare.charts import style
 from tests.compare import browser
 from tests.compare import rowfixtures as fx
@@ -20,7 +20,7 @@ from tests.compare import rowfixtures as fx
 def mixed_report(tmp_path):
     out = tmp_path / "out"
     argv = [*fx.demo(tmp_path), "--out", str(out), "--reference-system", "A100"]
-    assert cli.main(argv) == comparison.SYSTEM_FAILED
+    assert fx.compare(argv) == comparison.SYSTEM_FAILED
     return out
 
 
@@ -102,7 +102,7 @@ def test_plots_keep_legends_outside_the_axes_and_labels_apart(tmp_path, monkeypa
     monkeypatch.setattr(style, "save", checking_save)
     out = tmp_path / "out"
     argv = [*fx.many_systems(tmp_path, count, power=True), "--out", str(out), "--no-references"]
-    assert cli.main(argv) == 0
+    assert fx.compare(argv) == 0
     assert len(list(out.glob("power_*.checked"))) == len(list(out.glob("power_*.png"))) == count
     assert {"bars_llm_800M_bf16_seq_2048.png", "decision_llm_800M_bf16_seq_2048.png",
             "solution_llm_800M_bf16_seq_2048.png"} <= set(checked)
@@ -112,7 +112,7 @@ def test_bar_plots_grow_in_height_not_in_width_with_more_systems(tmp_path):
     sizes = {}
     for count in (2, 6, 12):
         out = tmp_path / f"out{count}"
-        assert cli.main([*fx.many_systems(tmp_path / str(count), count), "--out", str(out),
+        assert fx.compare([*fx.many_systems(tmp_path / str(count), count), "--out", str(out),
                          "--no-references"]) == 0
         height, width, _ = matplotlib.image.imread(out / "bars_llm_800M_bf16_seq_2048.png").shape
         sizes[count] = (width, height)
@@ -133,7 +133,7 @@ def chromium():
 def test_the_report_loads_in_headless_chromium_and_shows_the_headline(tmp_path, chromium, count):
     out = tmp_path / "out"
     argv = [*fx.many_systems(tmp_path, count, power=True), "--out", str(out), "--no-references"]
-    assert cli.main(argv) == 0
+    assert fx.compare(argv) == 0
     page = browser.load(out / "report.html", tmp_path / "shot.png")
     table = page.dom.split('id="headline-table-llm"')[1].split("</table>")[0]
     assert table.count("<tr><td>") == count
@@ -153,7 +153,7 @@ def test_the_report_loads_in_headless_chromium_and_shows_the_headline(tmp_path, 
 def test_the_browser_shows_the_power_limit_frontier_after_the_decision(tmp_path, chromium):
     out = tmp_path / "out"
     argv = [*fx.sweep_demo(tmp_path), "--out", str(out), "--no-references"]
-    assert cli.main(argv) == 0
+    assert fx.compare(argv) == 0
     page = browser.load(out / "report.html", tmp_path / "shot.png")
     name = report.slug("A100 llm 800M bf16 seq 2048, batch 512, 4 GPUs on 1 node")
     assert re.findall(r'<section id="(decision|frontier)-', page.dom) == ["decision", "frontier"]
@@ -181,7 +181,7 @@ def test_the_decisions_of_three_benchmarks_print_on_at_most_four_a4_pages(tmp_pa
             f"GH200={fx.write_run(tmp_path, 'gh200_fno', [fx.operator('GH200', per_s_per_device=150.0)])}"]
     out = tmp_path / "out"
     prices = fx.committee_prices(tmp_path / "prices.yaml")
-    cli.main([*args, "--out", str(out), "--reference-system", "A100", "--prices", str(prices)])
+    fx.compare([*args, "--out", str(out), "--reference-system", "A100", "--prices", str(prices)])
     page = (out / "report.html").read_text()
     assert [name for name in ("llm", "image", "operator") if f'id="decision-{name}"' in page] == \
         ["llm", "image", "operator"]

@@ -39,8 +39,10 @@ def test_the_command_compares_a_real_cpu_run_with_gpu_shaped_systems(cpu_run, tm
             f"A100={fx.write_run(tmp_path, 'a100', [fx.a100()])}",
             f"MI250={fx.write_run(tmp_path, 'mi250', [fx.mi250()])}",
             f"H100={fx.write_run(tmp_path, 'h100', [fx.failed()])}"]
+    # the GPU-shaped rows are written by hand: unaudited, ranked where accepted; the real run is audited
     proc = subprocess.run([str(COMMAND), *args, "--out", str(out), "--reference-system", "A100",
-                           "--no-references"], text=True, capture_output=True, timeout=300)
+                           "--no-references", "--accept-unaudited"], text=True, capture_output=True,
+                          timeout=300)
     # exit status 1: H100 has no measured row, and the report is written all the same
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "failed benchmark: H100 llm: no measured row (1 rows: failed: CUDA out of memory)" in proc.stdout
@@ -53,6 +55,7 @@ def test_the_command_compares_a_real_cpu_run_with_gpu_shaped_systems(cpu_run, tm
     # the measured matmul rate divides, or (a host too busy to measure it) the row says why not
     assert cpu["peak_basis"] == "measured-matmul" or "mfu-not-available(" in cpu["flags"]
     assert bool(cpu["energy_estimated"]) and cpu["per_s_per_device"] > 0
+    assert (cpu["audit"], head.loc["A100", "audit"]) == ("audited", "unaudited")
     assert head.loc["H100", "state"] == "failed"
     # the CPU's cpu-small row has no like-for-like row of A100: no ratio
     assert pd.isna(cpu["per_s_per_device_ratio"])

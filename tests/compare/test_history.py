@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from caraml import jube_run
-from caraml.compare import cli, comparison
+from caraml.compare import comparison
 from caraml.row import history, row_json
 from tests.compare import rowfixtures as fx
 
@@ -139,7 +139,7 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
     _record(tmp_path / "s", "mi300x", _dated(fx.smoke, 41500.0, 24, "ccc3333"))
     out = tmp_path / "out"
     # the A100's latest point (15 000 < 0.85 x 19 390) ends its series below the published band
-    assert cli.main(["--history", str(db), "--out", str(out)]) == comparison.BELOW_BAND
+    assert fx.compare(["--history", str(db), "--out", str(out)]) == comparison.BELOW_BAND
     printed = capsys.readouterr().out
     assert "BELOW BAND: A100 llm 800M bf16 seq 2048: 15,000 tokens/s per GPU on 2026-11-24 (commit " \
            "ccc3333" in printed
@@ -158,7 +158,7 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
     assert points.set_index("system").loc["MI300X", "verdict"] == "not a measurement"
     assert "MI300X" in page.split('id="not-measured"')[1]
     # without bands the A100's drop against its own earlier run is what is left
-    assert cli.main(["--history", str(db), "--out", str(tmp_path / "o2"), "--no-references"]) == \
+    assert fx.compare(["--history", str(db), "--out", str(tmp_path / "o2"), "--no-references"]) == \
         comparison.DROPPED
 
 
@@ -168,7 +168,7 @@ def test_the_history_draws_a_sweeps_default_limit_row_and_not_its_capped_points(
     for work in sorted(run.glob("*_execute/work")):
         history.record(row_json.read(work / "row.json"), work)
     out = tmp_path / "out"
-    assert cli.main(["--history", str(db), "--out", str(out), "--no-references"]) == 0
+    assert fx.compare(["--history", str(db), "--out", str(out), "--no-references"]) == 0
     assert list(pd.read_csv(out / "history.csv")["per_s_per_device"]) == [19390.0]
 
 
@@ -181,7 +181,7 @@ def test_the_history_draws_a_sweeps_default_limit_row_and_not_its_capped_points(
 def test_a_bad_history_argument_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     (tmp_path / "bad.sqlite").write_text("not sqlite")
     argv = [a.format(tmp=tmp_path) for a in argv]
-    assert cli.main([*argv, "--out", str(tmp_path / "out")]) == comparison.BAD_INPUT
+    assert fx.compare([*argv, "--out", str(tmp_path / "out")]) == comparison.BAD_INPUT
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
@@ -190,7 +190,7 @@ def test_a_drop_against_the_series_own_earlier_runs_alone_exits_4(tmp_path, db, 
     # 17,000 is within A100's published band (above 0.85 x 19 390) but 16 % below its own runs before
     for i, (value, day) in enumerate([(20000.0, 18), (20400.0, 20), (17000.0, 24)]):
         _record(tmp_path / f"a{i}", "a100", _dated(fx.a100, value, day, f"c{i}"))
-    assert cli.main(["--history", str(db), "--out", str(tmp_path / "out")]) == comparison.DROPPED
+    assert fx.compare(["--history", str(db), "--out", str(tmp_path / "out")]) == comparison.DROPPED
     printed = capsys.readouterr().out
     assert "DROP: A100 16 % below its 2 runs of 2026-11-18 to 2026-11-20" in printed
     assert "BELOW BAND" not in printed

@@ -27,7 +27,7 @@ DOCS = ("README.md", "docs/*.md", "jpwr/README.md")
 COMMAND_WORDS = {
     "jube", "bash", "source", "python", "python3", ".venv/bin/python", "caraml-compare",
     "reframe", "torchrun", "srun", "sbatch", "scontrol", "export", "uv", "pip", "jpwr",
-    "git", "sqlite3", "cd", "mpirun",
+    "git", "sqlite3", "cd", "mpirun", "caraml-bundle", "caraml-check",
 }
 COMPOUND = {"while": "done", "until": "done", "for": "done", "if": "fi"}
 ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=[^\s,()]*$")

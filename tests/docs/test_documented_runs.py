@@ -53,6 +53,8 @@ def test_the_power_limit_sweep_demo_of_compare_writes_its_report(tmp_path):
 # a usage line of the docs -> the command whose --help it must agree with
 SYNOPSES = {
     ("docs/compare.md", "caraml-compare [SYSTEM=]RUN_DIR..."): "caraml-compare --help",
+    ("docs/run_rules.md", "caraml-bundle RUN..."): "caraml-bundle --help",
+    ("docs/run_rules.md", "caraml-check RUN_OR_BUNDLE..."): "caraml-check --help",
     ("jpwr/README.md", "jpwr --methods M [M ...]"): "jpwr --help",
     ("jpwr/README.md", "jpwr combine [--out FILE.csv]"): "jpwr combine --help",
     ("docs/llm_data.md", "python -m llm_training.data.prepare --corpus oscar|local|PATH"):

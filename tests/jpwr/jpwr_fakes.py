@@ -133,6 +133,18 @@ class FakeNvml(types.ModuleType):
     def nvmlDeviceGetName(self, handle):
         return self.gpus[handle].get("name", "NVIDIA H100 80GB HBM3").encode()
 
+    def nvmlDeviceGetSerial(self, handle):
+        # a GeForce or a vGPU has none: NVML says Not Supported
+        if "serial" not in self.gpus[handle]:
+            raise self.NVMLError(self.NVML_ERROR_NOT_SUPPORTED)
+        return self.gpus[handle]["serial"].encode()
+
+    def nvmlDeviceGetVbiosVersion(self, handle):
+        return self.gpus[handle].get("vbios", "96.00.89.00.01")
+
+    def nvmlSystemGetDriverVersion(self):
+        return "580.65.06"
+
     def nvmlDeviceGetPowerUsage(self, handle):
         return self._gpu(handle)["power_mw"]
 
@@ -249,6 +261,21 @@ class FakeAmdSmi(types.ModuleType):
     def amdsmi_get_gpu_device_uuid(self, handle):
         return self.gpus[handle]["uuid"]
 
+    def amdsmi_get_gpu_device_bdf(self, handle):
+        return self.gpus[handle].get("bdf", f"0000:{handle + 0xc1:02x}:00.0")
+
+    def amdsmi_get_gpu_board_info(self, handle):
+        return {"product_serial": self.gpus[handle].get("serial", "N/A"), "product_name": "MI250"}
+
+    def amdsmi_get_gpu_asic_info(self, handle):
+        return {"market_name": "AMD Instinct MI250X / MI250", "asic_serial": "0xABCDEF0123456789"}
+
+    def amdsmi_get_gpu_vbios_info(self, handle):
+        return {"version": "113-D65201-046"}
+
+    def amdsmi_get_gpu_driver_info(self, handle):
+        return {"driver_name": "amdgpu", "driver_version": "6.8.5"}
+
     def amdsmi_get_power_info(self, handle):
         return self.gpus[handle]["power_info"]
 
@@ -298,6 +325,7 @@ class FakeRocml(types.ModuleType):
 
 class FakeGcIpuInfo(types.ModuleType):
     IpuPower = "ipu power"
+    SerialNumber, PciId, FirmwareVersion = "serial number", "PCI Id", "firmware version"
 
     def __init__(self, powers: list[str]) -> None:
         super().__init__("gcipuinfo")
@@ -312,8 +340,11 @@ class FakeGcIpuInfo(types.ModuleType):
                 return [{"id": str(i)} for i in range(len(module.powers))]
 
             def getNamedAttributeForAll(self, attribute):
-                assert attribute == module.IpuPower
-                return list(module.powers)
+                # this fake's gcipuinfo has no DriverVersion: that key stays unknown
+                return {module.IpuPower: list(module.powers),
+                        module.SerialNumber: [f"0123.0045.{i:04d}" for i in range(len(module.powers))],
+                        module.PciId: [f"0000:{0x1a + i:02x}:00.0" for i in range(len(module.powers))],
+                        module.FirmwareVersion: ["2.6.0"] * len(module.powers)}[attribute]
 
         self.gcipuinfo = Info
 
