@@ -2,7 +2,10 @@
 # The README's main command: set up this machine, run every benchmark of
 # the benchmark table (caraml/benchmarks.py) through JUBE on one system and
 # print the result tables. Usage:
-#   bash aux/run_benchmarks.sh [SYSTEM_TAG [MORE_TAGS...]]
+#   bash aux/run_benchmarks.sh [-q|-v] [SYSTEM_TAG [MORE_TAGS...]]
+# -q: the tables, warnings and errors alone (a batch log); -v: each command
+# it runs and what the follower asked JUBE and Slurm too (CARAML_LOG_LEVEL,
+# aux/log_level.sh).
 # Default: LOCAL, this host with its own GPUs (the LLM as a smoke run there)
 # or its CPUs where it has none, with the measure tag: each benchmark's
 # last batch or problem runs long enough to be a measurement (CARAML_MEASURE_S
@@ -11,6 +14,16 @@
 # cannot start as things stand, it prints the table, and its exit status is
 # 1 when a row failed or never finished.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/log_level.sh"
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -q|--quiet) export CARAML_LOG_LEVEL=WARNING ;;
+        -v|--verbose) export CARAML_LOG_LEVEL=DEBUG ;;
+        *) break ;;
+    esac
+    shift
+done
+caraml_log_level >/dev/null || exit 2
 source "$(dirname "${BASH_SOURCE[0]}")/checkout_path.sh"
 caraml_check_checkout_path "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)" || exit 1
 source "$(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -53,10 +66,11 @@ run_benchmark() {
     done <<< "$listed"
     # no tag at all: the pre-flight names the missing system tag
     [ ${#own_tags[@]} -eq 0 ] || tag_args=(--tag "${own_tags[@]}")
-    echo "== jube run $script ${tag_args[*]}"
+    caraml_info "== jube run $script ${tag_args[*]}"
     # the follower names the run its own jube run made: another main command
     # in this clone may start runs in the same folder meanwhile
     run_file=$(mktemp)
+    caraml_debug "+ python -m caraml.login.follow $handle -- jube run $script --hide-animation ${tag_args[*]}"
     "$VENV/bin/python" -m caraml.login.follow --pace "${CARAML_PACE_S:-60}" --poll "${CARAML_POLL_S:-30}" \
         --run-file "$run_file" "$handle" -- jube run "$script" --hide-animation "${tag_args[@]}" \
         || status=$?
@@ -68,12 +82,14 @@ run_benchmark() {
     # every table is written; the screen shows the two that fit. A full disk
     # must not cost the other benchmarks' tables: JUBE's reason is named and
     # the run goes on
+    caraml_debug "+ jube result $handle -i $run_id -a"
     if ! said=$(jube result "$handle" -i "$run_id" -a 2>&1); then
         echo "CARAML: the full tables of $handle were not written" \
             "($(printf '%s\n' "$said" | grep -v '^\s*$' | tail -n 1)); free space, then:" \
             "jube result $handle -i $run_id -a" >&2
         failed=1
     fi
+    caraml_debug "+ jube result $handle -i $run_id -o result issues"
     jube result "$handle" -i "$run_id" -o result issues
     "$VENV/bin/python" -m caraml.login.rows "$run_dir" || failed=1
 }

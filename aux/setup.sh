@@ -22,7 +22,8 @@ _caraml_setup() (
     # the hashed versions of the whole stack (docs/setup.md says how to refresh it)
     LOCK_DIR="$CARAML_ROOT/aux/lock"
 
-    say() { echo "[caraml setup] $*"; }
+    # what it does, where the level shows it (aux/log_level.sh); its errors always
+    say() { caraml_info "[caraml setup] $*"; }
     die() { echo "[caraml setup] ERROR: $*" >&2; exit 1; }
 
     as_root() {
@@ -257,14 +258,17 @@ PY
     check_torch() {
         # A CPU-only '+cpu' torch wheel imports, but torchvision's compiled ops
         # then fail to register; building resnet50 and running nms catches it.
-        "$VENV/bin/python" - <<'PY' || die "torch/torchvision do not work together in $VENV (see the message above); delete $VENV and run again"
+        local pair
+        pair=$("$VENV/bin/python" - <<'PY'
 import torch, torchvision
 from torchvision.ops import nms
 torchvision.models.resnet50()
 boxes = torch.tensor([[0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]])
 assert nms(boxes, torch.tensor([1.0, 0.5]), 0.5).tolist() == [0]
-print(f"[caraml setup] torch {torch.__version__} and torchvision {torchvision.__version__} work together")
+print(f"torch {torch.__version__} and torchvision {torchvision.__version__}")
 PY
+        ) || die "torch/torchvision do not work together in $VENV (see the message above); delete $VENV and run again"
+        say "$pair work together"
     }
 
     ensure_venv
@@ -282,6 +286,7 @@ case $- in *e*) _caraml_setup_errexit=1 ;; *) _caraml_setup_errexit= ;; esac
 set +e
 # a checkout JUBE cannot run safely is refused before anything is installed
 source "$CARAML_ROOT/aux/checkout_path.sh"
+source "$CARAML_ROOT/aux/log_level.sh"
 caraml_check_checkout_path "$CARAML_ROOT" && _caraml_setup
 _caraml_setup_status=$?
 unset -f caraml_check_checkout_path

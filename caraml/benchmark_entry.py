@@ -11,14 +11,17 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import SupportsFloat
 
 from caraml.report import kv_lines
 
 
 def number(value: object) -> float | None:
+    if not isinstance(value, (SupportsFloat, str)):
+        return None
     try:
         found = float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
     return found if found == found else None  # nan: unknown
 
@@ -111,6 +114,8 @@ def epochs_job(representative: tuple[str, float | None], unit: str, epochs: JobS
     """A job of so many epochs of so many units each."""
     def work(row: Mapping[str, object], settings: Mapping[str, float | None]) -> tuple[float, str]:
         count, size = settings[epochs.name], settings[per_epoch.name]
+        if count is None or size is None:
+            return float("nan"), f"n/a: no {epochs.flag if count is None else per_epoch.flag} given"
         return count * size, f"{count:g} epochs of {size:,.0f} {unit}".replace(",", " ")
     return Job(representative, work, (epochs, per_epoch))
 

@@ -97,12 +97,15 @@ def _llm_data(stdout: str) -> dict[str, str]:
 def _llm_work(row: Mapping[str, object], settings: Mapping[str, float | None]) -> tuple[float, str]:
     """A fixed token count, else tokens per parameter of the row's model
     (its own parameter count, else its size's)."""
-    if settings["llm_tokens"] is not None:
-        return settings["llm_tokens"], f"{settings['llm_tokens']:.3g} tokens"
+    tokens = settings["llm_tokens"]
+    if tokens is not None:
+        return tokens, f"{tokens:.3g} tokens"
     per_parameter = settings["tokens_per_parameter"]
+    if per_parameter is None:
+        return float("nan"), "n/a: no token count and no tokens per parameter given"
     params, origin = number(row.get("params")), "the row's parameter count"
     if params is None:
-        params, origin = LLM_PARAMETERS.get(row.get("model")), f"the {row.get('model')} size's count"
+        params, origin = LLM_PARAMETERS.get(str(row.get("model"))), f"the {row.get('model')} size's count"
     if params is None:
         return float("nan"), f"n/a: no parameter count for model {row.get('model')}"
     return (per_parameter * params,
@@ -233,7 +236,7 @@ class UnknownBenchmark(ValueError):
     pass
 
 
-def _registered(environ=os.environ) -> list[Benchmark]:
+def _registered(environ: Mapping[str, str] = os.environ) -> list[Benchmark]:
     found = []
     for path in filter(None, environ.get(REGISTRY_ENV, "").split(os.pathsep)):
         spec = importlib.util.spec_from_file_location(f"caraml_benchmark_{Path(path).stem}", path)
@@ -242,6 +245,8 @@ def _registered(environ=os.environ) -> list[Benchmark]:
                                    "give the path of a file that defines BENCHMARK")
         module = importlib.util.module_from_spec(spec)
         try:
+            if spec.loader is None:
+                raise ImportError("no loader for it")
             spec.loader.exec_module(module)
         except Exception as err:  # noqa: BLE001 - a site's file: whatever it raises is named
             raise UnknownBenchmark(
@@ -256,7 +261,7 @@ def _registered(environ=os.environ) -> list[Benchmark]:
     return found
 
 
-def all_benchmarks(environ=os.environ) -> tuple[Benchmark, ...]:
+def all_benchmarks(environ: Mapping[str, str] = os.environ) -> tuple[Benchmark, ...]:
     """The built-in benchmarks, then the registered ones."""
     entries = (*BUILT_IN, *_registered(environ))
     names = [b.name for b in entries]
@@ -267,15 +272,15 @@ def all_benchmarks(environ=os.environ) -> tuple[Benchmark, ...]:
     return entries
 
 
-def names(environ=os.environ) -> tuple[str, ...]:
+def names(environ: Mapping[str, str] = os.environ) -> tuple[str, ...]:
     return tuple(b.name for b in all_benchmarks(environ))
 
 
-def find(name: str | None, environ=os.environ) -> Benchmark | None:
+def find(name: str | None, environ: Mapping[str, str] = os.environ) -> Benchmark | None:
     return next((entry for entry in all_benchmarks(environ) if entry.name == name), None)
 
 
-def get(name: str | None, environ=os.environ) -> Benchmark:
+def get(name: str | None, environ: Mapping[str, str] = os.environ) -> Benchmark:
     entry = find(name, environ)
     if entry is not None:
         return entry

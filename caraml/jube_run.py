@@ -44,12 +44,13 @@ def work_packages(run_dir: Path) -> dict[int, WorkPackage]:
         for p in wp.iter("parameter"):
             definition = p.findtext("value") or ""
             chosen = p.find("selection")
-            params[p.get("name")] = (chosen.text if chosen is not None else definition) or ""
-            definitions[p.get("name")] = definition
+            name = p.get("name", "")
+            params[name] = (chosen.text if chosen is not None else definition) or ""
+            definitions[name] = definition
             if p.get("separator", ",") in definition:
-                swept.add(p.get("name"))
+                swept.add(name)
         parents = tuple(int(p) for p in (wp.findtext("parents") or "").split(",") if p.strip())
-        wp_id = int(wp.get("id"))
+        wp_id = int(wp.get("id", ""))
         out[wp_id] = WorkPackage(wp_id, (wp.findtext("step") or "").strip(), parents, params,
                                  frozenset(swept), definitions)
     return out

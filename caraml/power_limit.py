@@ -17,7 +17,7 @@ replaces the points for one run, CARAML_POWER_LIMIT_SCOPE (`gpu`) the
 scope, CARAML_POWER_LIMIT_MODE the mode.
 
 The node side is caraml/node/power_limit_run.py (the driver core's) and
-caraml/node/power_guard.py (the job's guard); the row's record of what
+caraml/job/power_guard.py (the job's guard); the row's record of what
 their lines say is the row model's (caraml/row/power_limit.py).
 
     python -m caraml.power_limit sweep POINTS
@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from caraml import report
@@ -51,7 +52,7 @@ MODES = (SUITE, EXTERNAL)
 SET_SCOPE = "power limit"
 RESTORED_SCOPE = "power limit restored"
 START_SCOPE = "power limit at start"
-# the power guard's (caraml/node/power_guard.py): a limit found, all found, one put back, the end
+# the power guard's (caraml/job/power_guard.py): a limit found, all found, one put back, the end
 GUARD_FOUND, GUARD_READY, GUARD_RESTORED, GUARD_END = ("power guard", "power guard ready",
                                                        "power guard restored", "power guard end")
 # the guard's record of each node in the job's folder: this, then the host's name
@@ -105,11 +106,11 @@ def parse_range(text: str | None) -> tuple[float | None, float | None] | None:
     try:
         if not sep:
             raise ValueError
-        ends = tuple(float(end) if end else None for end in (low, high))
+        low_w, high_w = (float(end) if end else None for end in (low, high))
     except ValueError:
         raise BenchmarkInputError(f"power limit range {text!r} is not LOW:HIGH in watts "
                                   "(e.g. 100:400; either end may be left empty)") from None
-    return ends
+    return low_w, high_w
 
 
 def asked_w(point: str, tdp_w: float | None) -> float | None:
@@ -140,10 +141,11 @@ def refused_before(rundir: str | Path) -> str | None:
 
 
 # what each subcommand reads: its variable, platform.xml's parameter, its check
-_GIVEN = {"sweep": (POINTS_ENV, "power_limit_sweep",
-                    lambda given: ";".join(check_point(p.strip()) for p in given.split(";") if p.strip())),
-          "scope": (SCOPE_ENV, "power_limit_scope", lambda given: check_scope(given.strip())),
-          "mode": (MODE_ENV, "power_limit_mode", lambda given: check_mode(given.strip()))}
+_GIVEN: dict[str, tuple[str, str, Callable[[str], str]]] = {
+    "sweep": (POINTS_ENV, "power_limit_sweep",
+              lambda given: ";".join(check_point(p.strip()) for p in given.split(";") if p.strip())),
+    "scope": (SCOPE_ENV, "power_limit_scope", lambda given: check_scope(given.strip())),
+    "mode": (MODE_ENV, "power_limit_mode", lambda given: check_mode(given.strip()))}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 
 from caraml import report
 
@@ -27,7 +28,7 @@ DEFAULT = 3
 ENV = "CARAML_REPEATS"
 
 
-def indices(environ=os.environ) -> list[int]:
+def indices(environ: Mapping[str, str] = os.environ) -> list[int]:
     """1..N, N from CARAML_REPEATS, else DEFAULT; ValueError names a bad value."""
     given = environ.get(ENV, "").strip()
     if not given:

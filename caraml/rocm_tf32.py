@@ -8,6 +8,8 @@ row's provenance records it (caraml/node/provenance.py). Standard library only
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 ENV = "HIPBLASLT_ALLOW_TF32"
 
 
@@ -16,5 +18,5 @@ def exports(device_kind: str, precision: str) -> dict[str, str]:
     return {ENV: "1"} if device_kind == "rocm" and precision == "tf32" else {}
 
 
-def enabled(environ) -> bool:
+def enabled(environ: Mapping[str, str]) -> bool:
     return environ.get(ENV) == "1"

@@ -10,8 +10,7 @@ from pathlib import Path
 from caraml.node.options import (
     POSITIVE,
     PRECISIONS,
-    EnergyOptions,
-    RunOptions,
+    DriverOptions,
     TrainingOptions,
     default,
     option,
@@ -24,7 +23,7 @@ SYNTHETIC = "synthetic"
 
 
 @dataclass(frozen=True, kw_only=True)
-class Options(TrainingOptions, RunOptions, EnergyOptions):
+class Options(TrainingOptions, DriverOptions):
     """Model, data and number format."""
 
     model: str = option("resnet50", doc="torchvision classification model (see --list-models)")

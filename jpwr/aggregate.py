@@ -325,7 +325,7 @@ def _latest(runs: list[Run], metas: list[dict]) -> tuple[list[int], list[str]]:
 
 def _once_per_device(table: pd.DataFrame, key: list[str]) -> pd.DataFrame:
     """Each device once, from the lowest rank that reported it."""
-    table["rank"] = pd.array(pd.to_numeric(table["rank"], errors="coerce"), dtype="Int64")
+    table["rank"] = pd.to_numeric(table["rank"], errors="coerce").astype("Int64")
     table["host"] = table["host"].astype(str)
     table["device"] = table["device"].astype(str)
     by_rank = table["rank"].astype("Float64").fillna(np.inf).to_numpy(float)
@@ -633,14 +633,14 @@ def notes(table: pd.DataFrame) -> list[str]:
                      f"figure comes from the samples it flushed, {rows['duration_s'].max():.1f} s "
                      f"of them, " + ("every sample it took: whole, integrated from them" if whole
                                      else f"and is marked {INCOMPLETE} (complete=no)"))
-    for row in table[table["counted"]].itertuples():
-        where = f"{row.host} {row.method} {row.device}"
-        if np.isnan(row.energy_wh):
+    for row in table[table["counted"]].to_dict("records"):
+        where = f"{row['host']} {row['method']} {row['device']}"
+        if np.isnan(row["energy_wh"]):
             lines.append(f"{where}: no usable samples; it is left out of the total")
-        elif row.missing:
+        elif row["missing"]:
             marked = (f"; more than {MISSING_LIMIT:.0%} missing: the figure is marked {INCOMPLETE}"
-                      if row.missing > MISSING_LIMIT * (row.samples + row.missing) else "")
-            lines.append(f"{where}: {row.missing} samples missing (unanswered or not written); "
+                      if row["missing"] > MISSING_LIMIT * (row["samples"] + row["missing"]) else "")
+            lines.append(f"{where}: {row['missing']} samples missing (unanswered or not written); "
                          f"its energy covers only the answered intervals{marked}")
     scopes = table[table["counted"] & table["energy_wh"].notna()]["scope"].unique()
     if len(scopes) > 1:

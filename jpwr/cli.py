@@ -19,24 +19,28 @@ import argparse
 import ctypes
 import ctypes.util
 import functools
+import logging
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
+from types import FrameType
+from typing import NoReturn
 
 from jpwr import aggregate, mpi
-from jpwr.ctxmgr import get_power
+from jpwr.ctxmgr import PowerScope, get_power
 from jpwr.files import OutputUnwritable
-from jpwr.method import MethodUnavailable
+from jpwr.method import Method, MethodUnavailable
 from jpwr.methods import NAMES, check_names, from_names
-from jpwr.notice import one_line, say
+from jpwr.notice import LOG, add_level_options, chosen_level, detail, level_kept, one_line, say
 from jpwr.version import VersionAction
 
-RUN_USAGE = ("jpwr --methods M [M ...] [--interval MS] [--df-out DIR] [--df-filetype csv|h5] "
+RUN_USAGE = ("jpwr [-q|-v] --methods M [M ...] [--interval MS] [--df-out DIR] [--df-filetype csv|h5] "
              "[--df-suffix S] [--flush-s S] [--use-mpi [--mpi-ranks R [R ...]]] CMD [ARGS ...]")
-COMBINE_USAGE = "jpwr combine [--out FILE.csv] PATH [PATH ...]"
+COMBINE_USAGE = "jpwr combine [-q|-v] [--out FILE.csv] PATH [PATH ...]"
 USAGE_ERROR = 2
 NOT_FOUND = 127
 # Slurm and users stop jobs with these; the measured command must get them,
@@ -50,7 +54,7 @@ class UsageError(ValueError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(message)
 
 
@@ -77,6 +81,7 @@ def _run_parser() -> argparse.ArgumentParser:
                         help="with --use-mpi: measure on these MPI ranks only; the others run CMD "
                              "unmeasured")
     parser.add_argument("--version", action=VersionAction)
+    add_level_options(parser)
     return parser
 
 
@@ -118,7 +123,7 @@ class SignalForwarder:
         self._pending: list[int] = []
         self._previous = {sig: signal.signal(sig, self._handle) for sig in FORWARDED}
 
-    def _handle(self, signum: int, _frame) -> None:
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGINT and _terminal_sent_it():
             return
         if self.child is None:
@@ -148,7 +153,7 @@ def _terminal_sent_it() -> bool:
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent():
+def _die_with_parent() -> Callable[[], None] | None:
     """preexec_fn for CMD: the kernel kills CMD when jpwr dies, also of a
     SIGKILL that gives jpwr no chance to pass anything on. Linux only."""
     if not sys.platform.startswith("linux"):
@@ -199,12 +204,13 @@ def _suffix(args: argparse.Namespace, rank: int | None) -> str:
     return f"{args.df_suffix}.{socket.gethostname()}.{os.getpid()}"
 
 
-def _prepare(argv: list[str]):
+def _prepare(argv: list[str]) -> tuple[list[str], list[Method], PowerScope | None]:
     """Everything that can refuse the run, before the command starts:
     (command, methods, scope); no methods and no scope on a rank that
     --mpi-ranks leaves out."""
     options, command = split_command(argv)
     args = _run_parser().parse_args(options)
+    LOG.setLevel(chosen_level(args.quiet, args.verbose))
     rank = _mpi_rank(args)
     names = check_names(n for value in args.methods for n in value.split(",") if n)
     if not args.interval > 0:
@@ -216,6 +222,11 @@ def _prepare(argv: list[str]):
     if args.mpi_ranks and rank not in args.mpi_ranks:
         return command, [], None
     methods = from_names(names)
+    for method in methods:
+        detail(f"{method.name}: {', '.join(c.device for c in method.channels)} "
+               f"({', '.join(sorted({c.source for c in method.channels}))})")
+    detail(f"a sample every {args.interval:g} ms, flushed every {args.flush_s:g} s"
+           + (f" into {args.df_out}" if args.df_out else ", no files (no --df-out)"))
     measure = functools.partial(get_power, methods, args.interval, suffix=_suffix(args, rank),
                                 filetype=args.df_filetype, flush_s=args.flush_s, rank=rank)
     try:
@@ -268,10 +279,11 @@ def run(argv: list[str]) -> int:
     return _exit_status(returncode)
 
 
-def _print_summary(scope) -> None:
+def _print_summary(scope: PowerScope) -> None:
     table, _ = scope.channel_energy()
     table["origin"], table["file"] = aggregate.FROM_ENERGY, ""
-    print(aggregate.format_table(table), file=sys.stderr)
+    if LOG.isEnabledFor(logging.INFO):
+        print(aggregate.format_table(table), file=sys.stderr)
     try:
         summary = aggregate.summarize(table)
     except aggregate.NoEnergyData as err:
@@ -290,8 +302,10 @@ def combine(argv: list[str]) -> int:
                      description="Combine the energy files of all ranks and nodes of a job.")
     parser.add_argument("--out", metavar="FILE.csv", help="also write the combined table here")
     parser.add_argument("paths", nargs="+", metavar="PATH")
+    add_level_options(parser)
     try:
         args = parser.parse_args(argv)
+        LOG.setLevel(chosen_level(args.quiet, args.verbose))
         job = aggregate.read_job(args.paths)
         table = aggregate.combine_job(job)
         lines = aggregate.result_lines(table, job)
@@ -299,6 +313,8 @@ def combine(argv: list[str]) -> int:
         say(f"error: {err}")
         return 1
     print(aggregate.format_table(table))
+    for path, rows in table.groupby("file", sort=True):
+        detail(f"read {path}: {len(rows)} channel(s), {rows['origin'].iloc[0]}")
     for line in aggregate.notes(table):
         say(f"note: {line}")
     if args.out:
@@ -311,6 +327,7 @@ def combine(argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["combine"]:
-        return combine(argv[1:])
-    return run(argv)
+    with level_kept(LOG):
+        if argv[:1] == ["combine"]:
+            return combine(argv[1:])
+        return run(argv)

@@ -26,6 +26,7 @@ import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import SupportsFloat
 
 import numpy as np
 import pandas as pd
@@ -58,10 +59,10 @@ def rank_from_env() -> int | None:
     return None
 
 
-def _positive(value, what: str) -> float:
+def _positive(value: object, what: str) -> float:
     try:
-        number = float(value)
-    except (TypeError, ValueError):
+        number = float(value) if isinstance(value, (SupportsFloat, str)) else math.nan
+    except ValueError:
         number = math.nan
     if not (math.isfinite(number) and number > 0):
         raise ValueError(f"{what} must be a positive number, got {value!r}")
@@ -163,7 +164,7 @@ class PowerScope:
                     say(f"warning: {method.name}'s finalize failed ({one_line(err)}); "
                         f"its additional tables are missing")
         if self.files is not None:
-            self._write_results()
+            self._write_results(self.files, self._sampler)
 
     def begin_window(self, name: str) -> None:
         """Marks the start of a named part of the run. The caller makes the
@@ -194,7 +195,7 @@ class PowerScope:
     def __enter__(self) -> PowerScope:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     @property
@@ -280,19 +281,20 @@ class PowerScope:
         around it, and says so on stderr."""
         power = self.samples()
         table = self.channel_energy()[0].set_index(["method", "device"])
+        channels = table[["scope", "counted"]].to_dict("index")
         rows = []
         for name, window in self._windows.items():
-            if window.end is None:
+            if window.end is None or window.counters_end is None:
                 continue
             counters = self._counter_wh(window.counters_begin, window.counters_end)
             short = False
-            for (method, device, source), samples in power.groupby(["method", "device", "source"],
-                                                                   sort=False):
+            for key, samples in power.groupby(["method", "device", "source"], sort=False):
+                method, device, source = (str(part) for part in key)
                 samples = samples.sort_values("time", kind="stable")
                 figures = window_energy(samples["time"].to_numpy(float), samples["power_w"].to_numpy(float),
                                         window.begin, window.end, counters.get((method, device), np.nan))
                 short = short or figures["samples"] < 2
-                channel = table.loc[(method, device)]
+                channel = channels[(method, device)]
                 rows.append({"window": name, "host": self.host, "rank": self._rank_value,
                              "method": method, "device": device, "source": source,
                              "scope": channel["scope"], "counted": channel["counted"], **figures,
@@ -327,15 +329,14 @@ class PowerScope:
             result[method.name] = pd.DataFrame(rows)
         return result
 
-    def _write_results(self) -> None:
-        files = self.files
+    def _write_results(self, files: RunFiles, sampler: Sampler) -> None:
         # The command has finished by now; failing to write must not turn
         # its success into a crash, but it must not go unnoticed either.
         try:
             files.close_power()
         except Exception as err:  # noqa: BLE001 - the last flush of a full disk
             say(f"error: could not complete {files.path('power', 'csv')} ({one_line(err)}); "
-                f"{len(self._sampler.times)} samples were taken, the file holds those it flushed")
+                f"{len(sampler.times)} samples were taken, the file holds those it flushed")
         try:
             energy, additional = self.channel_energy()
             windows = self.windows()
@@ -377,7 +378,7 @@ class PowerScope:
             "start_time": _iso(self.start_time),
             "end_time": _iso(self.end_time),
             "complete": finished,
-            "samples": len(self._sampler.times) if finished else None,
+            "samples": len(self._sampler.times) if finished and self._sampler is not None else None,
         }
 
 

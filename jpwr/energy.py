@@ -92,21 +92,21 @@ def channel_energy(times: np.ndarray, watts: np.ndarray, span: tuple[float, floa
     joules, covered = trapezoid(times, watts)
     answered = np.isfinite(watts)
     basis = INTEGRATED
-    spanned = span is not None and span[1] > span[0]
-    if covered <= 0 and answered.any() and spanned:
+    run = span if span is not None and span[1] > span[0] else None
+    if covered <= 0 and answered.any() and run is not None:
         # one answered sample: the run's only reading stands for all of it
-        joules, _ = _bridged(times, watts, *span)
-        covered, basis = span[1] - span[0], INTERPOLATED
-    elif covered > 0 and spanned:
+        joules, _ = _bridged(times, watts, *run)
+        covered, basis = run[1] - run[0], INTERPOLATED
+    elif covered > 0 and run is not None:
         # The first sample comes a priming delay after the start (or, on
         # busy cores, whenever the sampler first runs); a counter-based
         # method's first reading is the power since the start.
-        for edge, gap in ((0, times[0] - span[0]), (-1, span[1] - times[-1])):
+        for edge, gap in ((0, times[0] - run[0]), (-1, run[1] - times[-1])):
             if answered[edge] and gap > 0:
                 joules += watts[edge] * gap
                 covered += gap
     energy_wh = joules / 3600 if covered > 0 else np.nan
-    start, end = (span if spanned else (times[0], times[-1])) if len(times) else (np.nan, np.nan)
+    start, end = (run or (times[0], times[-1])) if len(times) else (np.nan, np.nan)
     return {
         "energy_wh": energy_wh,
         "mean_w": joules / covered if covered > 0 else np.nan,
@@ -126,7 +126,8 @@ def energy_table(power: pd.DataFrame, span: tuple[float, float] | None = None) -
     rows = []
     for key, samples in power.groupby(CHANNEL_KEY, sort=False):
         samples = samples.sort_values("time", kind="stable")
-        rows.append(dict(zip(CHANNEL_KEY, key)) | {"scope": scope_of(key[0], key[1])} | channel_energy(
+        scope = scope_of(str(key[0]), str(key[1]))
+        rows.append(dict(zip(CHANNEL_KEY, key)) | {"scope": scope} | channel_energy(
             samples["time"].to_numpy(float), samples["power_w"].to_numpy(float), span))
     table = pd.DataFrame(rows, columns=[*ENERGY_COLUMNS, "scope", "basis", "integrated_wh"])
     table["counter_wh"] = np.nan

@@ -19,7 +19,7 @@ import csv
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -69,7 +69,8 @@ class RunFiles:
         power = self.path("power", "csv")
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
-            self._power = open(power, "w", newline="")
+            # open for the whole run, closed by close()
+            self._power = open(power, "w", newline="")  # noqa: SIM115
         except OSError as err:
             raise OutputUnwritable(f"cannot write to {self.dir} ({one_line(err)})") from None
         self._rows = csv.writer(self._power)
@@ -140,7 +141,7 @@ def _in_place(path: Path, text: str) -> bool:
     return True
 
 
-def _whole(path: Path, write) -> None:
+def _whole(path: Path, write: Callable[[Path], object]) -> None:
     """Writes a file whole or not at all: `write` fills a temporary name,
     which is synced and renamed over `path`, so that a full disk or a kill
     in the middle leaves the previous complete version (or none), never half

@@ -77,6 +77,8 @@ class Method:
     def _value(self, index: int, read_one: Callable[[], float]) -> float:
         # Bindings raise their own exception types when a device is lost, so
         # anything raised here means "no reading" for this channel only.
+        # read_one is called here and now (a closure over a loop's variable
+        # reads that iteration's).
         try:
             return float(read_one())
         except Exception as err:  # noqa: BLE001

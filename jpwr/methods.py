@@ -44,7 +44,8 @@ def check_names(names: Iterable[str]) -> list[str]:
 
 
 def create(name: str) -> Method:
-    return importlib.import_module(MODULES[name]).power()
+    method: Method = importlib.import_module(MODULES[name]).power()
+    return method
 
 
 def auto(report: Callable[[str], None] = say) -> list[Method]:

@@ -11,9 +11,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from jpwr.method import Method
 from jpwr.notice import one_line, say
+
+T = TypeVar("T")
 
 # Counter-based methods (rapl, estimate) turn the difference between two
 # readings into power; the first sample needs a reference taken a little
@@ -135,7 +138,7 @@ class Sampler:
             self._complain("flush", f"cannot append samples to disk ({one_line(err)}); "
                                     "they stay in memory and are tried again")
 
-    def _guard(self, what: str, call: Callable):
+    def _guard(self, what: str, call: Callable[[], T]) -> T | None:
         # A method's own per-channel handling should catch device errors;
         # this catches everything else so that the thread never dies.
         try:

@@ -72,5 +72,5 @@ class SysfsPowerMethod(Method):
         self._paths = [path for _, path in readable]
 
     def read(self) -> list[float]:
-        return [self._value(i, lambda p=path: read_int(p) * 1e-6)
+        return [self._value(i, lambda: read_int(path) * 1e-6)
                 for i, path in enumerate(self._paths)]

@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -73,7 +74,7 @@ class UpstreamOptions:
         return cls(bool(options.get("ignore_measure_errors", False)))
 
 
-def is_upstream_method(obj) -> bool:
+def is_upstream_method(obj: object) -> bool:
     """An object written for upstream jpwr: init, measure and finalize on a
     dict of lists (e.g. a site's own reader)."""
     return all(callable(getattr(obj, name, None)) for name in ("init", "measure", "finalize"))
@@ -86,7 +87,7 @@ class UpstreamMethod(Method):
     additional tables. A measure that raises gives a NaN sample (and one
     warning), and the lists are cut back, as upstream does."""
 
-    def __init__(self, obj) -> None:
+    def __init__(self, obj: Any) -> None:
         super().__init__()
         self._obj = obj
         self._values: dict[str, list] = {TIMESTAMPS: []}

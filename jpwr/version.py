@@ -8,6 +8,7 @@ import argparse
 import importlib.metadata
 import json
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
@@ -49,7 +50,7 @@ def commit(dist: importlib.metadata.Distribution | None) -> str:
         return here
     recorded = json.loads(dist.read_text("direct_url.json") or "{}") if dist else {}
     if recorded.get("vcs_info", {}).get("commit_id"):
-        return recorded["vcs_info"]["commit_id"][:12]
+        return str(recorded["vcs_info"]["commit_id"])[:12]
     url = urlparse(recorded.get("url", ""))
     if url.scheme == "file":
         source = _commit_of(Path(unquote(url.path)))
@@ -77,10 +78,12 @@ def version_line(program: str) -> str:
 class VersionAction(argparse.Action):
     """`--version` that asks git only when it is given (not on every run)."""
 
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
-                 help="print the version and the commit, then exit"):
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: object = argparse.SUPPRESS,
+                 help: str = "print the version and the commit, then exit") -> None:
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[object] | None, option_string: str | None = None) -> None:
         print(version_line(parser.prog.split()[0]))
         parser.exit()

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from caraml import device_peaks
 from caraml.node.options import (
     POSITIVE,
-    EnergyOptions,
-    RunOptions,
+    DriverOptions,
     TrainingOptions,
     derived,
     option,
@@ -119,7 +118,7 @@ class OptimizerOptions:
 
 @dataclass(frozen=True, kw_only=True)
 class Args(ModelOptions, LayoutOptions, DataOptions, OptimizerOptions, TrainingOptions,
-           RunOptions, EnergyOptions):
+           DriverOptions):
     """The LLM driver's options; after parse() the model size's defaults are filled in."""
 
     @property

@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from caraml.login import systems  # noqa: E402
-from caraml import report  # noqa: E402
-from caraml.report import BenchmarkInputError, error, line  # noqa: E402
-from llm_training.arguments import parse, resolve_layout  # noqa: E402
+from caraml import report
+from caraml.login import systems
+from caraml.report import BenchmarkInputError, error, line
+from llm_training.arguments import parse, resolve_layout
 
 
 def _driver_args(model_size: str, backend: str, global_batch: str) -> list[str]:

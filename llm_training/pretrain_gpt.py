@@ -20,14 +20,14 @@ from dataclasses import dataclass
 import torch
 
 from caraml import device_peaks, report
-from caraml.node import driver, memory, precision
 from caraml.device_peaks import MEASURED, Peak
+from caraml.node import driver, memory, precision
 from caraml.node.dist import Dist
 from caraml.node.driver import EnergyMeter, LoopResult
 from caraml.node.loader_workers import loader_workers
-from caraml.report import BenchmarkInputError
 from caraml.node.stopping import StopCondition
 from caraml.node.timing import TimingStats, summarize
+from caraml.report import BenchmarkInputError
 from llm_training import arguments, matmul_rate, memory_plan, training
 from llm_training.arguments import Args, Layout
 from llm_training.batches import micro_batches

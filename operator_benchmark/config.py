@@ -10,8 +10,7 @@ from caraml.node.options import (
     NON_NEGATIVE,
     POSITIVE,
     PRECISIONS,
-    EnergyOptions,
-    RunOptions,
+    DriverOptions,
     default,
     option,
 )
@@ -32,7 +31,7 @@ SYNTHETIC_EPOCH = 1024
 
 
 @dataclass(frozen=True, kw_only=True)
-class Options(RunOptions, EnergyOptions):
+class Options(DriverOptions):
     """Problem, data, batch, number format and compilation."""
 
     problem: str = option("rbc2d", doc="problem (fields, grid and FNO): see "

@@ -10,7 +10,7 @@ from reframe.core import logging as rfm_logging
 
 # appended, not inserted: ReFrame removes the folder it added by its position
 sys.path.append(str(Path(__file__).resolve().parents[1]))
-from caraml.regression.site import site_configuration  # noqa: E402
+from caraml.regression.site import site_configuration
 
 site_configuration = site_configuration()
 

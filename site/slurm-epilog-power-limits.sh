@@ -1,7 +1,7 @@
 #!/bin/sh
 # Slurm epilog: every GPU of the node back at its default power limit, at
 # every scope it reports (the GPU's own; a GH200 superchip's module; an AMD
-# GPU's cap), read again (caraml/node/power_guard.py, `reset`). slurmd runs it as
+# GPU's cap), read again (caraml/job/power_guard.py, `reset`). slurmd runs it as
 # root after each job on each of the job's nodes; where a limit does not go
 # back it exits 1, and Slurm drains the node rather than hand a capped GPU
 # to the next job. How a centre installs it: docs/power_limits.md.
@@ -12,4 +12,4 @@
 checkout=$(dirname "$(dirname "$(readlink -f "$0")")")
 PYTHONPATH="$checkout${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH
-exec "${CARAML_EPILOG_PYTHON:-python3}" -m caraml.node.power_guard reset
+exec "${CARAML_EPILOG_PYTHON:-python3}" -m caraml.job.power_guard reset

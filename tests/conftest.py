@@ -26,6 +26,8 @@ from tests.slurm_cluster import (
     SlurmUnavailable,
 )
 
+# the process group a driver makes, for the tests that run driver code here
+pytest_plugins = ("tests.dist_fixtures",)
 
 # The suite runs on three workers (pytest-xdist; pyproject.toml's addopts).
 # Tests that share something costly run on one worker, so that it is made

@@ -47,7 +47,8 @@ def _kfd_gpus(device: Path, nodes: Path) -> list[str]:
         except OSError:
             continue
         if int(properties.get("simd_count", "0")) > 0:
-            found.append(f"KFD node {node.name} (gfx_target_version {properties.get('gfx_target_version', '?')})")
+            version = properties.get("gfx_target_version", "?")
+            found.append(f"KFD node {node.name} (gfx_target_version {version})")
     return found
 
 

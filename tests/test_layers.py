@@ -1,7 +1,10 @@
 """The layers: imports run one way only (aux -> benchmarks -> caraml ->
-jpwr), jpwr knows nothing of JUBE, the node side (caraml/node/) reads and
-writes no row, and the login-node tools need nothing beyond the standard
-library and the suite's JUBE adapter."""
+jpwr; inside caraml, compare and regression -> login -> row -> job -> the
+shared modules, and node -> the shared modules), jpwr knows nothing of
+JUBE, the node side (caraml/node/) reads and writes no row, the row model
+imports no login tool, the job script's helpers (caraml/job/) nothing
+above them, and the login-node tools need nothing beyond the standard
+library and the suite's JUBE adapter (docs/architecture.md, "Layers")."""
 
 from __future__ import annotations
 
@@ -57,14 +60,46 @@ NODE_SHARED = ("caraml.report", "caraml.benchmarks", "caraml.benchmark_entry", "
                "caraml.rocm_tf32")
 
 
-def test_the_node_side_imports_no_row_and_no_login_tool():
+def suite_imports(package: str, allowed: tuple[str, ...]) -> dict[str, set[str]]:
+    """Each module of the package that imports a module of caraml other than
+    the allowed ones (each allowed name with what lies below it)."""
     found = {}
-    for path in modules("caraml/node"):
+    for path in modules(package):
         bad = {name for name in imported(path, members=True) if name.startswith("caraml")
-               and not name.startswith(("caraml.node", *NODE_SHARED)) and name != "caraml"}
+               and not name.startswith(allowed) and name != "caraml"}
         if bad:
             found[str(path.relative_to(REPO))] = bad
-    assert found == {}
+    return found
+
+
+def test_the_node_side_imports_no_row_and_no_login_tool():
+    assert suite_imports("caraml/node", ("caraml.node", *NODE_SHARED)) == {}
+
+
+# What lies above the row model: the login tools, the comparison, ReFrame's
+# checks; and the node side, which is no layer of the row's
+ABOVE_THE_ROW = ("caraml.login", "caraml.compare", "caraml.regression", "caraml.node")
+
+
+def importing(package: str, forbidden: tuple[str, ...]) -> dict[str, set[str]]:
+    """Each module of the package that imports one of the forbidden modules
+    or packages (or what lies in them)."""
+    return {str(path.relative_to(REPO)): bad for path in modules(package)
+            if (bad := {n for n in imported(path, members=True)
+                        if any(n == f or n.startswith(f + ".") for f in forbidden)})}
+
+
+def test_the_row_model_imports_no_login_tool():
+    """The row model reads what the job's helpers left (caraml/job/), never
+    a tool that runs it (caraml/login/), the comparison or ReFrame's checks."""
+    assert importing("caraml/row", ABOVE_THE_ROW) == {}
+
+
+def test_the_job_script_helpers_import_nothing_above_them():
+    """caraml/job/ runs on the node beside the driver and the row model reads
+    what it leaves: it imports only the shared modules (the JUBE adapter, the
+    power-limit points), never the row model or what lies above it."""
+    assert suite_imports("caraml/job", ("caraml.job", *NODE_SHARED)) == {}
 
 
 def test_jpwr_imports_nothing_of_the_suite():
@@ -82,15 +117,16 @@ def test_jpwr_knows_nothing_of_jube():
             and p.suffix in (".py", ".md") and "jube" in p.read_text().lower()] == []
 
 
-# What the login node's python3 may import of the suite besides the login
-# tools and the row model: the JUBE adapter, JUBE's record of a run, and the
-# tables and rules the row reads, the job script's own log lines, all
-# standard library only (jpwr's power limit scopes too, which are)
+# What the login node's python3 (and the node's, for the job script's
+# helpers) may import of the suite besides the login tools, the row model
+# and caraml/job: the JUBE adapter, JUBE's record of a run, and the tables
+# and rules the row reads, all standard library only (jpwr's power limit
+# scopes too, which are)
 LOGIN_SHARED = ("caraml/report.py", "caraml/jube_run.py", "caraml/device_peaks.py", "caraml/benchmarks.py",
-                "caraml/benchmark_entry.py", "caraml/job_log.py",
+                "caraml/benchmark_entry.py",
                 "caraml/power_limit.py", "caraml/rocm_tf32.py", "jpwr/gpu/power_limit.py",
                 "jpwr/gpu/visible.py", "jpwr/method.py", "jpwr/notice.py")
-LOGIN_PACKAGES = ("caraml/login", "caraml/row")
+LOGIN_PACKAGES = ("caraml/login", "caraml/row", "caraml/job")
 
 
 def _login_files() -> list[Path]:
@@ -98,7 +134,8 @@ def _login_files() -> list[Path]:
 
 
 def test_login_tools_and_the_row_model_need_the_standard_library_and_the_jube_adapter_only():
-    allowed = {_module(p) for p in _login_files()} | {"caraml", "jpwr", "jpwr.gpu", "yaml"}  # PyYAML: JUBE needs it
+    # PyYAML: JUBE needs it
+    allowed = {_module(p) for p in _login_files()} | {"caraml", "jpwr", "jpwr.gpu", "yaml"}
     found = {str(p.relative_to(REPO)): bad for p in _login_files()
              if (bad := {n for n in imported(p, members=True) if n not in allowed
                          and n.split(".")[0] not in sys.stdlib_module_names

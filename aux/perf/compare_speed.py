@@ -32,10 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # the repository root, for tests.compare
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for tests.compare
 
-from tests.compare import rowfixtures as fx  # noqa: E402
+from tests.compare import rowfixtures as fx
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write_runs(root: Path, systems: int, runs: int) -> list[str]:

@@ -30,8 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from caraml.node.provenance import JOB_KEY, host_cpu_ticks  # noqa: E402
-from caraml.report import last_kv  # noqa: E402
+from caraml.node.provenance import JOB_KEY, host_cpu_ticks
+from caraml.report import last_kv
 
 TICK = os.sysconf("SC_CLK_TCK")
 # keeps starting short-lived shell loops until its stdin closes

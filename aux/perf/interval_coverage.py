@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root
 
-from caraml.compare import intervals, repeats  # noqa: E402
+from caraml.compare import intervals, repeats
 
 ITERATIONS = 50  # timed iterations a run
 ITERATION_NOISE = 0.03  # a timed iteration's spread (log sd) about its run's mean

@@ -27,17 +27,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import torch  # noqa: E402
+import torch
 
-from caraml.node import dist as caraml_dist  # noqa: E402
-from caraml.node.precision import DTYPES  # noqa: E402
-from llm_training import arguments  # noqa: E402
-from llm_training.flops import iteration_flops  # noqa: E402
-from llm_training.matmul_rate import measure_tflops  # noqa: E402
-from llm_training.torch_backend import TorchBackend  # noqa: E402
+from caraml.node import dist as caraml_dist
+from caraml.node.precision import DTYPES
+from llm_training import arguments
+from llm_training.flops import iteration_flops
+from llm_training.matmul_rate import measure_tflops
+from llm_training.torch_backend import TorchBackend
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hf_gpt2 import HuggingFaceGPT2  # noqa: E402
+from hf_gpt2 import HuggingFaceGPT2
 
 
 def cpu_name() -> str:

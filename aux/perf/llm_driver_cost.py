@@ -30,12 +30,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from llm_peers import CPU_DEFAULTS, DATA_ENV, prepared_data  # noqa: E402  (puts the root on the path)
+from llm_peers import CPU_DEFAULTS, DATA_ENV, prepared_data  # (puts the root on the path)
 
-from caraml.node import driver  # noqa: E402
-from caraml.node.loader_workers import loader_workers  # noqa: E402
-from llm_training import arguments, pretrain_gpt  # noqa: E402
-from llm_training.metrics import Workload  # noqa: E402
+from caraml.node import driver
+from caraml.node.loader_workers import loader_workers
+from llm_training import arguments, pretrain_gpt
+from llm_training.metrics import Workload
 
 # the CPU system's run, as the peer scripts take it
 CPU_RUN = ["--backend", "torch", "--model-size", CPU_DEFAULTS["model_size"],

@@ -135,8 +135,8 @@ def times(ev: Evidence, energy: Path) -> list[Finding]:
     if start is not None and end is not None and end < start:
         out.append(Finding(TIMES_IN_ORDER, "job.out: the job ends before it starts"))
     by_rank = ev.iterations.get("timed_s_by_rank") or []
-    job = read_job([energy])
-    for run, meta in zip(job.runs, job.metas):
+    measured = read_job([energy])
+    for run, meta in zip(measured.runs, measured.metas):
         began, ended = _epoch(meta.get("start_time")), _epoch(meta.get("end_time"))
         name = run.path("meta", "json").name
         if began is not None and ended is not None and ended < began:

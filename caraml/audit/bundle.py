@@ -37,7 +37,7 @@ from pathlib import Path, PurePosixPath
 from caraml import jube_run
 from caraml.audit.evidence import JOB_OUT, energy_folder, work_package
 from caraml.audit.findings import MANIFEST
-from caraml.login.node_energy import FILE_NAME as NODE_ENERGY
+from caraml.job.node_energy import FILE_NAME as NODE_ENERGY
 from caraml.login.systems import BLOCK_FILE
 from caraml.row import row_json
 from caraml.row.run import rows_of_run

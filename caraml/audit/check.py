@@ -24,7 +24,7 @@ from caraml.audit.bundle import BundleError, Refused
 from caraml.audit.decide import AUDITED, REFUSED, UNAUDITED, Audit
 from caraml.audit.findings import MANIFEST, RAW_EVIDENCE, Finding
 from caraml.audit.runs import NotARun, Source, audits, sources
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 from jpwr.version import VersionAction
 
 OK, VIOLATION, BAD_INPUT = 0, 1, 2
@@ -72,10 +72,11 @@ def main(argv: list[str] | None = None) -> int:
             for finding in violations(audit):
                 print(f"{named(source, audit)}: {finding}")
                 broken += 1
-    ran = [(a.row.system_name or "unknown-system", a.identity.machine, a.identity.build) for _, a in found
-           if a.row.state in MEASURED]
-    for line in identity.apart(ran) + identity.given_twice(
-            [(a.row.system_name or "unknown-system", a.identity.run, s.name) for s, a in found]):
+    ran = [(a.row.system_name or "unknown-system", a.identity) for _, a in found if a.row.state in RAN]
+    for line in identity.apart([(name, ident.machine, ident.build) for name, ident in ran]) \
+            + identity.host_sets([(name, ident.machine, ident.host_set) for name, ident in ran]) \
+            + identity.given_twice([(a.row.system_name or "unknown-system", a.identity.run, s.name)
+                                    for s, a in found]):
         print(f"note: {line}")
     states = {state: sum(a.state == state for _, a in found) for state in (AUDITED, REFUSED, UNAUDITED)}
     measurements = sum(a.row.measurement and a.state == AUDITED for _, a in found)

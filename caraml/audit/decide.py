@@ -25,7 +25,8 @@ from caraml.audit import bounds, identity, recompute
 from caraml.audit.evidence import Evidence, read
 from caraml.audit.findings import RECOMPUTED, TOLERANCE, VERDICT, Finding
 from caraml.audit.identity import Identity
-from caraml.row.record import Row, judged
+from caraml.row.record import Row
+from caraml.row.verdict import judged
 
 AUDITED, REFUSED, UNAUDITED = "audited", "refused", "unaudited"
 STATES = (AUDITED, REFUSED, UNAUDITED)

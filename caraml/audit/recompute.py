@@ -22,14 +22,14 @@ from caraml import benchmarks, device_peaks
 from caraml.audit.evidence import Evidence
 from caraml.audit.findings import EVIDENCE, Finding
 from caraml.benchmark_entry import Benchmark
-from caraml.login.node_energy import FILE_NAME as NODE_ENERGY
-from caraml.login.node_energy import read_node_energy
+from caraml.job.node_energy import FILE_NAME as NODE_ENERGY
+from caraml.job.node_energy import read_node_energy
 from caraml.node.iterations import loss as read_loss
 from caraml.node.throughput import overall
 from caraml.node.timing import rate, slowest_per_iteration, summarize
 from caraml.row.facts import Facts, energy, node_energy
 from caraml.row.record import timed_span
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 
 
 @dataclass
@@ -211,7 +211,7 @@ def _build(ev: Evidence) -> dict:
 def figures(ev: Evidence) -> Recomputed:
     """The row's figures made again from its evidence (ev has it all: ev.missing is empty)."""
     out = Recomputed(figures={**_system(ev), **_build(ev)})
-    if ev.row.state not in MEASURED:
+    if ev.row.state not in RAN:
         return out  # a row that did not run to its figures states none
     work, counted = _work(ev, out)
     if work is None:

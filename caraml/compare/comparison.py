@@ -100,7 +100,7 @@ def _reference_system(table: pd.DataFrame, wanted: str | None) -> str:
     systems = list(dict.fromkeys(rows.measured(table)["system"])) or \
         list(dict.fromkeys(rows.ran(table)["system"]))
     if wanted is None:
-        return systems[0]
+        return str(systems[0])
     if wanted not in systems:
         raise CompareError(f"--reference-system {wanted}: no measured row of that system given "
                            f"({' '.join(systems)})")
@@ -131,8 +131,8 @@ def _decided(table: pd.DataFrame, head: pd.DataFrame, solutions: pd.DataFrame, j
         if cheapest is not None:
             chosen.leaders.append(cheapest[0])
             chosen.margins.append(cheapest[1])
-        chosen.unranked += [f"{line.system}: {line.electricity_missing}"
-                            for line in costs.itertuples() if line.electricity_missing]
+        chosen.unranked += [f"{line['system']}: {line['electricity_missing']}"
+                            for line in costs.to_dict("records") if line["electricity_missing"]]
         out.append(Decided(chosen, costs, prices.unpriced(chosen.solution, price_list)))
     return out
 
@@ -159,7 +159,8 @@ def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, re
     head, refused = figures.headline(table, ref_system)
     solutions = figures.time_and_energy_to_solution(table, jobs)
     every = pd.concat([table, capped], ignore_index=True)
-    decided = _decided(table, head, solutions, jobs, ref_system, price_list if prices_file else None, currency)
+    decided = _decided(table, head, solutions, jobs, ref_system, price_list if prices_file else None,
+                       currency)
     systems = list(dict.fromkeys(table["system"]))
     unpriced = list(dict.fromkeys(s for d in decided for s in d.unpriced))
     return Comparison(

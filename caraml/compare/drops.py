@@ -33,7 +33,9 @@ def drop(latest: float, earlier: list[float]) -> float | None:
 
 
 def _when(dates: list[str]) -> str:
-    return f"its run of {dates[0]}" if len(dates) == 1 else f"its {len(dates)} runs of {dates[0]} to {dates[-1]}"
+    if len(dates) == 1:
+        return f"its run of {dates[0]}"
+    return f"its {len(dates)} runs of {dates[0]} to {dates[-1]}"
 
 
 def sentence(system: str, share: float, dates: list[str], what: str) -> str:
@@ -42,8 +44,9 @@ def sentence(system: str, share: float, dates: list[str], what: str) -> str:
 
 
 def _by_platform(frame: pd.DataFrame) -> pd.Series:
-    """Each line's configuration with its platform tag for the system: a run named A100-new= is still A100's,
-    on whichever of its machines and builds (the history keeps no raw evidence of them)."""
+    """Each line's configuration with its platform tag for the system: a run
+    named A100-new= is still A100's, on whichever of its machines and builds
+    (the history keeps no raw evidence of them)."""
     return repeats.config_key(frame.assign(system=frame["system_name"], machine="", build=""))
 
 
@@ -58,18 +61,20 @@ def against_history(head: pd.DataFrame, every: pd.DataFrame, history: pd.DataFra
         return []
     earlier = earlier.assign(key=_by_platform(earlier))
     said = []
-    for key, line in zip(_by_platform(done), done.itertuples()):
-        now = pd.to_datetime(line.date, utc=True, errors="coerce")
+    for key, line in zip(_by_platform(done), done.to_dict("records")):
+        now = pd.to_datetime(line["date"], utc=True, errors="coerce")
         same = earlier[(earlier["key"] == key) & ~(earlier["when"] >= now)]
         if same.empty:
             continue
-        runs = same.groupby("run_uuid").agg(value=(FIGURE, "median"), when=("when", "min")).sort_values("when")
-        share = drop(getattr(line, FIGURE), list(runs["value"]))
+        runs = same.groupby("run_uuid").agg(value=(FIGURE, "median"),
+                                            when=("when", "min")).sort_values("when")
+        share = drop(line[FIGURE], list(runs["value"]))
         if share is not None:
-            said.append(sentence(line.system, share, list(runs["when"].dt.strftime("%Y-%m-%d")),
-                                 f"{line.benchmark} {line.like}, batch {line.global_batch:g}, "
-                                 f"{number(getattr(line, FIGURE))} against "
-                                 f"{number(runs['value'].median())} {line.unit}/s per {line.device_unit}")
+            said.append(sentence(line["system"], share, list(runs["when"].dt.strftime("%Y-%m-%d")),
+                                 f"{line['benchmark']} {line['like']}, batch {line['global_batch']:g}, "
+                                 f"{number(line[FIGURE])} against "
+                                 f"{number(runs['value'].median())} {line['unit']}/s per "
+                                 f"{line['device_unit']}")
                         + "; ratios use the latest run")
     return said
 
@@ -81,14 +86,16 @@ def run_to_run(points: pd.DataFrame, group: list[str]) -> tuple[list[str], int]:
     for _, series in rows.measured(points).groupby(group, sort=False, dropna=False):
         series = series.sort_values("when")
         values = list(series[FIGURE])
-        for i, point in enumerate(series.itertuples()):
+        for i, point in enumerate(series.to_dict("records")):
             share = drop(values[i], values[:i])
             if share is None:
                 continue
-            said.append(sentence(point.system, share, list(series["when"].iloc[:i].dt.strftime("%Y-%m-%d")),
-                                 f"{point.benchmark} {point.like}: {number(values[i])} {point.unit}/s per "
-                                 f"{point.device_unit} on {point.when:%Y-%m-%d}, commit {point.commit}, "
-                                 f"run {str(point.run_uuid)[:8]} on {point.host}"))
+            said.append(sentence(point["system"], share,
+                                 list(series["when"].iloc[:i].dt.strftime("%Y-%m-%d")),
+                                 f"{point['benchmark']} {point['like']}: {number(values[i])} "
+                                 f"{point['unit']}/s per {point['device_unit']} on {point['when']:%Y-%m-%d}, "
+                                 f"commit {point['commit']}, run {str(point['run_uuid'])[:8]} on "
+                                 f"{point['host']}"))
             ending += i == len(values) - 1
     return said, ending
 

@@ -92,7 +92,8 @@ def refusal(row: pd.Series, ref: pd.Series, figure: str) -> str:
             return (f"energy not divided: {row['system']} over the {row['energy_window']} window, "
                     f"{ref['system']} over the {ref['energy_window']} window")
         if figure == "power_w_per_device":
-            unknown = [side["system"] for side in (row, ref) if pd.isna(side["energy_devices"] / side["devices"])]
+            unknown = [side["system"] for side in (row, ref)
+                       if pd.isna(side["energy_devices"] / side["devices"])]
             if unknown:
                 return (f"power per device not divided: {unknown[0]} does not say how many energy devices "
                         "it measured")
@@ -186,13 +187,14 @@ def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, l
             why = f"no ratios: {reference_system} has no row of this configuration"
             values, reasons = ratios(row, ref, why if row["system"] != reference_system else "", True)
             lines.append({**row.to_dict(), **values})
-            notes += [Refusal(benchmark, row["like"], reason) for reason in reasons]
+            notes += [Refusal(str(benchmark), str(row["like"]), reason) for reason in reasons]
     for benchmark, group in rows.groupby("benchmark", sort=False):
         for system, sys_rows in group.groupby("system", sort=False):
             short = ran(sys_rows)
             if measured(sys_rows).empty and not short.empty:
                 # no measurement: shown with its figures and marked, no ratio, no rank
-                line = short.loc[short["per_s_per_device"].fillna(0).idxmax()].to_dict()
+                line = short.iloc[int(short["per_s_per_device"].fillna(0).to_numpy(dtype=float).argmax())
+                                   ].to_dict()
                 lines.append({**line, **ratios(pd.Series(line), None, "", True)[0]})
             elif measured(sys_rows).empty:
                 line = sys_rows.iloc[0].to_dict()
@@ -245,14 +247,14 @@ def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
     ok = measured(rows if "best" in rows else mark_best(rows))
     out = []
     for _, group in ok.groupby(GROUP, sort=False, dropna=False):
-        best = repeats.collapse(group[group["best"]])
-        if best.empty:
+        bests = repeats.collapse(group[group["best"]])
+        if bests.empty:
             continue
-        best = best.iloc[0]
+        best = bests.iloc[0]
         work, how = jobs.work(best) if jobs.representative(best) else (math.nan, NOT_REPRESENTATIVE)
         out.append(solution(best, work, best["per_s_per_node"], ONE_NODE, 1, how))
         configs = repeats.collapse(group)
-        fastest = configs.loc[configs["per_s"].idxmax()]
+        fastest = repeats.top(configs, "per_s")
         nodes = fastest["nodes"]
         if nodes == 1:
             continue  # the fastest on one node: no faster than the one-node line, and no second line

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from caraml.compare import repeats
 from caraml.compare.decision import pareto
 from caraml.compare.figures import AS_MEASURED, solution, solution_work_per_wh
 from caraml.compare.jobs import Jobs
@@ -26,7 +27,7 @@ from caraml.compare.repeats import LIKE
 from caraml.compare.report import configuration
 from caraml.compare.rows import cause
 from caraml.compare.units import number
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 
 # the rows of one sweep: as the sweep's JUBE parameter makes them, one per limit
 SWEEP = ["system", "benchmark", "label"]
@@ -35,13 +36,15 @@ SAME_RUN = [*LIKE, "global_batch", "nodes", "devices"]
 # frontier.csv: one line per sweep point
 CSV_COLUMNS = ["sweep", "system", "benchmark", "like", "label", "limit", "power_limit", "power_limit_asked_w",
                "power_limit_before_w", "power_limit_w", "power_limit_restored", "state", "reason",
-               "not_a_measurement", "kind", "off", "per_s", "sweep_work_per_wh", "energy_scope", "sweep_basis",
+               "not_a_measurement", "kind", "off", "per_s", "sweep_work_per_wh", "energy_scope",
+               "sweep_basis",
                "energy_estimated", "power_w_per_device", "time_h", "energy_kwh", "time_ratio", "wh_ratio",
                "row_file"]
 # the row model's flags that put a point's limit in doubt (caraml/row/power_limit.py flags), in words
 DOUBTS = {"power-limit-not-set": "the job never set the power limit (its driver takes none)",
           "power-limit-differs-on-ranks": "the devices reported other limits than rank 0's on ranks {}",
-          "power-limit-put-back-early": "a stop signal ({}) put the limit back before the last iteration ended"}
+          "power-limit-put-back-early":
+              "a stop signal ({}) put the limit back before the last iteration ended"}
 ON_FRONT, DOMINATED, FLAGGED, NOT_MEASURED, FAILED = ("Pareto-optimal", "dominated", "flagged",
                                                       "not a measurement", "failed")
 
@@ -111,7 +114,7 @@ def _off(row: pd.Series, reference: pd.Series | None) -> tuple[str, str]:
     if left:
         left += (f" (it was {number(row['power_limit_before_w'], 'W')} before): the node may have been left "
                  "capped")
-    if row["state"] not in MEASURED:
+    if row["state"] not in RAN:
         return FAILED, "; ".join(filter(None, [f"{row['state']}: {row['reason']}".rstrip(": "), left]))
     doubts = _doubts(row)
     if left or doubts:
@@ -138,7 +141,7 @@ def _reference(points: pd.DataFrame) -> pd.Series | None:
     if usable.empty:
         return None
     default = usable[usable["limit_default"]]
-    return default.iloc[0] if not default.empty else usable.loc[usable["power_limit_w"].idxmax()]
+    return default.iloc[0] if not default.empty else repeats.top(usable, "power_limit_w")
 
 
 def _standing(kind: str, off: str) -> str:
@@ -169,10 +172,11 @@ def _sweep(group: pd.DataFrame, jobs: Jobs) -> Sweep:
               if representative and kind not in (NOT_MEASURED, FAILED) else none
               for (_, row), kind in zip(points.iterrows(), points["kind"])]
     points["time_h"], points["energy_kwh"] = [s["time_h"] for s in solved], [s["energy_kwh"] for s in solved]
-    ratio = reference is not None
-    points["wh_ratio"] = (points["sweep_work_per_wh"] / reference["sweep_work_per_wh"]).where(on) if ratio \
-        else math.nan
-    points["time_ratio"] = (reference["per_s"] / points["per_s"]).where(on) if ratio else math.nan
+    if reference is not None:
+        points["wh_ratio"] = (points["sweep_work_per_wh"] / reference["sweep_work_per_wh"]).where(on)
+        points["time_ratio"] = (reference["per_s"] / points["per_s"]).where(on)
+    else:
+        points["wh_ratio"] = points["time_ratio"] = math.nan
     job = how if representative else (
         f"{src['like']} does not stand for the job (caraml/benchmarks.py's representative configuration): no "
         "time or energy to solution" + (f"; {flag} N makes any model the job"
@@ -195,9 +199,9 @@ def _headline(sweep: Sweep, reference: pd.Series | None) -> str:
         return (f"{sweep.title}: no limit of the sweep is a measurement, so no frontier (each point's reason "
                 "below).")
     where = f"{sweep.scope}{', energy estimated' if sweep.estimated else ''}"
-    best = on.loc[on["sweep_work_per_wh"].idxmax()]
+    best = repeats.top(on, "sweep_work_per_wh")
     figure = f"{number(best['sweep_work_per_wh'])} {unit}/Wh"
-    if not reference["limit_default"]:
+    if reference is None or not reference["limit_default"]:
         return (f"{sweep.title}: most {unit} per Wh at {best['limit']}: {figure} ({where}); the sweep has no "
                 "measured default-limit point, so no ratio to it.")
     if best["limit_default"]:

@@ -39,7 +39,8 @@ class Side:
 
     def logs(self) -> np.ndarray:
         values = np.asarray(self.values, dtype=float)
-        return np.log(values[np.isfinite(values) & (values > 0)])
+        logs: np.ndarray = np.log(values[np.isfinite(values) & (values > 0)])
+        return logs
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ shows them says so."""
 from __future__ import annotations
 
 import argparse
+import math
 
 import pandas as pd
 
@@ -57,7 +58,10 @@ class Jobs:
 
     def work(self, row: pd.Series) -> tuple[float, str]:
         """Units of work of the job for this row's configuration, and how it was chosen."""
-        return benchmarks.get(row["benchmark"]).job.work(row, self.settings)
+        job = benchmarks.get(row["benchmark"]).job
+        if job is None:
+            return math.nan, f"n/a: benchmark {row['benchmark']} defines no job"
+        return job.work({str(k): v for k, v in row.items()}, self.settings)
 
     def any_model(self, benchmark: str) -> str:
         """The option that makes every model of the benchmark stand for its job; "" where none does."""

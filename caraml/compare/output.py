@@ -11,6 +11,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from caraml.compare import frontier, left_out, power, report, rows, trend
@@ -47,11 +48,11 @@ def caveats(c: Comparison, decided: Decided) -> list[str]:
     return [*decided.decision.unranked, *unpriced]
 
 
-def _plain(value):
+def _plain(value: object) -> object:
     """A figure for JSON: NaN as null, numpy scalars as Python's."""
     if isinstance(value, float) and math.isnan(value):
         return None
-    return value.item() if hasattr(value, "item") else value
+    return value.item() if isinstance(value, (np.generic, np.ndarray)) else value
 
 
 def decision_record(c: Comparison) -> dict:

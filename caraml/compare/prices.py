@@ -66,8 +66,8 @@ def load(path: Path) -> tuple[str, dict[str, dict[str, float]]]:
         if pue < 1:
             raise CompareError(f"{where}: pue must be at least 1 (the facility's power over the IT "
                                f"equipment's), got {entry['pue']!r}")
-        out[str(entry["system"])] = {"node_hour": node_hour,
-                                     "electricity_kwh": _positive(where, entry, "electricity_kwh"), "pue": pue}
+        out[str(entry["system"])] = {"node_hour": node_hour, "pue": pue,
+                                     "electricity_kwh": _positive(where, entry, "electricity_kwh")}
     return currency, out
 
 

@@ -18,6 +18,7 @@ import yaml
 from caraml import benchmarks
 from caraml.compare import CompareError, repeats
 from caraml.compare.rows import ran
+from caraml.compare.units import numeric
 from caraml.login import systems
 
 DEFAULT_FILE = Path(__file__).with_name("references.yaml")
@@ -58,19 +59,20 @@ def _read(path: Path) -> list[dict]:
                            f"({' '.join(str(err).split())[:200]})") from None
     if not isinstance(document, dict) or not isinstance(document.get("references"), list):
         raise CompareError(f"{path}: no list under the key 'references'; see docs/compare.md for the format")
-    return document["references"]
+    return list(document["references"])
 
 
-def _number(value) -> float:
+def _number(value: object) -> float:
     if isinstance(value, bool):
         return math.nan
     try:
-        return float(value)
+        found = numeric(value)
     except (TypeError, ValueError):
         return math.nan
+    return math.nan if found is None else found
 
 
-def _check(path: Path, index: int, entry, known: set[str]) -> dict:
+def _check(path: Path, index: int, entry: object, known: set[str]) -> dict:
     where = f"{path}: entry {index + 1}"
     if not isinstance(entry, dict):
         raise CompareError(f"{where}: not a mapping of keys to values")
@@ -103,7 +105,7 @@ def _check(path: Path, index: int, entry, known: set[str]) -> dict:
             raise CompareError(f"{where}: {key} must be a positive number, got {entry[key]!r}")
     entry.update(value=value, lower=lower, upper=upper, low=value * (1 - lower), high=value * (1 + upper),
                  system=str(entry["system"]), model=str(entry["model"]), origin=KINDS[entry["kind"]])
-    return entry
+    return dict(entry)
 
 
 def load(path: Path = DEFAULT_FILE) -> pd.DataFrame:
@@ -148,8 +150,8 @@ def verdict(value: float, low: float, high: float) -> str:
 
 
 def _matching(ok: pd.DataFrame, ref: pd.Series) -> pd.DataFrame:
-    rows = ok[(ok["system_name"] == ref["system"]) & (ok["benchmark"] == ref["benchmark"])
-              & (ok["model"] == ref["model"])]
+    rows: pd.DataFrame = ok[(ok["system_name"] == ref["system"]) & (ok["benchmark"] == ref["benchmark"])
+                            & (ok["model"] == ref["model"])]
     for key in NARROWING:
         if not pd.isna(ref[key]):
             wanted = _number(ref[key]) if key in NUMERIC_NARROWING else str(ref[key])
@@ -197,7 +199,9 @@ def row_verdicts(rows: pd.DataFrame, checks: pd.DataFrame, configs: pd.DataFrame
     its configuration, checked on the median of its repeats (configs:
     repeats.collapse, the lines the checks' `row` names); n/a where no
     reference applies."""
-    worst = {configs.loc[index, "config"]: max(group["verdict"], key=lambda v: SEVERITY.get(v, 0))
+    # no check: no measurement, and configs may lack the column
+    config_of = configs["config"].to_dict() if not checks.empty else {}
+    worst = {config_of[index]: max(group["verdict"], key=lambda v: SEVERITY.get(v, 0))
              for index, group in checks.groupby("row")}
     found = repeats.config_key(rows).map(worst).where(rows["measurement"].astype(bool))
     return found.astype(object).fillna("n/a")

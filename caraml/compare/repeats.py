@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from caraml.compare import intervals
+from caraml.compare.rows import Line
 from caraml.compare.units import number
 
 # Rows are like for like when these agree: same benchmark, model, precision,
@@ -44,13 +45,20 @@ ITERATION_SPREAD = ("time_per_iteration_p10_s", "time_per_iteration_p90_s")
 _P10_P90_SIGMAS = 2 * 1.2815516
 
 
-def _word(value) -> str:
-    """A value of a configuration as text: 512 and 512.0 alike (a column with a gap is float), NaN and None alike."""
+def _word(value: object) -> str:
+    """A value of a configuration as text: 512 and 512.0 alike (a column with
+    a gap is float), NaN and None alike."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
+
+
+def top(frame: pd.DataFrame, column: str) -> pd.Series:
+    """The row with the column's largest value (the first of equals; a
+    missing value never)."""
+    return frame.iloc[int(np.nanargmax(frame[column].to_numpy(dtype=float)))]
 
 
 def config_key(rows: pd.DataFrame) -> pd.Series:
@@ -69,7 +77,7 @@ def collapse(measured: pd.DataFrame) -> pd.DataFrame:
     for key, group in measured.groupby(config_key(measured), sort=False):
         order = group["per_s_per_device"].rank(method="first")
         # the run at the median (the lower one of an even count) stands for the others' words
-        line = group.loc[(order - (len(group) + 1) // 2).abs().idxmin()].to_dict()
+        line = group.iloc[int((order - (len(group) + 1) // 2).abs().to_numpy().argmin())].to_dict()
         line["runs"], line["config"] = len(group), key
         for figure in FIGURES:
             values = group[figure].astype(float)
@@ -82,7 +90,7 @@ def collapse(measured: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def floor(line: pd.Series | dict) -> float:
+def floor(line: Line) -> float:
     """The least relative spread a run's figure can have: the standard
     error of its mean iteration time (the timed iterations' p10-p90 as a
     normal's spread, over the root of their count); NaN where the row records no such spread."""
@@ -96,22 +104,22 @@ def floor(line: pd.Series | dict) -> float:
     return (p90 - p10) / _P10_P90_SIGMAS / math.sqrt(n) / mean_s
 
 
-def run_values(line: pd.Series | dict, figure: str) -> tuple[float, ...]:
+def run_values(line: Line, figure: str) -> tuple[float, ...]:
     """A configuration's figure as each of its runs measured it."""
     runs = int(line.get("runs", 1) or 1)
     return tuple(float(v) for v in line[f"{figure}_runs"]) if runs >= 2 else (float(line[figure]),)
 
 
-def side(line: pd.Series | dict, figure: str) -> intervals.Side:
+def side(line: Line, figure: str) -> intervals.Side:
     return intervals.Side(str(line["system"]), run_values(line, figure), floor(line))
 
 
-def interval(top: pd.Series | dict, bottom: pd.Series | dict, figure: str) -> tuple[float, float, str]:
+def interval(top: Line, bottom: Line, figure: str) -> tuple[float, float, str]:
     """The 95 % interval of top's figure over bottom's, and why there is none (empty where there is)."""
     return intervals.ratio_interval(side(top, figure), side(bottom, figure))
 
 
-def runs_to_separate(top: pd.Series | dict, bottom: pd.Series | dict, figure: str,
+def runs_to_separate(top: Line, bottom: Line, figure: str,
                      ratio: float) -> int | None:
     """The runs a side that would separate a difference the size of ratio at the runs' spread."""
     return intervals.runs_to_separate(side(top, figure), side(bottom, figure), ratio)
@@ -124,7 +132,7 @@ def bounds(ratios: np.ndarray) -> tuple[float, float, str]:
     return float(low), float(high), ""
 
 
-def spread(line: pd.Series | dict, figure: str, unit: str = "") -> str:
+def spread(line: Line, figure: str, unit: str = "") -> str:
     """How many runs a figure rests on, and their range: `median of 3 runs, 18,000-19,400` or `1 run`."""
     runs = int(line.get("runs", 1) or 1)
     if runs < 2:
@@ -160,7 +168,7 @@ def leader(best: str, runner_up: str | None, ratio: float) -> str:
     return f"{best} ties with {runner_up}" if runner_up is not None and intervals.tie(ratio) else best
 
 
-def reference_words(line: pd.Series | dict, ratio: str, reference: str) -> str:
+def reference_words(line: Line, ratio: str, reference: str) -> str:
     """A line's ratio to the reference system (the column ratio, and its
     interval `<ratio>_low`, `_high` and `_no_interval` as figures.ratios
     gives them): `2.45x A100, 95 % CI 2.38–2.52`, or why no interval."""

@@ -6,14 +6,16 @@ template (templates/report.html.j2)."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Iterable
 from pathlib import Path
 
 import jinja2
 import pandas as pd
 
 from caraml.compare.figures import NOT_REPRESENTATIVE
-from caraml.compare.rows import MEASURED, cause, measured
+from caraml.compare.rows import Line, cause, measured
 from caraml.compare.units import NA, count, duration, energy, number
+from caraml.row.status import RAN
 from caraml.row.verdict import MIN_TIMED_ITERATIONS, MIN_TIMED_SECONDS
 
 METHOD = [
@@ -64,24 +66,24 @@ def slug(text: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in text)
 
 
-def _e(value, unit: str = "") -> str:
+def _e(value: object, unit: str = "") -> str:
     return value if isinstance(value, str) else number(value, unit)
 
 
-def configuration(row) -> str:
+def configuration(row: Line) -> str:
     """A row's configuration, batch and layout in words."""
     nodes = row["nodes"]
     return (f"{row['like']}, batch {row['global_batch']:g}, {row['devices']:g} {row['device_unit']}"
             f"{'' if row['devices'] == 1 else 's'} on {nodes:g} node{'' if nodes == 1 else 's'}")
 
 
-def _ratio(value, estimated: bool = False) -> str:
+def _ratio(value: float | None, estimated: bool = False) -> str:
     if pd.isna(value):
         return NA
     return f"{number(value)}x" + (" (estimated)" if estimated else "")
 
 
-def _x_ref(row, column: str, estimated: bool = False) -> str:
+def _x_ref(row: Line, column: str, estimated: bool = False) -> str:
     """A ratio to the reference system with its 95 % interval where the
     line has one (the headline's: `2.45x (2.38–2.52)`), `no interval` where
     its runs give none (the decision's sentences say why)."""
@@ -92,7 +94,7 @@ def _x_ref(row, column: str, estimated: bool = False) -> str:
     return f"{number(value)}x ({within}{', estimated' if estimated else ''})"
 
 
-def _energy_cells(row) -> dict:
+def _energy_cells(row: Line) -> dict:
     kind = "estimated" if row["energy_estimated"] else "measured"
     if row["energy_scope"] == NA:
         return {"energy": NA}
@@ -115,11 +117,11 @@ def _per_wh(unit: str, scope: str, window: str, value: float, est: str) -> dict:
     return {per_wh_title(unit, scope, window): NA if pd.isna(value) else number(value) + est}
 
 
-def _node_cells(row, unit: str) -> dict:
+def _node_cells(row: Line, unit: str) -> dict:
     """Work per node-Wh (the centre's meter, its own scope and window) and
     its ratio where the row has it, and the accelerators' share of the node
     energy where jpwr measured both; nothing where the row has neither."""
-    cells = {}
+    cells: dict[str, str] = {}
     if pd.notna(row["work_per_node_wh"]):
         cells[per_wh_title(unit, "node", row["node_energy_window"])] = number(row["work_per_node_wh"])
         cells["per node-Wh x ref (node scope, same window)"] = _x_ref(row, "work_per_node_wh_ratio")
@@ -129,7 +131,7 @@ def _node_cells(row, unit: str) -> dict:
     return cells
 
 
-def node_energy(row) -> str:
+def node_energy(row: Line) -> str:
     """The row's node energy in words: its figure with scope, window and
     source, or its state and why there is none."""
     if pd.notna(row["node_wh"]):
@@ -141,8 +143,8 @@ def node_energy(row) -> str:
     return row["node_energy_state"] + ("" if reason == NA else f": {reason}")
 
 
-def _row_cells(row, unit: str, headline: bool) -> dict:
-    if row["state"] not in MEASURED:
+def _row_cells(row: Line, unit: str, headline: bool) -> dict:
+    if row["state"] not in RAN:
         return {"system": row["system"], "configuration": row.get("like", NA),
                 "status": f"{row['state']}: {row['reason']}".rstrip(": ")}
     est = " (estimated)" if row["energy_estimated"] else ""
@@ -184,7 +186,7 @@ def _row_cells(row, unit: str, headline: bool) -> dict:
 def rows_display(table: pd.DataFrame, headline: bool) -> pd.DataFrame:
     if table.empty:
         return pd.DataFrame()
-    units = table.loc[table["state"].isin(MEASURED), "unit"]
+    units = table.loc[table["state"].isin(RAN), "unit"]
     unit = units.iloc[0] if not units.empty else "work"
     lines = [_row_cells(row, unit, headline) for _, row in table.iterrows()]
     columns = _together(list(dict.fromkeys(c for line in lines for c in line)), f"{unit}/Wh, ")
@@ -266,7 +268,7 @@ def solution_display(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(lines, columns=columns).fillna("")
 
 
-def _restored(row) -> str:
+def _restored(row: Line) -> str:
     if row["limit_default"]:
         return "nothing set"
     return {True: "yes", False: "no"}.get(row["power_limit_restored"], "not recorded")
@@ -308,7 +310,8 @@ COUNTS = {"global_batch", "nodes", "devices", "base_devices", "runs", "size", "t
 def plain_display(table: pd.DataFrame) -> pd.DataFrame:
     def column(values: pd.Series) -> pd.Series:
         shown = count if values.name in COUNTS else number
-        return values.map(lambda v: shown(v) if isinstance(v, (float, int)) and not isinstance(v, bool) else v)
+        return values.map(lambda v: shown(v) if isinstance(v, (float, int)) and not isinstance(v, bool)
+                          else v)
     return table.apply(column) if not table.empty else table
 
 
@@ -316,7 +319,7 @@ def markdown(display: pd.DataFrame) -> str:
     if display.empty:
         return "none\n"
 
-    def line(cells) -> str:
+    def line(cells: Iterable[object]) -> str:
         return "| " + " | ".join(str(c).replace("|", "/").replace("\n", " ") for c in cells) + " |"
     header = list(display.columns)
     return "\n".join([line(header), line(["---"] * len(header)),
@@ -332,10 +335,10 @@ _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).with_nam
                           autoescape=True, undefined=jinja2.StrictUndefined)
 
 
-def page(template: str, **context) -> str:
+def page(template: str, **context: object) -> str:
     return _ENV.get_template(template).render(**context)
 
 
-def html_page(**context) -> str:
+def html_page(**context: object) -> str:
     return page("report.html.j2", method=METHOD, solution_note=SOLUTION_NOTE, sweep_note=SWEEP_NOTE,
                 **context)

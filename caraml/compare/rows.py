@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -36,7 +38,10 @@ from caraml.power_limit import DEFAULT as DEFAULT_LIMIT
 from caraml.row import render, verdict
 from caraml.row.record import Row
 from caraml.row.run import undecided
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
+
+# a line of the comparison: a row of its table, or that row as a dict
+Line = pd.Series | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,7 @@ def line(row: Row, run: RunDir, path: Path, audit: Audit | None = None) -> dict:
         "row_file": str(path), "run_dir": run.name or str(run.path),
         "audit": audit.state if audit is not None else "",
         "audit_why": audit.why if audit is not None else "",
-        "machine": ident.machine, "build": ident.build, "run_key": ident.run}
+        "machine": ident.machine, "hosts": ident.host_set, "build": ident.build, "run_key": ident.run}
 
 
 def columns() -> list[str]:
@@ -217,7 +222,7 @@ def at_default_limit(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def ran(rows: pd.DataFrame) -> pd.DataFrame:
     """The rows whose job ran to a figure, measurements or not."""
-    return rows[rows["state"].isin(MEASURED)]
+    return rows[rows["state"].isin(RAN)]
 
 
 def measured(rows: pd.DataFrame) -> pd.DataFrame:
@@ -225,11 +230,11 @@ def measured(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["measurement"].astype(bool)]
 
 
-def cause(line: pd.Series | dict) -> str:
+def cause(line: Line) -> str:
     """Why a line is no measurement, as every part of the report says it: the
     verdict of a row that ran, else its state and reason (the verdict's why)."""
     why = line["not_a_measurement"]
-    return verdict.shown(why) if line["state"] in MEASURED else why
+    return verdict.shown(why) if line["state"] in RAN else why
 
 
 def run_name(line: pd.Series) -> str:

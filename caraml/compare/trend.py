@@ -9,6 +9,7 @@ caraml/compare/output.py: nothing here imports matplotlib."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,7 +32,7 @@ def load(db: Path) -> pd.DataFrame:
     except FileNotFoundError:
         raise CompareError(f"{db}: no such results history; the row model writes it "
                            f"(results/caraml_rows.sqlite in the checkout, or ${history.ENV})") from None
-    except Exception as err:  # sqlite3.Error, a JSON line that is not a row
+    except (sqlite3.Error, ValueError) as err:  # a JSON line that is not a row: ValueError
         raise CompareError(f"{db}: not a results history ({' '.join(str(err).split())[:200]})") from None
     if not lines:
         raise CompareError(f"{db}: the results history holds no row yet")
@@ -100,9 +101,10 @@ def find(db: Path, refs: pd.DataFrame) -> Found:
     table = load(db)
     points = series(table, refs)
     under = points[points["below"]]
-    below = [f"{r.system} {r.benchmark} {r.like}: {number(r.per_s_per_device)} {r.unit}/s per "
-             f"{r.device_unit} on {r.when:%Y-%m-%d} (commit {r.commit}, run {r.run_uuid[:8]} on {r.host}) "
-             f"is below its reference band ({number(r.low)})" for r in under.itertuples()]
+    below = [f"{r['system']} {r['benchmark']} {r['like']}: {number(r['per_s_per_device'])} {r['unit']}/s "
+             f"per {r['device_unit']} on {r['when']:%Y-%m-%d} (commit {r['commit']}, run {r['run_uuid'][:8]} "
+             f"on {r['host']}) is below its reference band ({number(r['low'])})"
+             for r in under.to_dict("records")]
     latest = rows.measured(points).groupby(GROUP, dropna=False).tail(1)
     ending_below = int(latest["below"].sum())
     run_drops, ending_dropped = drops.run_to_run(points, GROUP)

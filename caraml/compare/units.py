@@ -7,6 +7,8 @@ is ever printed in milli-hours or milli-kWh."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import SupportsFloat
 
 NA = "n/a"
 SIGNIFICANT = 3
@@ -15,11 +17,20 @@ _TIME = ((120.0, "s", 1.0), (120 * 60.0, "min", 60.0), (math.inf, "h", 3600.0))
 _ENERGY = ((1e3, "Wh", 1.0), (1e6, "kWh", 1e3), (math.inf, "MWh", 1e6))
 
 
-def number(value: float, unit: str = "") -> str:
+def numeric(value: object) -> float | None:
+    """A cell's value as a number; None where it holds none (None, NaN,
+    pandas' NA); ValueError for a text that is no number."""
+    if not isinstance(value, (SupportsFloat, str)):
+        return None
+    number = float(value)
+    return None if math.isnan(number) else number
+
+
+def number(given: object, unit: str = "") -> str:
     """value to three significant digits, thousands separated, with its unit."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    value = numeric(given)
+    if value is None:
         return NA
-    value = float(value)
     if value == 0 or math.isinf(value):
         text = f"{value:g}"
     else:
@@ -31,16 +42,17 @@ def number(value: float, unit: str = "") -> str:
     return f"{text} {unit}".rstrip()
 
 
-def count(value: float) -> str:
+def count(given: object) -> str:
     """A count (batch size, nodes, devices, runs) as it is, never rounded: 1024, not 1,020."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    value = numeric(given)
+    if value is None:
         return NA
-    value = float(value)
     return f"{int(value)}" if value.is_integer() else f"{value:g}"
 
 
-def _scaled(value: float, steps) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+def _scaled(given: object, steps: Sequence[tuple[float, str, float]]) -> str:
+    value = numeric(given)
+    if value is None:
         return NA
     for limit, unit, size in steps:
         if abs(value) < limit:
@@ -48,11 +60,11 @@ def _scaled(value: float, steps) -> str:
     raise AssertionError("the last step has no limit")
 
 
-def duration(seconds: float) -> str:
+def duration(seconds: object) -> str:
     """A time in s below 2 min, in min below 2 h, else in h."""
     return _scaled(seconds, _TIME)
 
 
-def energy(wh: float) -> str:
+def energy(wh: object) -> str:
     """An energy in Wh below 1 kWh, in kWh below 1 MWh, else in MWh."""
     return _scaled(wh, _ENERGY)

@@ -4,4 +4,4 @@ README's main command does (whether every row succeeded). The planner
 (jobplan.py) runs the others with the suite's Python where it exists, else
 with the login node's python3. Standard library only: they run before any
 environment is set up. The helpers that run
-on the compute nodes, inside the jobs, are the modules of caraml/ itself."""
+on the compute nodes, inside the jobs, are caraml/job/."""

@@ -16,7 +16,15 @@ end, saying what happens while it waits:
   said when the wait ended (the row model asks Slurm itself for a row's
   `pending` reason, caraml/row/status.py).
 
-    python -m caraml.login.follow [--pace S] [--run-file FILE] HANDLE -- jube run SCRIPT ...
+    python -m caraml.login.follow [-q|-v] [--pace S] [--run-file FILE] HANDLE -- jube run SCRIPT ...
+
+Its lines have levels (the standard `logging` module's, logger
+"caraml.follow"): a job that cannot start, a `jube run` that failed or made
+no run, a queue that does not answer at WARNING; JUBE's own output and each
+job's start, end, progress and Slurm state at INFO (the default); each
+`jube continue` and `jube status` and what the queue said at DEBUG. -q
+shows the warnings alone, -v the details too; CARAML_LOG_LEVEL sets the
+level without them (aux/run_benchmarks.sh passes its -q and -v on so).
 
 It follows only the run its own `jube run` made (the id JUBE prints as it
 starts), whatever other runs go on in the same folder.
@@ -28,6 +36,7 @@ Standard library only; a job's end is said as the row model decides it."""
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import shlex
@@ -37,12 +46,19 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from caraml import jube_run
-from caraml.row.run import READ_ERRORS, decide, decide_now
 from caraml.login.host_locks import JUBE_RUN_ID, held, jube_folder_lock, jube_script
+from caraml.row.run import READ_ERRORS, decide_now, decide_work_package
+from jpwr.notice import add_level_options, chosen_level, level_kept
+
+LOG = logging.getLogger("caraml.follow")
+LOG.setLevel(logging.INFO)  # main() sets the level asked for
+LEVEL_ENV = ("CARAML_LOG_LEVEL",)
 
 SUBMITTED = re.compile(r"^Submitted batch job (\d+)", re.MULTILINE)
 PROGRESS = re.compile(r"^\s*iteration\s+\d+.*$", re.MULTILINE)
@@ -137,7 +153,7 @@ def ended(work: Path, settled: bool = True) -> str | None:
         row = decide_now(work)
     else:
         try:
-            row = decide(None, work)
+            row = decide_work_package(None, work)
         except READ_ERRORS:
             return None
     return (f"{row.state}{f' ({row.reason})' if row.reason else ''}, "
@@ -145,7 +161,8 @@ def ended(work: Path, settled: bool = True) -> str | None:
 
 
 class Follower:
-    def __init__(self, handle: Path, pace_s: float, out=sys.stdout, clock=time.monotonic) -> None:
+    def __init__(self, handle: Path, pace_s: float, out: TextIO = sys.stdout,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.handle = handle
         self.pace_s = pace_s
         self.out = out
@@ -156,8 +173,10 @@ class Follower:
         self.run_dir: Path | None = None
         self.packages: dict[str, Package] = {}
 
-    def say(self, line: str) -> None:
-        print(f"CARAML: {line}", file=self.out, flush=True)
+    def say(self, line: str, level: int = logging.INFO) -> None:
+        """A `CARAML:` line, where the level asked for shows it."""
+        if LOG.isEnabledFor(level):
+            print(f"CARAML: {line}", file=self.out, flush=True)
 
     def heard(self, line: str) -> None:
         """A line of `jube run`'s own output."""
@@ -221,16 +240,18 @@ class Follower:
             proc = subprocess.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i|%T|%r"],
                                   capture_output=True, text=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as err:
-            self.say(f"squeue did not answer ({err}); asking again in {self.pace_s:g} s")
+            self.say(f"squeue did not answer ({err}); asking again in {self.pace_s:g} s", logging.WARNING)
             return {wp.job_id: ("UNKNOWN", "squeue did not answer")
                     for wp in self.packages.values() if wp.job_id and not wp.ended}
         if proc.returncode != 0:
             if "Invalid job id" in proc.stderr:  # every one of them has left the queue
                 return {}
             said = " ".join(proc.stderr.split())[:200] or f"exit status {proc.returncode}"
-            self.say(f"squeue failed ({said}); asking again in {self.pace_s:g} s")
+            self.say(f"squeue failed ({said}); asking again in {self.pace_s:g} s", logging.WARNING)
             return {wp.job_id: ("UNKNOWN", "squeue failed")
                     for wp in self.packages.values() if wp.job_id and not wp.ended}
+        self.say(f"squeue -j {','.join(ids)}: {' '.join(proc.stdout.split()) or 'none of them queued'}",
+                 logging.DEBUG)
         found = {}
         for line in proc.stdout.splitlines():
             job, _, rest = line.partition("|")
@@ -254,15 +275,20 @@ class Follower:
         return stuck
 
 
-def jube(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["jube", *args], capture_output=True, text=True)
+def jube(follower: Follower, *args: str) -> subprocess.CompletedProcess:
+    done = subprocess.run(["jube", *args], capture_output=True, text=True)
+    said = " ".join(done.stdout.split())[-200:]
+    follower.say(f"jube {' '.join(args)}: status {done.returncode}{f', {said}' if said else ''}",
+                 logging.DEBUG)
+    return done
 
 
-def _pass_on(stream, follower: Follower) -> None:
-    """Shows `jube run`'s output as it comes and lets the follower hear it."""
+def _pass_on(stream: Iterable[str], follower: Follower) -> None:
+    """Shows `jube run`'s output as it comes (at INFO) and lets the follower hear it."""
     for line in stream:
-        sys.stdout.write(line)
-        sys.stdout.flush()
+        if LOG.isEnabledFor(logging.INFO):
+            sys.stdout.write(line)
+            sys.stdout.flush()
         follower.heard(line)
 
 
@@ -287,25 +313,25 @@ def follow(handle: Path, command: list[str], pace_s: float, poll_s: float,
     reader.join(timeout=30)  # the rest of its output; a child that keeps the pipe is not waited for
     follower.look()
     if run.returncode != 0:
-        follower.say(f"{' '.join(command[:3])} failed with status {run.returncode}")
+        follower.say(f"{' '.join(command[:3])} failed with status {run.returncode}", logging.WARNING)
         return NO_RUN
     if follower.run_dir is None or not follower.run_dir.is_dir():
-        follower.say(f"{' '.join(command[:3])} made no run under {handle}")
+        follower.say(f"{' '.join(command[:3])} made no run under {handle}", logging.WARNING)
         return NO_RUN
     run_id = str(follower.run_id)
     if run_file is not None:
         run_file.write_text(run_id + "\n")
     while True:
         # a job that ended is only seen by JUBE after `jube continue`
-        jube("continue", str(handle), "-i", run_id, "--hide-animation")
+        jube(follower, "continue", str(handle), "-i", run_id, "--hide-animation")
         follower.look()
-        if jube("status", str(handle), "-i", run_id).stdout.strip() != "RUNNING":
+        if jube(follower, "status", str(handle), "-i", run_id).stdout.strip() != "RUNNING":
             return 0
         queued = follower.queue()
         if not queued:
             # left the queue without its end marker: it will not write one
             # later; one more continue takes what it left
-            jube("continue", str(handle), "-i", run_id, "--hide-animation")
+            jube(follower, "continue", str(handle), "-i", run_id, "--hide-animation")
             follower.look()
             return 0
         stuck = follower.blocked(queued)
@@ -318,7 +344,7 @@ def follow(handle: Path, command: list[str], pace_s: float, poll_s: float,
                     f"{state} ({reason}). It stays queued; once it can start, follow it with "
                     f"jube continue {shlex.quote(str(handle))} -i {run_id} and "
                     f"jube result {shlex.quote(str(handle))} -i {run_id} -a, "
-                    f"or cancel it with scancel {wp.job_id}")
+                    f"or cancel it with scancel {wp.job_id}", logging.WARNING)
             return 1
         time.sleep(poll_s)
 
@@ -333,12 +359,19 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the id of the run this command made into FILE")
     ap.add_argument("handle", type=Path, help="the benchmark's JUBE output directory")
     ap.add_argument("command", nargs=argparse.REMAINDER, help="-- jube run SCRIPT ...")
+    add_level_options(ap, LEVEL_ENV)
     args = ap.parse_args(argv)
+    try:
+        level = chosen_level(args.quiet, args.verbose, variables=LEVEL_ENV)
+    except ValueError as err:
+        ap.error(str(err))
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if "run" not in command[:-1]:
         ap.error("give the command after --: jube run SCRIPT ...")
     try:
-        return follow(args.handle.absolute(), command, args.pace, args.poll, args.run_file)
+        with level_kept(LOG):
+            LOG.setLevel(level)
+            return follow(args.handle.absolute(), command, args.pace, args.poll, args.run_file)
     except KeyboardInterrupt:
         print(f"CARAML: interrupted; what ran is in {args.handle}: jube continue and jube result "
               "take it from there", file=sys.stderr, flush=True)

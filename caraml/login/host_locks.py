@@ -20,7 +20,7 @@ import re
 import subprocess
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -48,17 +48,18 @@ def held(lock: Path) -> Iterator[Callable[[], None]]:
     its run on a shared login node (only a process killed while holding it
     leaves it, for the next taker to remove)."""
     while True:
-        handle = open(lock, "a")
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        # a descriptor, not a file object: the lock is all it is for
+        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            # a holder that released it removed the file this handle may have
-            # opened: then it locks nothing, and the lock is taken anew
-            mine = os.path.samestat(os.fstat(handle.fileno()), os.stat(lock))
+            # a holder that released it removed the file this descriptor may
+            # have opened: then it locks nothing, and the lock is taken anew
+            mine = os.path.samestat(os.fstat(fd), os.stat(lock))
         except FileNotFoundError:
             mine = False
         if mine:
             break
-        handle.close()
+        os.close(fd)
     released = False
 
     def release() -> None:
@@ -66,13 +67,13 @@ def held(lock: Path) -> Iterator[Callable[[], None]]:
         if not released:
             released = True
             lock.unlink(missing_ok=True)  # while held: a waiter then sees it gone
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
 
     try:
         yield release
     finally:
         release()
-        handle.close()
+        os.close(fd)
 
 
 def jube_script(command: list[str]) -> str:
@@ -80,7 +81,7 @@ def jube_script(command: list[str]) -> str:
     return command[command.index("run") + 1]
 
 
-def run_jube(command: list[str], *, timeout: float, env: dict[str, str] | None = None,
+def run_jube(command: list[str], *, timeout: float, env: Mapping[str, str] | None = None,
              cwd: str | Path | None = None) -> subprocess.CompletedProcess:
     """`jube run` (command), its script's folder lock held while JUBE parses,
     its output captured as text; subprocess.TimeoutExpired (JUBE killed)
@@ -90,15 +91,21 @@ def run_jube(command: list[str], *, timeout: float, env: dict[str, str] | None =
     with held(jube_folder_lock(Path(cwd or ".") / jube_script(command))) as release:
         with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, errors="replace") as proc:
+            stdout, stderr = proc.stdout, proc.stderr
+            assert stdout is not None and stderr is not None  # both PIPE
             # stderr is read aside: JUBE blocks once a pipe nobody reads is full
             err: list[str] = []
-            drain = threading.Thread(target=lambda: err.append(proc.stderr.read()), daemon=True)
+            drain = threading.Thread(target=lambda: err.append(stderr.read()), daemon=True)
             drain.start()
-            timer = threading.Timer(timeout, lambda: (killed.set(), proc.kill()))
+
+            def kill() -> None:
+                killed.set()
+                proc.kill()
+            timer = threading.Timer(timeout, kill)
             timer.start()
             out = []
             try:
-                for line in proc.stdout:
+                for line in stdout:
                     out.append(line)
                     if JUBE_RUN_ID.match(line):
                         release()

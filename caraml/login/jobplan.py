@@ -26,12 +26,14 @@ import shlex
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from caraml import power_limit, report, rocm_tf32  # noqa: E402
-from caraml.login import node_energy, room, systems  # noqa: E402
-from caraml.row.status import SIGNAL_FILE  # noqa: E402
+from caraml import power_limit, report, rocm_tf32
+from caraml.job import node_energy
+from caraml.login import room, systems
+from caraml.row.evidence import SIGNAL_FILE
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATE = ROOT / "aux" / "job.sh.in"
@@ -125,7 +127,7 @@ def external_limit_line(f: dict[str, str]) -> list[str]:
                                   f["power_limit_scope"], int(f["devices_per_package"] or 1))
     try:
         watts = power_limit.asked_w(f["power_limit"].strip(), tdp)
-    except power_limit.BenchmarkInputError as err:
+    except report.BenchmarkInputError as err:
         raise PlanError(str(err)) from None
     return [] if watts is None else [f"#SBATCH --{option}={watts:g}"]
 
@@ -141,16 +143,16 @@ def variables(f: dict[str, str], root: Path) -> list[str]:
         "ERR_FILE": f["err_file"],
         "ERROR_FILE": f["error_file"],
         "DONE_FILE": f["done_file"],
-        # the signals that reached the job script (caraml/row.py reads it)
+        # the signals that reached the job script (caraml/row/ reads it)
         "SIGNAL_FILE": SIGNAL_FILE,
         "SAMPLES_PER_DEVICE": f["samples_per_device"],
         # the nodes' energy as Slurm meters it, beside the energy folder
-        # (caraml/login/node_energy.py), and the meter platform.xml declares
+        # (caraml/job/node_energy.py), and the meter platform.xml declares
         "NODE_ENERGY_FILE": node_energy.FILE_NAME,
         "NODE_METER": f["node_meter"],
         "SUBMIT_MODE": f["submit_mode"],
         "MASTER_ADDR_SUFFIX": f["master_addr_suffix"],
-        # the power guard's records, one a node (caraml/node/power_guard.py)
+        # the power guard's records, one a node (caraml/job/power_guard.py)
         "GUARD_FILES": power_limit.GUARD_FILES,
         # an earlier point of the sweep found no privilege: this one does not run
         "POWER_LIMIT_REFUSED": str(power_limit.refusal_marker(rundir)) if refused_here(f) else "",
@@ -216,7 +218,7 @@ def launcher_words(f: dict[str, str], python: str) -> list[str]:
 
 def guarded(f: dict[str, str]) -> bool:
     """Whether the job starts a power guard on each node: a job on GPUs, or
-    one that asks for a power limit (caraml/node/power_guard.py)."""
+    one that asks for a power limit (caraml/job/power_guard.py)."""
     return f["building_container"] != "yes" and (
         f["device_kind"] in VISIBLE_DEVICES or bool(f["power_limit"].strip()))
 
@@ -234,7 +236,7 @@ def guard_line(f: dict[str, str], root: Path) -> str:
     if not guarded(f):
         return ""
     python = shlex.quote(python_for_job(f, root))
-    guard = [python, "-m", "caraml.node.power_guard", "guard", "--dir", "."]
+    guard = [python, "-m", "caraml.job.power_guard", "guard", "--dir", "."]
     if f["submit_mode"] != "slurm":
         return " ".join(container_words(f, root) + guard + ["--watch-pid", "$$"])
     nodes = int(f["nodes"])
@@ -348,7 +350,7 @@ def submit(facts_path: Path) -> int:
 
 
 # sbatch's reason for a refusal -> what to change, for facts f
-REFUSALS = {
+REFUSALS: dict[str, Callable[[dict[str, str]], str]] = {
     "Invalid account or account/partition combination": lambda f: (
         f"submit with an account that may use partition {f['partition'] or '(the default)'}: "
         "set CARAML_ACCOUNT (sacctmgr show associations user=$USER lists yours; "

@@ -219,7 +219,8 @@ def _amd() -> Host | None:
             name = found.group(1).strip() if found else name
         except (OSError, subprocess.TimeoutExpired):
             pass
-    ids = _entries(inner) if inner else [str(i) for i in granted]
+    listed = _entries(inner) if inner else None
+    ids = listed if listed is not None else [str(i) for i in granted]
     return Host("rocm", [name] * len(granted), ids=ids, grant=" and ".join(grants))
 
 

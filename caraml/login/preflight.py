@@ -16,11 +16,13 @@ import os
 import re
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from caraml import jube_run, report  # noqa: E402
-from caraml.login import jobplan, local_host, systems  # noqa: E402
+from caraml import jube_run, report
+from caraml.login import jobplan, local_host, systems
 
 # the names in a tag expression: "A100|H100", "!container+800M"
 TAG_WORD = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -38,9 +40,9 @@ def load_yaml_script(path: Path) -> object:
     class Loader(yaml.SafeLoader):
         pass
 
-    def include(loader: yaml.SafeLoader, node: yaml.Node) -> object:
+    def include(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> object:
         name, _, keys = loader.construct_scalar(node).partition(":")
-        part = load_yaml_script(path.parent / name)
+        part: Any = load_yaml_script(path.parent / name)
         for key in re.findall(r"\[\s*[\"']([^\"']*)[\"']\s*\]", keys):
             part = part[key]
         return part
@@ -161,7 +163,7 @@ def check_devices(system: systems.System, needed: int, nodes: int, devices_per_n
 EXPORTED = ("CARAML_ROOT", "CARAML_RUNDIR", "CARAML_BENCHMARK_HOME")
 
 
-def check_exported(environ=os.environ) -> None:
+def check_exported(environ: Mapping[str, str] = os.environ) -> None:
     """JUBE 2.5.1 gives a work package its exported variables only when it
     first starts: `jube continue` after an interrupted `jube run` reruns the
     package without them, and every path the step names would be wrong."""

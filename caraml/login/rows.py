@@ -14,10 +14,10 @@ from pathlib import Path
 
 from caraml import jube_run
 from caraml.row.run import rows_of_run
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 
 # A dry run measures nothing and is what was asked for.
-SUCCEEDED = (*MEASURED, "dry-run")
+SUCCEEDED = (*RAN, "dry-run")
 
 
 def unfinished(run_dir: Path) -> list[str]:

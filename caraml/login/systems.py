@@ -77,11 +77,12 @@ def load(path: Path = PLATFORM_XML) -> dict[str, System]:
     for par in pset.iter("parameter"):
         tag = par.get("tag")
         value = (par.text or "").strip()
+        name = par.get("name", "")
         if tag is None:
-            defaults[par.get("name")] = value
+            defaults[name] = value
         else:
             for alternative in tag.split("|"):
-                blocks.setdefault(alternative.strip(), {})[par.get("name")] = value
+                blocks.setdefault(alternative.strip(), {})[name] = value
     # A block is a system when it names itself; other tagged parameters
     # (slurm, local, ...) switch a mode and are not systems.
     return {

@@ -7,18 +7,34 @@ rest to the driver core (caraml/node/driver.py) through this."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
 
 import torch
 
 from caraml.node import compile_toolchain, driver, precision, throughput
 from caraml.node.dist import Dist
-from caraml.node.driver import LoopResult
-from caraml.report import BenchmarkInputError
+from caraml.node.driver import LoopResult, Opts
 from caraml.node.timing import TimingStats, rate
+from caraml.report import BenchmarkInputError
 
 
-def check_placement(args, world_size: int, device: torch.device) -> None:
+class DataParallel(Protocol):
+    """What the shell reads of a data-parallel driver's options, beside the
+    driver core's: a global batch of whole samples and a precision."""
+
+    @property
+    def global_batch_size(self) -> int: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def warmup_iters(self) -> int: ...
+    @property
+    def planned(self) -> str: ...
+
+
+
+def check_placement(args: DataParallel, world_size: int, device: torch.device) -> None:
     """Checks of the options (global_batch_size, precision) that depend on
     how many devices there are and of which kind."""
     if args.global_batch_size % world_size:
@@ -28,7 +44,7 @@ def check_placement(args, world_size: int, device: torch.device) -> None:
     precision.check(args.precision, device)
 
 
-def placement(args, dist: Dist, compiling: str | None = None) -> int:
+def placement(args: DataParallel, dist: Dist, compiling: str | None = None) -> int:
     """The batch per device, once this rank's devices are known to take it:
     the placement checks and, for a driver that compiles (`compiling` names
     its option), the compiler torch.compile needs on this device."""
@@ -38,12 +54,12 @@ def placement(args, dist: Dist, compiling: str | None = None) -> int:
     return args.global_batch_size // dist.world_size
 
 
-def batch_per_device(args, dist: Dist, compiling: str | None = None) -> int:
+def batch_per_device(args: DataParallel, dist: Dist, compiling: str | None = None) -> int:
     """placement() agreed by every rank."""
     return driver.agreed(dist, lambda: placement(args, dist, compiling))
 
 
-def progress(args, unit: str, loss_format: str) -> driver.Progress:
+def progress(args: DataParallel, unit: str, loss_format: str) -> driver.Progress:
     """The progress line: iteration, loss, time per iteration and rate."""
     def line(done: int, seconds: float, loss: float) -> str:
         phase = " (warm-up)" if done <= args.warmup_iters else ""
@@ -53,19 +69,20 @@ def progress(args, unit: str, loss_format: str) -> driver.Progress:
     return line
 
 
-def main(argv, parse: Callable, listing: Callable[[object], bool], names: Callable,
-         check: Callable[[object], None], train: driver.Train) -> int:
+def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], Opts],
+         listing: Callable[[Opts], bool], names: Callable[[], Iterable[str]],
+         check: Callable[[Opts], None], train: driver.Train[Opts]) -> int:
     """A data-parallel driver from its command line to its exit status:
     parse(argv) gives the options, check(options) refuses bad input before
     any process group exists, and where listing(options) holds the driver
     only prints the names it knows (--list-models, --list-problems)."""
-    def options(argv):
+    def options(argv: Sequence[str] | None) -> Opts | int:
         args = parse(argv)
         return driver.listed_or_checked(args, listing(args), names, check)
     return driver.main(argv, options, train)
 
 
-def report_result(args, dist: Dist, result: LoopResult, batch_size: int, unit: str, *,
+def report_result(args: DataParallel, dist: Dist, result: LoopResult, batch_size: int, unit: str, *,
                   head: dict, tail: dict | None = None,
                   figures: Callable[[TimingStats], dict] | None = None) -> int:
     """The summary: each rank's rate, and the job's line: the driver's

@@ -48,13 +48,14 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from caraml import benchmarks, report
 from caraml.node import dist as caraml_dist
 from caraml.node import energy, iterations, memory, numerics, power_limit_run, provenance
 from caraml.node.dist import Dist
 from caraml.node.energy import TimedWindow
-from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.options import NO_ENERGY_DIR, DriverOptions, EnergyOptions
 from caraml.node.startup import StartupTimeout
 from caraml.node.stopping import StopCondition
 from caraml.node.timing import IterationTimer, Timed, TimingStats, slowest_per_iteration, summarize
@@ -65,6 +66,9 @@ EXIT_NO_FIGURE = 1  # the run ended before any iteration was timed
 EXIT_INPUT = 2  # bad input or out of memory: the error line names it
 
 EnergyMeter = Callable[[int], AbstractContextManager]
+T = TypeVar("T")
+# a driver's own options
+Opts = TypeVar("Opts", bound=DriverOptions)
 # (iteration, seconds per iteration of the slowest rank, loss) -> progress line
 Progress = Callable[[int, float, float], str]
 
@@ -83,15 +87,17 @@ def energy_meter(opts: EnergyOptions) -> EnergyMeter:
             f"here ({e}); pass --energy-methods none to train without measuring energy") from None
     except ValueError as e:
         raise BenchmarkInputError(f"--energy-methods: {e}") from None
-    return lambda rank: energy.measured(opts.energy_dir, rank, opts.energy_methods,
-                                        opts.energy_interval_ms)
+    out_dir = opts.energy_dir
+    if out_dir is None:
+        raise BenchmarkInputError(NO_ENERGY_DIR)
+    return lambda rank: energy.measured(out_dir, rank, opts.energy_methods, opts.energy_interval_ms)
 
 
-def agreed(dist: Dist, check: Callable[[], object]) -> object:
+def agreed(dist: Dist, check: Callable[[], T]) -> T:
     """Runs a set-up step on every rank; if it fails on any, every rank
     raises, and only the lowest failing rank's message is printed (by
     main), so a failure shows once and no rank waits for the others."""
-    error, value = None, None
+    error = None
     try:
         value = check()
     except BenchmarkInputError as e:
@@ -177,7 +183,7 @@ class _Interval:
     seconds: float = 0.0
     iterations: int = 0
 
-    def add(self, loss: object, seconds: float) -> None:
+    def add(self, loss: float | None, seconds: float) -> None:
         if loss is not None:
             self.loss_sum += float(loss)
             self.loss_count += 1
@@ -196,7 +202,7 @@ def _progress(dist: Dist, done: int, interval: _Interval, line: Progress) -> flo
     return loss
 
 
-def train_loop(step: Callable[[], object], opts: RunOptions | EnergyOptions, dist: Dist,
+def train_loop(step: Callable[[], object], opts: DriverOptions, dist: Dist,
                stop: StopCondition, meter: EnergyMeter, progress: Progress,
                clock: Callable[[], float] = time.perf_counter) -> LoopResult:
     """Runs `step` (one iteration: fetch, forward, backward, update; returns
@@ -265,14 +271,20 @@ def report_result(dist: Dist, result: LoopResult, *,
         report.emit(f"rank {rank}", **rank_line(durations))
     slowest = slowest_per_iteration(by_rank) if timed else []
     job = summarize(slowest) if timed else None
-    if timed and result.evidence_dir is not None:
-        iterations.record(result.evidence_dir, by_rank=by_rank, slowest=slowest,
-                          iterations_total=result.iterations, **result.series, work=work or {})
     report.emit("global", **global_line(job), **(job.spread() if job else {}), nodes=result.nodes,
                 iterations=len(result.durations),
                 iterations_total=result.iterations, loss=result.loss, **result.numerics,
                 **peak_memory,
                 cpu_s_per_iteration=result.cpu_s / len(result.durations) if timed else "-")
+    # after the figures' line: a full disk costs the row its audit, never its figures
+    if timed and result.evidence_dir is not None:
+        try:
+            iterations.record(result.evidence_dir, by_rank=by_rank, slowest=slowest,
+                              iterations_total=result.iterations, **result.series, work=work or {})
+        except OSError as err:
+            report.warning(f"the timed iterations' raw evidence ({iterations.FILE_NAME}) was not written "
+                           f"({err.strerror}): the row keeps its figures and reads as unaudited; free "
+                           "space in the run folder for the next run")
     if not timed:
         report.error(f"no throughput figure: the run stopped ({result.stop_reason}) after "
                      f"{result.iterations} iteration(s), all of them warm-up")
@@ -289,11 +301,11 @@ def _release_frames(error: BaseException | None) -> None:
         error = error.__context__
 
 
-Train = Callable[[object, Dist, StopCondition, EnergyMeter], int]
+Train = Callable[[Opts, Dist, StopCondition, EnergyMeter], int]
 
 
-def listed_or_checked(opts, listing: bool, names: Callable[[], Iterable[str]],
-                      check: Callable[[object], None]) -> object:
+def listed_or_checked(opts: Opts, listing: bool, names: Callable[[], Iterable[str]],
+                      check: Callable[[Opts], None]) -> Opts | int:
     """A driver's options after its input checks, or 0 where the command
     line only asked for the names it knows (--list-models, --list-problems),
     which are printed one a line."""
@@ -304,8 +316,8 @@ def listed_or_checked(opts, listing: bool, names: Callable[[], Iterable[str]],
     return opts
 
 
-def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], object],
-         train: Train, *, before_init: Callable[[object], None] | None = None) -> int:
+def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], Opts | int],
+         train: Train[Opts], *, before_init: Callable[[Opts], None] | None = None) -> int:
     """parse(argv) gives the options (or an exit status where the command
     line only asked a question); train(options, dist, stop, meter) runs
     between joining and leaving the process group and returns the status."""
@@ -337,8 +349,9 @@ def main(argv: Sequence[str] | None, parse: Callable[[Sequence[str] | None], obj
             with contextlib.ExitStack() as held:
                 # every rank reads its limit before any sets one (caraml/node/power_limit_run.py)
                 agreed(dist, lambda: power_limit_run.record_at_start(opts, dist))
-                if opts.power_limit is not None:
-                    agreed(dist, lambda: held.enter_context(power_limit_run.limited_power(opts, dist)))
+                point = opts.power_limit
+                if point is not None:
+                    agreed(dist, lambda: held.enter_context(power_limit_run.limited_power(opts, point, dist)))
                 return train(opts, dist, stop, meter)
         except BenchmarkInputError as e:
             _release_frames(e)

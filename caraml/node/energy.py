@@ -65,7 +65,7 @@ class TimedWindow:
         self._open = True
 
     def end(self) -> None:
-        if not self._open:
+        if self._scope is None or not self._open:
             return
         self._sync()
         self._scope.end_window(TIMED)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, SupportsFloat
 
 import torch
 
@@ -37,14 +37,18 @@ class Stepped(NamedTuple):
     none, as pipeline stages before the last) and whether the update was
     skipped. A step that never skips may return the loss alone."""
 
-    loss: object
+    loss: float | torch.Tensor | None
     skipped: bool = False
 
 
 def outcome(returned: object) -> tuple[float | None, bool]:
     """A step's return as (loss or None, skipped)."""
-    loss, skipped = returned if isinstance(returned, Stepped) else (returned, False)
-    return (None if loss is None else float(loss)), bool(skipped)
+    loss, skipped = (returned.loss, returned.skipped) if isinstance(returned, Stepped) else (returned, False)
+    if loss is None:
+        return None, bool(skipped)
+    if not isinstance(loss, SupportsFloat):
+        raise TypeError(f"a training step returned {type(loss).__name__}, not its loss")
+    return float(loss), bool(skipped)
 
 
 def scaled_update(scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer) -> bool:

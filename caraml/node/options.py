@@ -5,7 +5,7 @@ help text cannot drift apart. Both drivers build their options from the
 groups here (run length, energy) plus their own groups:
 
     @dataclass(frozen=True, kw_only=True)
-    class Options(RunOptions, EnergyOptions):
+    class Options(DriverOptions):
         model: str = option("resnet50", doc="torchvision classification model")
 
     opts = parse(Options, argv, prog="...")  # BenchmarkInputError on bad input
@@ -26,8 +26,12 @@ from dataclasses import MISSING, dataclass
 
 from caraml import power_limit, report
 from caraml.power_limit import MODES as POWER_LIMIT_MODES
-from caraml.power_limit import SCOPES as POWER_LIMIT_SCOPES
 from caraml.report import BenchmarkInputError
+from jpwr.gpu.power_limit import SCOPES as POWER_LIMIT_SCOPES
+
+if typing.TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+T = typing.TypeVar("T", bound="DataclassInstance")
 
 # seconds every rank has to come to the process group, unless a driver is told otherwise
 STARTUP_TIMEOUT_S = 300.0
@@ -122,8 +126,9 @@ def _groups(cls: type) -> Iterable[tuple[type, list[dataclasses.Field]]]:
     driver's class first, the shared groups after."""
     for klass in cls.__mro__:
         own = klass.__dict__.get("__annotations__", {})
+        declared = getattr(klass, "__dataclass_fields__", {})
         fields = [f for f in dataclasses.fields(cls) if f.name in own
-                  and not klass.__dataclass_fields__[f.name].metadata.get("inherit")]
+                  and not declared[f.name].metadata.get("inherit")]
         if fields:
             yield klass, fields
 
@@ -156,7 +161,7 @@ def parser(cls: type, *, prog: str, description: str) -> argparse.ArgumentParser
     return p
 
 
-def parse(cls: type, argv: Sequence[str] | None, *, prog: str, description: str = ""):
+def parse(cls: type[T], argv: Sequence[str] | None, *, prog: str, description: str = "") -> T:
     ns = parser(cls, prog=prog, description=description).parse_args(argv)
     values = {f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)
               if not _declaration(cls, f.name).get("derived")}
@@ -186,6 +191,7 @@ def graphcore_precision(name: str) -> str:
             f"{', '.join([*GRAPHCORE_PRECISIONS, *GRAPHCORE_ONLY])}")
     return GRAPHCORE_PRECISIONS[name]
 NO_ENERGY = "none"
+NO_ENERGY_DIR = "--energy-dir is needed to measure energy (or pass --energy-methods none)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -276,8 +282,7 @@ class EnergyOptions:
                 f"--energy-methods {' '.join(self.energy_methods)}: '{NO_ENERGY}' cannot be "
                 "combined with other methods")
         if self.measures_energy and not self.energy_dir:
-            raise BenchmarkInputError(
-                "--energy-dir is needed to measure energy (or pass --energy-methods none)")
+            raise BenchmarkInputError(NO_ENERGY_DIR)
         if self.power_limit is not None:
             try:
                 power_limit.asked_w(self.power_limit, power_limit.point_tdp_w(
@@ -285,6 +290,13 @@ class EnergyOptions:
                 power_limit.parse_range(self.power_limit_range_w)
             except BenchmarkInputError as e:
                 raise BenchmarkInputError(f"--power-limit: {e}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class DriverOptions(RunOptions, EnergyOptions):
+    """A driver's options as the driver core (caraml/node/driver.py) reads
+    them: the run and its energy. Every driver's options derive from it and
+    add groups of their own."""
 
 
 @dataclass(frozen=True, kw_only=True)

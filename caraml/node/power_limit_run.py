@@ -25,7 +25,7 @@ every rank with one line (the driver core's `agreed`), with every limit
 already set put back. A job refused the privilege to set a limit notes it
 in the run's folder (caraml/power_limit.py, REFUSED_FILE): the sweep's later
 points end at once with the same line instead of queueing to fail alike.
-The job's power guard (caraml/node/power_guard.py) puts back what a rank that
+The job's power guard (caraml/job/power_guard.py) puts back what a rank that
 is killed outright cannot."""
 
 from __future__ import annotations
@@ -36,13 +36,17 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from caraml import power_limit, report
-from caraml.power_limit import line_watts
 from caraml.node.dist import Dist
 from caraml.node.options import EnergyOptions
 from caraml.node.stopping import STOP_SIGNALS
+from caraml.power_limit import line_watts
 from caraml.report import BenchmarkInputError
+
+if TYPE_CHECKING:
+    from jpwr.gpu.power_limit import Limit
 
 # what a centre provides where jobs may not set limits (docs/power_limits.md)
 CENTRE = ("the centre must provide jobs that may set GPU power limits (e.g. a reservation whose "
@@ -93,7 +97,7 @@ def _note_refusal(opts: EnergyOptions, line: str) -> None:
                        "later points will each be refused alike")
 
 
-def _check_external(limit, watts: float | None) -> None:
+def _check_external(limit: Limit, watts: float | None) -> None:
     """Mode external: the limit the centre set must be the point's."""
     from jpwr.gpu.power_limit import TOLERANCE_W, scope_name
     if watts is not None and abs(limit.reported_w - watts) > TOLERANCE_W:
@@ -105,12 +109,13 @@ def _check_external(limit, watts: float | None) -> None:
 
 
 @contextlib.contextmanager
-def limited_power(opts: EnergyOptions, dist: Dist) -> Iterator[None]:
-    """The sweep point's limit on this rank's device for the block, each end
-    said in a line; BenchmarkInputError (one line) where it cannot be set."""
+def limited_power(opts: EnergyOptions, point: str, dist: Dist) -> Iterator[None]:
+    """The sweep point's limit (opts.power_limit) on this rank's device for
+    the block, each end said in a line; BenchmarkInputError (one line) where
+    it cannot be set."""
     from jpwr.gpu.power_limit import PowerLimitError, PrivilegeMissing, limited
     tdp_w = power_limit.point_tdp_w(opts.tdp_w, opts.power_limit_scope, opts.devices_per_package)
-    watts = power_limit.asked_w(opts.power_limit, tdp_w)
+    watts = power_limit.asked_w(point, tdp_w)
     external = opts.power_limit_mode == power_limit.EXTERNAL
     limit = None
     try:
@@ -138,7 +143,7 @@ def limited_power(opts: EnergyOptions, dist: Dist) -> Iterator[None]:
             _say_restored(dist, limit)
 
 
-def _say_restored(dist: Dist, limit, when: str | None = None) -> None:
+def _say_restored(dist: Dist, limit: Limit, when: str | None = None) -> None:
     ok = limit.restore_now() if when else limit.restored
     report.emit(power_limit.RESTORED_SCOPE, rank=dist.rank, device=limit.device,
                 restored="yes" if ok else "no", limit_w=limit.before_w,
@@ -146,7 +151,7 @@ def _say_restored(dist: Dist, limit, when: str | None = None) -> None:
 
 
 @contextlib.contextmanager
-def restored_at_first_signal(limit, said: Callable[[str], None]) -> Iterator[None]:
+def restored_at_first_signal(limit: Limit, said: Callable[[str], None]) -> Iterator[None]:
     """While the block runs, the first stop signal (caraml/node/stopping.py's)
     puts the limit back at once: Python runs a signal's handler only when the
     main thread comes back to Python, after the step's GPU work, so a thread

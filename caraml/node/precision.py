@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from contextlib import AbstractContextManager
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -81,7 +82,7 @@ def autocast(precision: str, device: torch.device) -> AbstractContextManager:
     return torch.autocast(device.type, dtype=dtype, enabled=dtype is not None)
 
 
-def grad_scaler(precision: str, device: torch.device, **options) -> torch.amp.GradScaler:
+def grad_scaler(precision: str, device: torch.device, **options: Any) -> torch.amp.GradScaler:
     # fp16's narrow range lets small gradients underflow without loss scaling;
     # bf16 has fp32's range. A disabled scaler passes everything through.
     return torch.amp.GradScaler(device.type, enabled=precision == "fp16", **options)

@@ -19,6 +19,7 @@ import signal
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import FrameType
 
 from caraml.node.timing import Timed
 from caraml.report import WINDOW_REACHED
@@ -56,7 +57,7 @@ class StopCondition:
             signal.signal(sig, handler)
         self._previous.clear()
 
-    def _on_signal(self, signum, _frame) -> None:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.signal_received = signal.Signals(signum).name
 
     @property
@@ -97,5 +98,5 @@ class StopCondition:
         self.install_signal_handlers()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.restore_signal_handlers()

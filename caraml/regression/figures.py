@@ -5,7 +5,7 @@ same reader, the same matching, the same bands) and the provenance the
 perflog carries.
 
 Sanity: the row's job ran to its figures (caraml/row/status.py's
-MEASURED). A row that ran and is no measurement (caraml/row/verdict.py:
+RAN). A row that ran and is no measurement (caraml/row/verdict.py:
 too few timed iterations or seconds, energy that is not whole) passes
 sanity and never passes its performance: every figure is NaN in the
 perflog, an expected failure that names the verdict (once, after the
@@ -18,6 +18,7 @@ perflog in `flags`."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -26,17 +27,17 @@ from caraml.compare import reference
 from caraml.compare.rows import RunDir, line
 from caraml.row import render
 from caraml.row.record import Row
-from caraml.row.status import MEASURED
+from caraml.row.status import RAN
 from caraml.row.verdict import shown
 
 # the row's provenance as the perflog's fields (check variables of the same names)
-PROVENANCE = ("commit", "suite_version", "torch", "energy_source", "energy_scope", "energy_kind",
+PROVENANCE = ("commit", "suite_version", "torch", "energy_methods", "energy_scope", "energy_kind",
               "energy_window", "system", "config", "flags", "status", "measurement")
 
 
 def sanity(row: Row) -> tuple[bool, str]:
     """Whether the row passes, and why not."""
-    if row.state not in MEASURED:
+    if row.state not in RAN:
         return False, f"row {row.state}: {row.reason or 'no reason given'}"
     return True, ""
 
@@ -97,8 +98,8 @@ def stricter(a: tuple | None, b: tuple | None, unit: str) -> tuple | None:
             None if math.isinf(high) else round(high / value - 1, 12), unit)
 
 
-def reframe_reference(row: Row, refs: pd.DataFrame, key: str, xfail,
-                      centre: dict[str, tuple] | None = None) -> dict[str, dict]:
+def reframe_reference(row: Row, refs: pd.DataFrame, key: str, xfail: Callable[[str, tuple], object],
+                      centre: dict[str, object] | None = None) -> dict[str, dict[str, object]]:
     """ReFrame's whole reference for this row: the bands of references(),
     merged with the reference a centre's subclass gives the ReFrame way
     (`centre`: variable -> tuple, as resolved for this partition), the
@@ -107,11 +108,12 @@ def reframe_reference(row: Row, refs: pd.DataFrame, key: str, xfail,
     as an expected failure that says why, made by ReFrame's builtin xfail(message,
     reference), which the check passes in. ReFrame turns the dict into its
     scoped form when the check assigns it, so it is made whole here."""
-    out = references(row, refs, key)
+    out: dict[str, dict[str, object]] = {k: dict(v) for k, v in references(row, refs, key).items()}
     units = {name: unit for name, (_, unit) in perf_values(row).items()}
     for name, theirs in (centre or {}).items():
         if name in units:
-            merged = stricter(out.get(key, {}).get(name), tuple(theirs), units[name]) \
+            ours = out.get(key, {}).get(name)
+            merged = stricter(ours if isinstance(ours, tuple) else None, tuple(theirs), units[name]) \
                 if isinstance(theirs, (tuple, list)) else theirs  # a centre's own xfail stays
             out.setdefault(key, {})[name] = merged
     for name, message in xfail_messages(render.missing(row)).items():
@@ -135,7 +137,7 @@ def provenance(row: Row) -> dict[str, str]:
     labels = render.labels(row)
     fields = {
         "commit": row.commit, "suite_version": row.suite_version, "torch": row.torch,
-        "energy_source": row.energy_methods, "energy_scope": row.energy_scope,
+        "energy_methods": row.energy_methods, "energy_scope": row.energy_scope,
         "energy_kind": labels["energy_kind"], "energy_window": row.energy_window,
         "system": row.system_name, "config": row.label, "flags": " ".join(row.flags) or "none",
         "status": row.state,

@@ -22,11 +22,12 @@ import os
 import shlex
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml import jube_run
-from caraml.benchmarks import Benchmark
+from caraml.benchmark_entry import Benchmark
 from caraml.login.host_locks import lock_file, run_jube
 from caraml.login.jobplan import ROOT, suite_python
 from caraml.report import ERROR_PREFIX
@@ -81,7 +82,7 @@ def jube_command() -> str:
 
 
 def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float = 300,
-         environ=None) -> Plan:
+         environ: Mapping[str, str] | None = None) -> Plan:
     """Plans one work package in STAGE with a JUBE dry run and leaves there
     the job script and the work package's parameters (params.json)."""
     stage = Path(stage)
@@ -119,7 +120,8 @@ def plan(benchmark: Benchmark, tags: list[str], stage: Path, *, timeout_s: float
     words, exported = data_step(data_params, step.args)
     python = str(suite_python())
     (stage / step.step).mkdir(exist_ok=True)
-    prepare = [python, str(ROOT / "caraml" / "failure.py"), "--run", "data step", "--", python, *words]
+    failure = ROOT / "caraml" / "job" / "failure.py"
+    prepare = [python, str(failure), "--run", "data step", "--", python, *words]
     return Plan(stage / JOB_SCRIPT, params, prepare, exported, stage / step.step)
 
 
@@ -142,9 +144,9 @@ def prepare_data(planned: Plan, timeout_s: float = PREPARE_TIMEOUT_S) -> None:
     """Runs the data step (where the plan has one) in its folder of the
     stage: data.args for the job, stdout and stderr; a failure raises the
     step's one-line error."""
-    if not planned.prepare:
-        return
     folder = planned.data_folder
+    if not planned.prepare or folder is None:
+        return
     with open(folder / "stdout", "w") as out, open(folder / "stderr", "w") as err:
         try:
             # in its folder, as JUBE's data step runs in its work package
@@ -181,7 +183,7 @@ def local_lock() -> Path:
     return lock_file("local-jobs")
 
 
-def decide(benchmark: str, stage: Path, timeout_s: float = 900) -> Path:
+def run_row_model(benchmark: str, stage: Path, timeout_s: float = 900) -> Path:
     """Decides the row of the job that ran in STAGE with the row model, as
     JUBE's combine step does (caraml/row/standalone.py): row.json and the
     `CARAML row` lines in row.out."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from caraml.login import systems
@@ -39,7 +40,7 @@ PERFLOG_FORMAT = (
     "status=%(check_caraml_status)s|"
     "measurement=%(check_caraml_measurement)s|"
     "commit=%(check_caraml_commit)s|suite=%(check_caraml_suite_version)s|torch=%(check_caraml_torch)s|"
-    "energy_methods=%(check_caraml_energy_source)s|energy_scope=%(check_caraml_energy_scope)s|"
+    "energy_methods=%(check_caraml_energy_methods)s|energy_scope=%(check_caraml_energy_scope)s|"
     "energy=%(check_caraml_energy_kind)s|energy_window=%(check_caraml_energy_window)s|"
     "flags=%(check_caraml_flags)s|%(check_perfvalues)s")
 PERFVAR_FORMAT = ("%(check_perf_var)s=%(check_perf_value)s|%(check_perf_unit)s|"
@@ -51,14 +52,16 @@ class SiteError(ValueError):
     pass
 
 
-def _int(text: str) -> int | None:
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
     try:
         return int(text)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
 
 
-def access(params: dict[str, str], environ) -> list[str]:
+def access(params: dict[str, str], environ: Mapping[str, str]) -> list[str]:
     """sbatch options that reach the system's nodes: the partition, the
     account (CARAML_ACCOUNT) and the system's additional #SBATCH lines."""
     options = [f"--partition={params['partition']}"] if params.get("partition") else []
@@ -71,7 +74,7 @@ def access(params: dict[str, str], environ) -> list[str]:
     return options
 
 
-def partition(system: systems.System, name: str, scheduler: str, tags: list[str], environ,
+def partition(system: systems.System, name: str, scheduler: str, tags: list[str], environ: Mapping[str, str],
               cpus: int | None = None, descr: str | None = None) -> dict:
     p = system.params
     per_node = _int(p.get("devices_per_node")) or 1
@@ -103,7 +106,7 @@ def _system(name: str, descr: str, hostnames: list[str], partitions: list[dict])
             "partitions": partitions}
 
 
-def reframe_log(argv: list[str], environ) -> Path:
+def reframe_log(argv: list[str], environ: Mapping[str, str]) -> Path:
     """Where ReFrame's own log goes: reframe.log under the run's prefix
     (`--prefix`, else RFM_PREFIX, else the folder ReFrame runs in, its
     default prefix). ReFrame's builtin configuration writes a new
@@ -120,7 +123,7 @@ def reframe_log(argv: list[str], environ) -> Path:
     return Path(prefix) / "reframe.log"
 
 
-def site_configuration(platform_xml: Path = systems.PLATFORM_XML, environ=os.environ,
+def site_configuration(platform_xml: Path = systems.PLATFORM_XML, environ: Mapping[str, str] = os.environ,
                        argv: list[str] | None = None) -> dict:
     found = systems.load(platform_xml)
     cpus = os.cpu_count()

@@ -9,14 +9,23 @@ from __future__ import annotations
 
 from caraml import benchmarks, device_peaks
 from caraml.benchmark_entry import Benchmark, number, whole
+from caraml.job.log import requeued
 from caraml.report import CONTENTION_PCT, MEMORY, last_kv
 from caraml.row import power_limit
-from caraml.job_log import requeued
 from caraml.row.evidence import Evidence
-from caraml.row.facts import (Facts, energy, energy_flags, headline, measured_peak, mfu_refusal, node_energy,
-                              provenance)
-from caraml.row.record import Row, judged, make, timed_span
-from caraml.row.status import MEASURED, Status, decide, slurm_state
+from caraml.row.facts import (
+    Facts,
+    energy,
+    energy_flags,
+    headline,
+    measured_peak,
+    mfu_refusal,
+    node_energy,
+    provenance,
+)
+from caraml.row.record import Row, make, timed_span
+from caraml.row.status import RAN, SlurmState, Status, decide_status, slurm_state
+from caraml.row.verdict import judged
 
 _num, _int = number, whole
 
@@ -51,7 +60,8 @@ def _throughput(benchmark: Benchmark, g: dict[str, str], ev: Evidence, system: d
         found = benchmark.vendor_rate.findall(ev.text("job.err", "job.out"))
         # samples (sequences of the LLM) a second of the last epoch or step
         per_sample = _num(ev.params.get(benchmark.vendor_sample_param or "")) or 1.0
-        rate = _num(found[-1]) * per_sample if found else None
+        logged = _num(found[-1]) if found else None
+        rate = logged * per_sample if logged is not None else None
         per_dev = rate / system["devices"] if rate is not None and system["devices"] else None
         if benchmark.vendor_steps is not None:  # one logged line a step
             iterations = len(benchmark.vendor_steps.findall(ev.text("job.err"))) or None
@@ -120,7 +130,7 @@ def flags(ev: Evidence, status: Status, energy_fields: dict, limit: dict) -> lis
     the node: a power limit away from the default, or not put back."""
     times = requeued(ev.text("job.out"))
     again = [f"requeued({times})"] if times else []
-    if status.state not in MEASURED:
+    if status.state not in RAN:
         return again + power_limit.flags(limit, measured=False)
     out = again + (energy_flags(energy_fields) if energy_fields else [])
     out += power_limit.flags(limit, measured=True)
@@ -141,15 +151,15 @@ def flags(ev: Evidence, status: Status, energy_fields: dict, limit: dict) -> lis
     return out + ([f"mfu-not-available({why})"] if why else [])
 
 
-def decide_row(name: str, ev: Evidence, *, slurm_state=slurm_state) -> Row:
+def decide_row(name: str | None, ev: Evidence, *, slurm_state: SlurmState | None = slurm_state) -> Row:
     """The whole row, decided once."""
     benchmark = benchmarks.get(name)
     job_out = ev.text("job.out")
     g = last_kv(job_out, "global")
     system = _system(ev.params)
     throughput = _throughput(benchmark, g, ev, system)
-    status = decide(ev, has_throughput=bool(throughput), slurm_state=slurm_state)
-    ran = status.state in MEASURED
+    status = decide_status(ev, has_throughput=bool(throughput), slurm_state=slurm_state)
+    ran = status.state in RAN
     work_total = _num(g.get(benchmark.figures.work_total))
     if work_total is None and benchmark.vendor_steps is not None and throughput:
         # Graphcore's GPT-2 (GC200): every logged step trained one global batch

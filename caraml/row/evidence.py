@@ -6,18 +6,17 @@ file and its parameters, from JUBE's own record of the run
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from caraml import jube_run
-from caraml.job_log import last_attempt
-from caraml.login.node_energy import FILE_NAME as NODE_ENERGY_FILE
-from caraml.login.node_energy import NodeEnergy, read_node_energy
+from caraml.job.log import last_attempt
+from caraml.job.node_energy import FILE_NAME as NODE_ENERGY_FILE
+from caraml.job.node_energy import NodeEnergy, read_node_energy
 from caraml.power_limit import GUARD_FILES
 
 # The job script writes each signal that reached it here, one name a line
-# (aux/job.sh.in); jobwatch.py reads it too
+# (aux/job.sh.in); caraml/job/watch.py reads it too
 SIGNAL_FILE = "signal"
 # the evidence's name for the job script's done marker ("yes" where it is there)
 DONE = "done"
@@ -64,7 +63,7 @@ def job_texts(folder: Path, done_file: str) -> dict[str, str]:
     """What the job script (aux/job.sh.in) left in the folder it ran in,
     by name, whoever started it (JUBE or a ReFrame check): its logs from
     the last attempt on, its error and signal markers, the power guard's
-    record of each node (caraml/node/power_guard.py) and whether its done
+    record of each node (caraml/job/power_guard.py) and whether its done
     marker, an empty file, is there."""
     texts = {name: _read(folder / name) for name in ("error", SIGNAL_FILE)}
     texts.update({name: last_attempt(_read(folder / name)) for name in ("job.out", "job.err")})

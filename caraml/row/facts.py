@@ -2,14 +2,14 @@
 `CARAML <scope>: key=value` lines (caraml/report.py) and the energy lines of
 `jpwr combine` (jpwr-summary, jpwr-scope, jpwr-window, jpwr-scopes,
 jpwr-hosts), and the job's node energy as its file gives it
-(caraml/login/node_energy.py). Standard library only (login node)."""
+(caraml/job/node_energy.py). Standard library only (login node)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-from caraml.login.node_energy import MEASURED, NodeEnergy
+from caraml.job.node_energy import MEASURED, NodeEnergy
 from caraml.report import contended_peak_refusal, kv, kv_lines, last_kv
 from caraml.row.record import gpu_work_per_wh
 
@@ -74,9 +74,11 @@ class Facts:
 
 
 def _num(value: str | None) -> float | None:
+    if value is None:
+        return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
     return number if number == number else None
 
@@ -173,9 +175,10 @@ def accelerator_share(by_scope: dict[str, float | None]) -> dict:
     (the whole run) and one set of hosts' samples; none elsewhere."""
     node = by_scope.get("node")
     scope = next((s for s in ACCELERATOR_SCOPES if by_scope.get(s)), None)
-    if not node or scope is None:
+    accelerators = by_scope.get(scope) if scope is not None else None
+    if not node or accelerators is None:
         return {}
-    return {"accelerator_share_of_node_pct": 100 * by_scope[scope] / node,
+    return {"accelerator_share_of_node_pct": 100 * accelerators / node,
             "accelerator_share_basis": f"{scope}/node(run)"}
 
 

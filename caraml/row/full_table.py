@@ -22,6 +22,7 @@ import socket
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import SupportsFloat
 
 from caraml import benchmarks, jube_run, report
 from caraml.benchmark_entry import Column
@@ -90,7 +91,7 @@ def cells(row: Row) -> dict[str, object]:
 def _cell(value: object, form: str | None) -> str:
     if value is None or value == "-":
         return ""
-    if form:
+    if form and isinstance(value, (SupportsFloat, str)):
         try:
             return format(float(value), form)
         except ValueError:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import sys
 import textwrap
+from typing import TextIO
 
 from caraml import report
 from caraml.row import render
 from caraml.row.record import Row
 
 
-def print_lines(row: Row, file=None) -> None:
+def print_lines(row: Row, file: TextIO | None = None) -> None:
     """The lines the JUBE tables read: single words in `CARAML row:` (an
     unknown value is left out: its cell stays empty), the free texts each
     on a line of its own (JUBE's patterns take the rest of the line; commas
@@ -22,7 +23,7 @@ def print_lines(row: Row, file=None) -> None:
     _write(render.words(row), render.status(row), render.cause(row), list(row.flags), file)
 
 
-def print_build(state: str, reason: str, file=None) -> None:
+def print_build(state: str, reason: str, file: TextIO | None = None) -> None:
     """A container build job's lines: its state and reason alone."""
     _write({"state": state, "notable": "no" if state == "built" else "yes"}, state, reason, [], file)
 
@@ -40,7 +41,7 @@ def _cell(text: str) -> str:
     return "\n  ".join(textwrap.wrap(text, CELL_WIDTH, break_long_words=False))
 
 
-def _write(fields: dict, status: str, reason: str, flags: list[str], file) -> None:
+def _write(fields: dict, status: str, reason: str, flags: list[str], file: TextIO | None) -> None:
     file = file or sys.stdout
     report.write_line(report.line("row", fields), file)
     report.write_line("CARAML row status: " + report.one_line(status), file)

@@ -9,7 +9,7 @@ The lines, in job.out (caraml/node/power_limit_run.py, every rank):
     ... reported_w=300
     CARAML power limit restored: rank=0 device=gpu0 restored=yes limit_w=400
 
-and in the power guard's file of each node (caraml/node/power_guard.py),
+and in the power guard's file of each node (caraml/job/power_guard.py),
 of which `CARAML power guard end: host=n1 restored=yes|no|none` says
 whether it put back, read again, every limit it found changed.
 
@@ -33,9 +33,11 @@ def _lines_by_rank(text: str, scope: str) -> dict[str, dict[str, str]]:
 
 
 def _num(value: str | None) -> float | None:
+    if value is None:
+        return None
     try:
         return float(value)
-    except (TypeError, ValueError):
+    except ValueError:
         return None
 
 
@@ -78,7 +80,8 @@ def fields(point: str | None, tdp_w: float | None, job_out: str, scope: str | No
     # the guard reads the limits once every process of the job is gone: its
     # "no" stands whatever the ranks said before (a rank killed before its line)
     guard_said = guard_outcome(guard)
-    by_ranks = guard_said != "no" and all(restored.get(rank, {}).get("restored") == "yes" for rank in set_lines)
+    by_ranks = guard_said != "no" and all(restored.get(rank, {}).get("restored") == "yes"
+                                          for rank in set_lines)
     by_guard = guard_said == "yes"
     early = sorted({line["when"] for line in kv_lines(job_out, f"CARAML {RESTORED_SCOPE}:")
                     if line.get("when")})
@@ -90,7 +93,8 @@ def fields(point: str | None, tdp_w: float | None, job_out: str, scope: str | No
             "power_limit_restored": by_ranks or by_guard,
             "power_limit_restored_by": "ranks" if by_ranks else "guard" if by_guard else None,
             "power_limit_differs_on_ranks": tuple(sorted(
-                rank for rank, line in set_lines.items() if line.get("reported_w") != first.get("reported_w"))),
+                rank for rank, line in set_lines.items()
+                if line.get("reported_w") != first.get("reported_w"))),
             "power_limit_put_back_early": tuple(early)}
 
 
@@ -116,7 +120,8 @@ def flags(limit: dict, measured: bool) -> list[str]:
     limit put back, not at the point's)."""
     point = limit["power_limit"] is not None
     out = ["power-limit-not-restored"] if point and limit["power_limit_restored"] is False else []
-    out += [f"power-limit-not-default-at-start({group})" for group in limit["power_limit_not_default_at_start"]]
+    out += [f"power-limit-not-default-at-start({group})"
+            for group in limit["power_limit_not_default_at_start"]]
     if not point or not measured:
         return out
     if limit["power_limit_mode"] is None:

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-
-from caraml.row import verdict
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -118,7 +117,7 @@ class Row:
     energy_by_node: dict[str, float] = field(default_factory=dict)
     counter_vs_integrated_pct: float | None = None
     # the nodes' energy from the centre's meter, as Slurm's energy accounting
-    # read it (caraml/login/node_energy.py): its own figure beside jpwr's,
+    # read it (caraml/job/node_energy.py): its own figure beside jpwr's,
     # never added to it. Its state (measured, none, failed, missing,
     # unreadable, incomplete) and why there is no figure; node_wh only where
     # the meter covers whole nodes (scope node), over its window (job: the job
@@ -192,7 +191,7 @@ KINDS = {f.name: ("pairs" if f.type.startswith("dict") else "words" if f.type.st
          for f in dataclasses.fields(Row)}
 
 
-def _typed(name: str, value: object) -> object:
+def _typed(name: str, value: Any) -> Any:
     """A stored value as its field's kind (JSON keeps 4 and 4.0 apart; a
     file of another tool may not)."""
     kind = KINDS[name]
@@ -215,12 +214,6 @@ def make(values: dict) -> Row:
     if unknown:
         raise TypeError(f"no field of a row: {', '.join(unknown)}")
     return Row(**{name: _typed(name, value) for name, value in values.items()})
-
-
-def judged(row: Row) -> Row:
-    """The row with the one verdict on it."""
-    why = verdict.judge(row)
-    return dataclasses.replace(row, measurement=not why, not_a_measurement=why)
 
 
 def timed_span(iterations: float | None, per_iteration_s: float | None,

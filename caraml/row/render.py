@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 from caraml import benchmarks, report
 from caraml.row import verdict
 from caraml.row.record import FIELDS, KINDS, Row
-from caraml.row.status import MEASURED
-from caraml.row.verdict import shown as verdict_shown
+from caraml.row.status import RAN
 
 # the fields with lines of their own (free text a JUBE cell wraps; a
 # history error is said in the cause's)
@@ -37,7 +37,7 @@ def pairs(values: dict) -> str | None:
                     for k, v in values.items() if v is not None) or None
 
 
-def _word(name: str, value: object) -> str | None:
+def _word(name: str, value: Any) -> str | None:
     """A field's value as one word of the row line (None: unknown). Watts
     to one decimal in every row, so a column of them lines up; MFU to three.
     A number that is not finite is unknown: JUBE's typed patterns take
@@ -68,10 +68,20 @@ def _text(value: object) -> str | None:
     return None if value is None else report.word(value).replace("=", "%3D")
 
 
-def _energy_source(row: Row) -> str:
-    """How the energy was had, in one word, with its methods."""
-    how = "incomplete" if row.energy_incomplete else "estimated" if row.energy_estimated else "measured"
-    return f"{how}({row.energy_methods or '-'})"
+# How a row's headline energy was had, in jpwr's words (its summary's
+# `source`): an estimate, whole or not; a measurement of part of its window
+# (the share it covers is in the row's flags); a measurement of all of it.
+ESTIMATED, INCOMPLETE, MEASURED = "estimated", "incomplete", "measured"
+
+
+def energy_kind(row: Row) -> str | None:
+    """How the headline energy was had: ESTIMATED, INCOMPLETE or MEASURED;
+    None for a row without energy."""
+    if row.energy_scope is None:
+        return None
+    if row.energy_estimated:
+        return ESTIMATED
+    return MEASURED if verdict.energy_whole(row) else INCOMPLETE
 
 
 def notable(row: Row) -> bool:
@@ -90,7 +100,7 @@ def status(row: Row) -> str:
     """The Status cell of the result tables: the state, and for a row that
     ran to its figures and is no measurement the word of its verdict
     (`ok (short)`); the issues table's cause says the verdict whole."""
-    if row.state in MEASURED and not row.measurement:
+    if row.state in RAN and not row.measurement:
         return f"{row.state} ({verdict_word(row)})"
     return row.state
 
@@ -106,17 +116,18 @@ def own_columns(benchmark: str | None) -> dict[str, str]:
     return {f"own{i}": field for i, field in enumerate(sourced[:benchmarks.OWN_SLOTS], 1)}
 
 
-def labels(row: Row) -> dict[str, object]:
+def labels(row: Row) -> dict[str, str | None]:
     """What the tables show that no field holds, each made from fields."""
-    energy = row.energy_scope is not None
+    scope, kind = row.energy_scope, energy_kind(row)
     return {"notable": "yes" if notable(row) else "no",
             **{slot: _text(row.details.get(field)) for slot, field in own_columns(row.benchmark).items()},
             "layout": f"{row.nodes or '?'}x{row.devices_per_node or '?'}",
-            "energy_kind": ("estimated" if row.energy_estimated else "measured") if energy else None,
-            "energy_source": _energy_source(row) if energy else None,
+            "energy_kind": kind,
+            # the kind with the methods: measured(pynvml), estimated(estimate)
+            "energy_source": f"{kind}({row.energy_methods or '-'})" if kind is not None else None,
             # the headline's scope, marked where it covers the whole run, not the timed iterations
-            "energy_scope_shown": row.energy_scope + ("" if row.energy_window == "timed" else "(run)")
-            if energy else None,
+            "energy_scope_shown": scope + ("" if row.energy_window == "timed" else "(run)")
+            if scope is not None else None,
             "energy_devices_shown": f"{row.energy_devices}x{row.energy_scope}"
             if row.energy_devices else None}
 
@@ -128,7 +139,7 @@ def words(row: Row) -> dict[str, str]:
     values = {"state": report.word(row.state), **labels(row)}
     values.update({name: _word(name, getattr(row, name)) for name in FIELDS
                    if name not in values and name not in OWN_LINES})
-    return {name: value for name, value in values.items() if value not in (None, "-")}
+    return {name: value for name, value in values.items() if value is not None and value != "-"}
 
 
 def cause(row: Row) -> str:
@@ -136,10 +147,10 @@ def cause(row: Row) -> str:
     row whose job ran to its figures and is no measurement (another row's
     state and reason say why already), and why the row is not in the
     results history."""
-    ran = row.state in ("ok", "ok-stopped-early")
-    verdict = verdict_shown(row.not_a_measurement) if ran and not row.measurement else ""
+    ran = row.state in RAN
+    judged = verdict.shown(row.not_a_measurement) if ran and not row.measurement else ""
     history = f"{HISTORY_NOT_WRITTEN}: {row.history_error}" if row.history_error else ""
-    return "; ".join(filter(None, [row.reason, verdict, history]))
+    return "; ".join(filter(None, [row.reason, judged, history]))
 
 
 def history_columns() -> list[tuple[str, str]]:
@@ -189,7 +200,7 @@ PERFORMANCE = {"{work}_per_s": "per_s", "{work}_per_s_per_device": "per_s_per_de
                "{work}_per_s_per_node": "per_s_per_node", "mfu": "mfu", "{work}_per_wh": "work_per_wh",
                "power_w_per_device": "power_w_per_device"}
 # ... and where the job's cluster meters whole nodes (Slurm's energy
-# accounting, caraml/login/node_energy.py), the nodes' energy over the job
+# accounting, caraml/job/node_energy.py), the nodes' energy over the job
 # and the run's work over it: a cluster's plugin is the same for every job
 # of a partition, so its perflog's columns stay the same too
 NODE_PERFORMANCE = {"node_wh": "node_wh", "{work}_per_node_wh": "work_per_node_wh"}
@@ -243,6 +254,6 @@ def missing(row: Row) -> dict[str, str]:
             continue
         said = [f for f in row.flags if f.startswith(f"{name}-not-available(")]
         node = row.node_energy_reason if field in NODE_PERFORMANCE.values() else None
-        out[name] = (verdict_shown(row.not_a_measurement) if not row.measurement
+        out[name] = (verdict.shown(row.not_a_measurement) if not row.measurement
                      else said[0] if said else node if node else f"the row has no {name} figure")
     return out

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from caraml.row.record import FIELDS, Row, gpu_work_per_wh, judged, make, timed_span
+from caraml.row.record import FIELDS, Row, gpu_work_per_wh, make, timed_span
+from caraml.row.verdict import judged
 
 SCHEMA = "caraml-row/2"
 OLD_SCHEMA = "caraml-row/1"
@@ -69,9 +70,10 @@ def write(row: Row, folder: Path) -> Path:
 
 
 def _part(data: dict, *keys: str) -> dict:
+    found: object = data
     for key in keys:
-        data = data.get(key) if isinstance(data, dict) else None
-    return data if isinstance(data, dict) else {}
+        found = found.get(key) if isinstance(found, dict) else None
+    return found if isinstance(found, dict) else {}
 
 
 def _from_old(data: dict) -> Row:

@@ -5,7 +5,7 @@ rowPatterns); once the combine step has run, its own lines win. Written
 wherever a row's state changes: when the job is written and submitted
 (caraml/login/jobplan.py), when a check refuses it (platform.xml,
 preflight_cmd), when the job starts and ends (aux/job.sh.in) and when its
-script was killed (caraml/jobwatch.py); each time the run's full table
+script was killed (caraml/job/watch.py); each time the run's full table
 (caraml/row/full_table.py) is written anew too. A container build job's lines say
 how its build stands (caraml/row/status.py, decide_build).
 
@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         # not an error line: the row's own decision must not read it as the job's failure
         print(f"CARAML: the row's lines could not be written into {args.work} ({error}); "
               "jube result shows the row once its combine step has run", file=sys.stderr)
-    return args.exit_status
+    return int(args.exit_status)
 
 
 if __name__ == "__main__":

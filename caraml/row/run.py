@@ -13,17 +13,18 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from caraml import benchmarks, jube_run
-from caraml.row import record, row_json
+from caraml.row import row_json, verdict
 from caraml.row.decide import decide_row
 from caraml.row.evidence import Evidence, data_errors, data_step, gather
 from caraml.row.record import Row
+from caraml.row.status import SlurmState
 
 
 def undecided(benchmark: str | None, work_package: Path, error: Exception, reason: str = "") -> Row:
     """The row of a work package whose files the model cannot read (a
     broken JUBE record, a file it cannot parse): failed, with the cause, so
     no table waits for a decision that never comes."""
-    return record.judged(Row(
+    return verdict.judged(Row(
         benchmark=benchmark, work_package=str(work_package), label=f"work package {work_package.parent.name}",
         state="failed", reason=reason or f"the row model could not decide this row "
                                           f"({type(error).__name__}: {error})"))
@@ -40,21 +41,31 @@ def decide_now(work: Path) -> Row:
 READ_ERRORS = (OSError, ValueError, KeyError, ET.ParseError)
 
 
-def decide(benchmark: str | None, work: Path, **kwargs) -> Row:
-    """The row of an execute work package from what it holds now; READ_ERRORS where its files cannot be read."""
-    ev = gather(work, **{k: v for k, v in kwargs.items() if k != "slurm_state"})
-    extra = {"slurm_state": kwargs["slurm_state"]} if kwargs.get("slurm_state") else {}
-    return decide_row(ev.params.get("row_benchmark") or benchmark, ev, **extra)
+def decide_work_package(benchmark: str | None, work: Path, *, jpwr_out: Path | None = None,
+                        jpwr_err: Path | None = None, jpwr_status: int | None = None,
+                        slurm_state: SlurmState | None = None) -> Row:
+    """The row of an execute work package from what it holds now (and its
+    combine step's jpwr output, where given); READ_ERRORS where its files
+    cannot be read. Slurm is asked for a queued job's state unless
+    slurm_state stands in for it."""
+    ev = gather(work, jpwr_out, jpwr_err, jpwr_status)
+    name = ev.params.get("row_benchmark") or benchmark
+    if slurm_state is None:
+        return decide_row(name, ev)
+    return decide_row(name, ev, slurm_state=slurm_state)
 
 
-def decide_or_fail(benchmark: str | None, work: Path, **kwargs) -> Row:
+def decide_or_fail(benchmark: str | None, work: Path, *, jpwr_out: Path | None = None,
+                   jpwr_err: Path | None = None, jpwr_status: int | None = None,
+                   slurm_state: SlurmState | None = None) -> Row:
     try:
-        return decide(benchmark, work, **kwargs)
+        return decide_work_package(benchmark, work, jpwr_out=jpwr_out, jpwr_err=jpwr_err,
+                                   jpwr_status=jpwr_status, slurm_state=slurm_state)
     except READ_ERRORS as error:
         return undecided(benchmark, work.resolve(), error)
 
 
-def rows_of_run(run_dir: Path, *, slurm_state=None) -> list[Row]:
+def rows_of_run(run_dir: Path, *, slurm_state: SlurmState | None = None) -> list[Row]:
     """Every row of a JUBE run directory: each one the combine step decided
     (row.json; one it cannot read is a failed row that names the file) and,
     for each execute work package whose combine step has not run, the one
@@ -115,7 +126,7 @@ def _not_started(run_dir: Path) -> list[Row]:
             continue  # still preparing
         if row.state == "queued":
             # the run may be going on, or stopped: either is said
-            row = record.judged(dataclasses.replace(
+            row = verdict.judged(dataclasses.replace(
                 row, reason="not started: JUBE starts it after the ones before it; where the run was "
                             "stopped jube continue goes on"))
         rows.append(row)

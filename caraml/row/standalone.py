@@ -26,6 +26,7 @@ from caraml.row.jube_lines import print_lines
 from caraml.row.record import Row
 from caraml.row.run import undecided
 
+
 def _read(path: Path) -> str:
     try:
         return path.read_text(errors="replace")
@@ -48,7 +49,7 @@ def combine_energy(stage: Path, energy_dir: str) -> dict[str, str]:
     return {"jpwr": _read(out), "jpwr.err": _read(err), "jpwr.status": str(status)}
 
 
-def decide(benchmark: str, params: dict[str, str], stage: Path) -> Row:
+def decide_stage(benchmark: str, params: dict[str, str], stage: Path) -> Row:
     texts = job_texts(stage, params.get("done_file") or "ready")
     # the data step ran in its own folder of the stage, named as its step (caraml/regression/plan.py)
     step = benchmarks.get(benchmark).data_step
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         params = json.loads(args.params.read_text())
         if not isinstance(params, dict):
             raise ValueError("not a JSON object of parameter names and values")
-        row = decide(args.benchmark, {str(k): str(v) for k, v in params.items()}, stage)
+        row = decide_stage(args.benchmark, {str(k): str(v) for k, v in params.items()}, stage)
     except (OSError, ValueError, KeyError, subprocess.SubprocessError) as error:
         row = undecided(args.benchmark, stage, error)
         report.error(f"{args.params}: {row.reason}")

@@ -19,16 +19,19 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from caraml.job_log import START
+from caraml.job.log import START
 from caraml.report import WINDOW_REACHED
 from caraml.row.evidence import DONE, SIGNAL_FILE, Evidence
 
 STATES = ("ok", "ok-stopped-early", "failed", "dry-run", "queued", "pending", "running")
 BUILD_STATES = ("built", "failed", "dry-run", "queued", "building")
-# The states that are measurements; every other row is left out of every figure.
-MEASURED = ("ok", "ok-stopped-early")
+# The states of a job that ran to its figures (whether a row is a
+# measurement is the verdict's: caraml/row/verdict.py); every other row is
+# left out of every figure.
+RAN = ("ok", "ok-stopped-early")
 # The job script's own error marker, and the suite's one-line errors
 _ERROR = re.compile(r"^(?:CARAML ERROR: |(?=job exited with ))(.*)$", re.MULTILINE)
 _END = re.compile(r"^CARAML job: end=\S+ status=(-?\d+)", re.MULTILINE)
@@ -43,13 +46,13 @@ class Status:
     state: str
     reason: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.state not in STATES + BUILD_STATES:
             raise ValueError(f"unknown row state {self.state!r}")
 
-    @property
-    def measured(self) -> bool:
-        return self.state in MEASURED
+
+# what asks Slurm for a job's state and reason (tests give their own)
+SlurmState = Callable[[str], "tuple[str, str] | None"]
 
 
 def slurm_state(job_id: str) -> tuple[str, str] | None:
@@ -67,8 +70,8 @@ def slurm_state(job_id: str) -> tuple[str, str] | None:
     return state, reason
 
 
-def _first_error(ev: Evidence, names=("data.stderr", "stderr", "error", "job.err", "job.out")
-                 ) -> str | None:
+def _first_error(ev: Evidence, names: tuple[str, ...] = ("data.stderr", "stderr", "error", "job.err",
+                                                         "job.out")) -> str | None:
     # the data step first: the execute step never ran when it failed
     for name in names:
         found = _ERROR.search(ev.texts.get(name, ""))
@@ -117,7 +120,8 @@ def _dry_run_reason(job: str, no_account: bool) -> str:
     return f"job script {short} written and not submitted"
 
 
-def decide(ev: Evidence, *, has_throughput: bool, slurm_state=slurm_state) -> Status:
+def decide_status(ev: Evidence, *, has_throughput: bool,
+                  slurm_state: SlurmState | None = slurm_state) -> Status:
     """The status of a work package from its markers, first rule that holds."""
     signal = _received(ev)
     if signal:
@@ -166,8 +170,10 @@ def decide_build(ev: Evidence) -> Status:
     job script): built once the job ended with status 0."""
     error = _first_error(ev)
     end = _END.search(ev.text("job.out"))
-    if error or (end and end.group(1) != "0"):
-        return Status("failed", error or f"job exited with status {end.group(1)}")
+    if error:
+        return Status("failed", error)
+    if end and end.group(1) != "0":
+        return Status("failed", f"job exited with status {end.group(1)}")
     if end:
         return Status("built", "")
     planned = ev.text("stderr", "stdout")

@@ -41,12 +41,15 @@ only (login node)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
+from collections.abc import Mapping
 
 from caraml import report
 from caraml.power_limit import DEFAULT, EXTERNAL
-from caraml.row.status import MEASURED
+from caraml.row.record import Row
+from caraml.row.status import RAN
 
 MIN_TIMED_ITERATIONS = 20
 MIN_TIMED_SECONDS = 60.0
@@ -69,14 +72,14 @@ UNFINISHED = {
 MAX_SKIPPED_SHARE = 0.05
 
 
-def _ran(row) -> str:
-    if row.state in MEASURED:
+def _ran(row: Row) -> str:
+    if row.state in RAN:
         return ""
     reason = row.reason or UNFINISHED.get(row.state, "")
     return f"{row.state}: {reason}" if reason else row.state
 
 
-def _numerics(row) -> str:
+def _numerics(row: Row) -> str:
     if row.loss_nonfinite_at is not None:
         return f"loss {row.loss_nonfinite} at iteration {row.loss_nonfinite_at}"
     skipped, timed = row.skipped_iterations, row.timed_iterations
@@ -84,22 +87,23 @@ def _numerics(row) -> str:
         return (f"{skipped} of {timed} timed iterations skipped their update; a measurement "
                 f"allows {MAX_SKIPPED_SHARE * 100:g} %")
     first, untrained, tolerance = row.loss_first, row.loss_untrained, row.loss_tolerance
-    if None not in (first, untrained, tolerance) and abs(first - untrained) > tolerance * untrained:
+    if first is not None and untrained is not None and tolerance is not None \
+            and abs(first - untrained) > tolerance * untrained:
         return (f"first loss {first:.4g}, outside {untrained:.4g} ± {tolerance * 100:g} % (the loss "
                 f"of a model that has learnt nothing)")
     return ""
 
 
-def _learns(row) -> str:
+def _learns(row: Row) -> str:
     # after the length rule: a run too short to learn is named too short, not a loss that did not fall
     fall, first, last = row.loss_fall_needed, row.loss_first, row.loss_last
-    if None not in (fall, first, last) and last > first * (1 - fall):
+    if fall is not None and first is not None and last is not None and last > first * (1 - fall):
         return (f"loss {first:.4g} to {last:.4g} over the run: a run on a real corpus falls by at "
                 f"least {fall * 100:g} %")
     return ""
 
 
-def _at_its_limit(row) -> str:
+def _at_its_limit(row: Row) -> str:
     off = row.power_limit_not_default_at_start
     if not off or (row.power_limit_mode == EXTERNAL and row.power_limit != DEFAULT):
         return ""
@@ -109,7 +113,7 @@ def _at_its_limit(row) -> str:
             "it again")
 
 
-def _long_enough(row) -> str:
+def _long_enough(row: Row) -> str:
     if row.timed_iterations is None or row.timed_s is None:
         return "its timed iterations or their time are not recorded"
     if row.timed_iterations < MIN_TIMED_ITERATIONS or row.timed_s < MIN_TIMED_SECONDS:
@@ -119,11 +123,15 @@ def _long_enough(row) -> str:
     return ""
 
 
-def _energy_whole(row) -> str:
+def energy_whole(row: Row) -> bool:
+    """Whether the headline energy (its window's: caraml/row/facts.py) covers all of its window."""
+    return bool(row.energy_complete_timed if row.energy_window == "timed" else row.energy_complete_run)
+
+
+def _energy_whole(row: Row) -> str:
     if row.energy_scope is None:
         return ""  # no energy measured: nothing to be whole
-    whole = row.energy_complete_timed if row.energy_window == "timed" else row.energy_complete_run
-    if not whole:
+    if not energy_whole(row):
         covered = row.energy_covered_pct
         share = "an unknown share" if covered is None else f"{covered:.0f} %"
         return f"its energy is not whole (its samples cover {share} of the run)"
@@ -140,9 +148,15 @@ RULES = (("not run", _ran), ("numerics", _numerics), ("limit left", _at_its_limi
 OTHER = "no measurement"
 
 
-def judge(row) -> str:
+def judge(row: Row) -> str:
     """Why the row is not a measurement: the first rule it fails; "" for a measurement."""
     return next((why for _, rule in RULES if (why := rule(row))), "")
+
+
+def judged(row: Row) -> Row:
+    """The row with the one verdict on it."""
+    why = judge(row)
+    return dataclasses.replace(row, measurement=not why, not_a_measurement=why)
 
 
 def shown(why: str) -> str:
@@ -150,7 +164,7 @@ def shown(why: str) -> str:
     return f"{NOT_A_MEASUREMENT} ({why})"
 
 
-def window_s(environ=os.environ) -> float:
+def window_s(environ: Mapping[str, str] = os.environ) -> float:
     """The timed seconds a row planned as a measurement runs for."""
     given = environ.get(WINDOW_ENV)
     if given is None:

@@ -17,7 +17,7 @@ previous limit is restored
 
 SIGKILL (Slurm's last word after its KillWait, the OOM killer), an abort or
 a segfault cannot be answered from inside the process: the job's power
-guard (caraml/node/power_guard.py) puts the limit back from outside it.
+guard (caraml/job/power_guard.py) puts the limit back from outside it.
 
 NVIDIA GPUs through NVML (nvidia-ml-py: nvmlDeviceGetPowerManagementLimit,
 ...Constraints, ...DefaultLimit, nvmlDeviceSetPowerManagementLimit, all in
@@ -57,6 +57,8 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from types import FrameType
+from typing import Any, NoReturn, Protocol
 
 from jpwr.gpu.visible import cuda_order, hip_variables, hip_visible, restrict
 from jpwr.method import MethodUnavailable, import_binding
@@ -101,6 +103,29 @@ _MODULE_CALLS = ("nvmlDeviceSetPowerManagementLimit_v2", "nvmlDeviceGetFieldValu
 _AT_GPU_SCOPE = "or give the points in watts of the GPU limit at gpu scope (CARAML_POWER_LIMIT_SCOPE=gpu)"
 
 
+class Scoped(Protocol):
+    """What names a limit: its device and its scope."""
+
+    device: str
+    scope: str
+
+
+class Device(Scoped, Protocol):
+    """A library pointed at one device and scope (select): its limit read
+    and set in watts."""
+
+    library: str
+    owner: bool
+
+    def limit_w(self) -> float: ...
+    def range_w(self) -> tuple[float, float]: ...
+    def default_w(self) -> float: ...
+    def set_w(self, watts: float) -> None: ...
+    def lacks_privilege(self, err: BaseException) -> bool: ...
+    def refusal_advice(self) -> str: ...
+    def close(self) -> None: ...
+
+
 class _Nvml:
     """NVML, pointed at one device and scope at a time (select)."""
 
@@ -111,7 +136,7 @@ class _Nvml:
         nvml = import_binding("pynvml", "NVML", "pip install nvidia-ml-py")
         try:
             nvml.nvmlInit()
-        except Exception as err:  # noqa: BLE001 - NVMLError subclasses, OSError
+        except Exception as err:  # NVMLError subclasses, OSError
             raise MethodUnavailable(f"NVML did not start ({one_line(err)})") from err
         self._nvml = nvml
         try:
@@ -130,7 +155,7 @@ class _Nvml:
         self.variables = "CUDA_VISIBLE_DEVICES"
         self.scope, self.device, self._handle = GPU, "", None
 
-    def select(self, index: int, scope: str = GPU, devices_per_package: int = 1):
+    def select(self, index: int, scope: str = GPU, devices_per_package: int = 1) -> _Nvml:
         """This object, pointed at the library's device `index` and `scope`."""
         if scope == PACKAGE:
             raise PowerLimitError("NVML sets no package power limit (a GH200 superchip's is the "
@@ -144,7 +169,7 @@ class _Nvml:
         self.scope, self.device, self._handle = scope, f"gpu{index}", self._handles[index]
         return self
 
-    def _module_mw(self, fields=_MODULE_FIELDS) -> list[int]:
+    def _module_mw(self, fields: tuple[str, ...] = _MODULE_FIELDS) -> list[int]:
         """The module scope's values of `fields` in mW: PowerLimitError where
         the device reports none of them."""
         nvml = self._nvml
@@ -161,7 +186,7 @@ class _Nvml:
             out.append(value.value.uiVal)
         return out
 
-    def _refuse_module(self, why: str):
+    def _refuse_module(self, why: str) -> NoReturn:
         raise PowerLimitError(
             f"{self.device} reports no module power limit through NVML ({why}): this driver or "
             f"device sets no module limit; ask the centre for a driver that does {_AT_GPU_SCOPE}")
@@ -169,7 +194,7 @@ class _Nvml:
     def limit_w(self) -> float:
         if self.scope == MODULE:
             return self._module_mw()[0] * 1e-3
-        return self._nvml.nvmlDeviceGetPowerManagementLimit(self._handle) * 1e-3
+        return float(self._nvml.nvmlDeviceGetPowerManagementLimit(self._handle)) * 1e-3
 
     def range_w(self) -> tuple[float, float]:
         if self.scope == MODULE:
@@ -183,7 +208,7 @@ class _Nvml:
             if not hasattr(self._nvml, _DEFAULT_FIELD):
                 self._refuse_module(f"this nvidia-ml-py lacks {_DEFAULT_FIELD}")
             return self._module_mw((_DEFAULT_FIELD,))[0] * 1e-3
-        return self._nvml.nvmlDeviceGetPowerManagementDefaultLimit(self._handle) * 1e-3
+        return float(self._nvml.nvmlDeviceGetPowerManagementDefaultLimit(self._handle)) * 1e-3
 
     def set_w(self, watts: float) -> None:
         milliwatts = round(watts * 1000)
@@ -221,7 +246,7 @@ class _AmdSmi:
         lib = import_binding("amdsmi", "amdsmi", "amdsmi ships with ROCm")
         try:
             lib.amdsmi_init()
-        except Exception as err:  # noqa: BLE001 - vendor exception types
+        except Exception as err:  # vendor exception types
             raise MethodUnavailable(f"amdsmi did not start ({one_line(err)})") from err
         self._lib = lib
         try:
@@ -235,7 +260,7 @@ class _AmdSmi:
         self.variables = " then ".join(hip_variables())
         self.scope, self.device, self._handle, self.owner = GPU, "", None, True
 
-    def select(self, index: int, scope: str = GPU, devices_per_package: int = 1):
+    def select(self, index: int, scope: str = GPU, devices_per_package: int = 1) -> _AmdSmi:
         """This object, pointed at the library's device `index`, or at the
         package that holds it (scope package): its first device's handle,
         owned by the first visible device of the package."""
@@ -252,8 +277,10 @@ class _AmdSmi:
             self.owner = index == next(i for i in self.visible if i in members)
         return self
 
-    def _info(self) -> dict:
-        return self._lib.amdsmi_get_power_cap_info(self._handle)
+    def _info(self) -> dict[str, float]:
+        """The power cap's values in microwatts."""
+        return {k: float(v) for k, v in self._lib.amdsmi_get_power_cap_info(self._handle).items()
+                if isinstance(v, (int, float))}
 
     def limit_w(self) -> float:
         return self._info()["power_cap"] * 1e-6
@@ -284,10 +311,11 @@ class _AmdSmi:
             pass
 
 
-LIBRARIES = {"nvml": _Nvml, "amdsmi": _AmdSmi}
+Library = _Nvml | _AmdSmi
+LIBRARIES: dict[str, type[Library]] = {"nvml": _Nvml, "amdsmi": _AmdSmi}
 
 
-def _opened(name: str, reasons: list[str]):
+def _opened(name: str, reasons: list[str]) -> Library | None:
     """Library `name` started, or None with the reason it is not here."""
     try:
         return LIBRARIES[name]()
@@ -302,7 +330,7 @@ def _none_here(reasons: list[str]) -> PowerLimitError:
     return PowerLimitError("no GPU whose power limit can be set here (" + "; ".join(reasons) + ")")
 
 
-def open_library(library: str = "auto"):
+def open_library(library: str = "auto") -> Library:
     """The named library, or the first of NVML and amdsmi that works here
     ("auto"), pointed at no device yet (its `visible` devices: those the
     process sees; `everything`: the node's); PowerLimitError where none works."""
@@ -315,7 +343,7 @@ def open_library(library: str = "auto"):
 
 
 def open_device(local_index: int, library: str = "auto", scope: str = GPU,
-                devices_per_package: int = 1):
+                devices_per_package: int = 1) -> Library:
     """The device of local rank `local_index` in the named library, or in
     the first of NVML and amdsmi that works here ("auto"), its limit at
     `scope`."""
@@ -373,12 +401,12 @@ def check_range(asked_w: float, device_range: tuple[float, float],
         f"(the device's {_range_text(low, high)}{system}); ask for a limit inside it")
 
 
-def scope_name(device) -> str:
+def scope_name(device: Scoped) -> str:
     """The device and scope a message names: `gpu0`, `the module of gpu0`."""
     return device.device if device.scope == GPU else f"the {device.scope} of {device.device}"
 
 
-def read(device, what: str, call: Callable[[], object]):
+def read(device: Device, what: str, call: Callable[[], Any]) -> Any:
     """A reading of the device's limit, its range or its default; a vendor
     error (NVML's Not Supported on a vGPU, a MIG instance or an MI250's
     second GCD) as PowerLimitError in one line."""
@@ -394,7 +422,7 @@ def read(device, what: str, call: Callable[[], object]):
             "scope on an MI250") from None
 
 
-def default_or_none(device) -> float | None:
+def default_or_none(device: Device) -> float | None:
     """The device's default limit at its scope; None where it reports none."""
     try:
         return device.default_w()
@@ -406,10 +434,10 @@ class _Restorer:
     """Puts the previous limit back once, from whichever end comes first
     (any thread), and reads it again to be sure."""
 
-    def __init__(self, device, before_w: float) -> None:
+    def __init__(self, device: Device, before_w: float) -> None:
         self._device, self._before_w = device, before_w
         self.changed = False  # set once a new limit is asked for
-        self._handlers: dict[int, object] = {}
+        self._handlers: dict[int, signal.Handlers | Callable[[int, FrameType | None], Any] | int | None] = {}
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._result = True
@@ -422,7 +450,7 @@ class _Restorer:
                 self.changed = not self._result
             return self._result
 
-    def _on_signal(self, signum, _frame) -> None:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         # A process forked inside the block (a data loader worker) inherits
         # this handler; only the process that set the limit puts it back.
         if os.getpid() == self._pid:
@@ -447,7 +475,7 @@ class _Restorer:
         self._handlers.clear()
 
 
-def put_back(device, watts: float) -> bool:
+def put_back(device: Device, watts: float) -> bool:
     """Sets the device's limit to `watts` and reads it again: True where it
     reads `watts`; a warning that says to set it by hand where not."""
     try:
@@ -468,7 +496,7 @@ def put_back(device, watts: float) -> bool:
 def limited(asked_w: float | None, *, local_index: int = 0, library: str = "auto",
             system_range: tuple[float | None, float | None] | None = None,
             scope: str = GPU, devices_per_package: int = 1,
-            device: object | None = None) -> Iterator[Limit]:
+            device: Device | None = None) -> Iterator[Limit]:
     """Sets this process's device to asked_w watts at `scope` (SCOPES) for
     the block and puts the previous limit back at its end; asked_w None, or
     a process that does not own its package's limit, sets nothing and
@@ -476,7 +504,7 @@ def limited(asked_w: float | None, *, local_index: int = 0, library: str = "auto
     library works, the scope is not offered, the limit cannot be read or is
     out of range, or setting it is not allowed. `device` stands in for the
     opened device (tests)."""
-    opened = device or open_device(local_index, library, scope, devices_per_package)
+    opened: Device = device or open_device(local_index, library, scope, devices_per_package)
     try:
         before = read(opened, "", opened.limit_w)
         limit = Limit(opened.device, asked_w, before, before, scope=opened.scope,
@@ -508,7 +536,7 @@ def limited(asked_w: float | None, *, local_index: int = 0, library: str = "auto
         opened.close()
 
 
-def _set(device, watts: float) -> None:
+def _set(device: Device, watts: float) -> None:
     limit = "power limit" if device.scope == GPU else f"{device.scope} power limit"
     try:
         device.set_w(watts)

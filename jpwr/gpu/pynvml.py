@@ -16,28 +16,29 @@ import importlib
 import math
 import os
 from collections.abc import Callable
+from types import ModuleType
 
 from jpwr.gpu.visible import cuda_order, restrict
 from jpwr.method import Channel, Method, MethodUnavailable, import_binding
 from jpwr.notice import one_line
 
 
-def _text(value) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _name(nvml, handle) -> str:
+def _name(nvml: ModuleType, handle: object) -> str:
     try:
         return _text(nvml.nvmlDeviceGetName(handle))
     except Exception:  # noqa: BLE001 - the name only refines the counter's scope
         return ""
 
 
-def _bus_id(nvml, handle) -> str:
+def _bus_id(nvml: ModuleType, handle: object) -> str:
     return _text(nvml.nvmlDeviceGetPciInfo(handle).busId)
 
 
-def _mig_parent(nvml, handles, uuid: str) -> int | None:
+def _mig_parent(nvml: ModuleType, handles: list[object], uuid: str) -> int | None:
     """The index of the GPU that holds the MIG instance `uuid` (lower case,
     without its MIG- prefix)."""
     for index, handle in enumerate(handles):
@@ -63,7 +64,7 @@ class NvmlPower(Method):
         nvml = import_binding("pynvml", self.name, "pip install nvidia-ml-py, extra 'nvidia'")
         try:
             nvml.nvmlInit()
-        except Exception as err:  # noqa: BLE001 - NVMLError subclasses, OSError
+        except Exception as err:  # NVMLError subclasses, OSError
             raise MethodUnavailable(f"pynvml: NVML did not start ({one_line(err)})") from err
         try:
             handles = [nvml.nvmlDeviceGetHandleByIndex(i) for i in range(nvml.nvmlDeviceGetCount())]
@@ -79,7 +80,7 @@ class NvmlPower(Method):
         except MethodUnavailable:
             nvml.nvmlShutdown()
             raise
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             nvml.nvmlShutdown()
             raise MethodUnavailable(f"pynvml: cannot list GPUs ({one_line(err)})") from err
         self._nvml = nvml
@@ -90,16 +91,16 @@ class NvmlPower(Method):
 
     def read(self) -> list[float]:
         get = self._nvml.nvmlDeviceGetPowerUsage
-        return [self._value(i, lambda h=h: get(h) * 1e-3) for i, h in enumerate(self._handles)]
+        return [self._value(i, lambda: get(h) * 1e-3) for i, h in enumerate(self._handles)]
 
     def energy_j(self) -> list[float]:
         return [self._counter_j(h) for h in self._handles]
 
-    def _counter_j(self, handle) -> float:
+    def _counter_j(self, handle: object) -> float:
         # Older GPUs have no counter and a lost GPU none either: NaN, no
         # warning here, since read() already reports a lost GPU.
         try:
-            return self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle) * 1e-3
+            return float(self._nvml.nvmlDeviceGetTotalEnergyConsumption(handle)) * 1e-3
         except Exception:  # noqa: BLE001
             return math.nan
 

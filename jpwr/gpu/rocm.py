@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Callable
+from types import ModuleType
 
 from jpwr.gpu.visible import hip_visible
 from jpwr.method import Channel, Method, MethodUnavailable
@@ -25,13 +26,13 @@ _POWER_KEYS = ("socket_power", "current_socket_power", "average_socket_power")
 class AmdSmiLibrary:
     has_counter = True
 
-    def __init__(self, amdsmi) -> None:
+    def __init__(self, amdsmi: ModuleType) -> None:
         self._lib = amdsmi
         amdsmi.amdsmi_init()
         self.handles = amdsmi.amdsmi_get_processor_handles()
         self.uuids = [self._uuid(h) for h in self.handles]
 
-    def _uuid(self, handle) -> str:
+    def _uuid(self, handle: object) -> str:
         try:
             return str(self._lib.amdsmi_get_gpu_device_uuid(handle))
         except Exception:  # noqa: BLE001 - UUIDs only matter for UUID entries in *_VISIBLE_DEVICES
@@ -49,7 +50,7 @@ class AmdSmiLibrary:
         count = self._lib.amdsmi_get_energy_count(self.handles[index])
         # The accumulator's key was 'power' before ROCm 6.2.
         ticks = count.get("energy_accumulator", count.get("power"))
-        return ticks * count["counter_resolution"] * 1e-6
+        return float(ticks * count["counter_resolution"] * 1e-6)
 
     def close(self) -> None:
         self._lib.amdsmi_shut_down()
@@ -58,7 +59,7 @@ class AmdSmiLibrary:
 class PyrsmiLibrary:
     has_counter = False
 
-    def __init__(self, rocml) -> None:
+    def __init__(self, rocml: ModuleType) -> None:
         self._lib = rocml
         rocml.smi_initialize()
         count = rocml.smi_get_device_count()
@@ -76,7 +77,7 @@ class PyrsmiLibrary:
         self._lib.smi_shutdown()
 
 
-def _open_library():
+def _open_library() -> AmdSmiLibrary | PyrsmiLibrary:
     for module, wrapper in (("amdsmi", AmdSmiLibrary), ("pyrsmi.rocml", PyrsmiLibrary)):
         try:
             binding = importlib.import_module(module)
@@ -84,7 +85,7 @@ def _open_library():
             continue
         try:
             return wrapper(binding)
-        except Exception as err:  # noqa: BLE001 - vendor exception types
+        except Exception as err:  # vendor exception types
             raise MethodUnavailable(f"rocm: {module} did not start ({one_line(err)})") from err
     raise MethodUnavailable("rocm: neither Python module 'amdsmi' nor 'pyrsmi' is installed "
                             "(amdsmi ships with ROCm, extra 'rocm')")
@@ -108,7 +109,7 @@ class RocmPower(Method):
         self.channels = [Channel(f"gpu{i}", info=self._lib.uuids[i]) for i in candidates]
 
     def read(self) -> list[float]:
-        return [self._value(k, lambda i=i: self._lib.power_w(i))
+        return [self._value(k, lambda: self._lib.power_w(i))
                 for k, i in enumerate(self._indices)]
 
     def energy_j(self) -> list[float] | None:
@@ -119,6 +120,8 @@ class RocmPower(Method):
     def _counter_j(self, index: int) -> float:
         # Not supported in VMs and on some boards: NaN, and read() reports a
         # GPU that is lost altogether.
+        if not isinstance(self._lib, AmdSmiLibrary):
+            return math.nan  # pyrsmi has no counter
         try:
             return self._lib.energy_j(index)
         except Exception:  # noqa: BLE001

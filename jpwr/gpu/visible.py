@@ -43,7 +43,7 @@ def restrict(candidates: list[int], uuids: list[str], variable: str, method: str
     spec = entries(variable)
     if spec is None:
         return candidates
-    said = os.environ.get(variable)
+    said = os.environ.get(variable, "")
     picked: list[int] = []
     for entry in spec:
         if entry.isdigit():
@@ -55,10 +55,11 @@ def restrict(candidates: list[int], uuids: list[str], variable: str, method: str
         elif entry.upper().startswith("MIG-GPU-"):  # MIG-GPU-<parent uuid>/<gi>/<ci>
             found = _by_uuid(entry[4:].split("/")[0], candidates, uuids, variable, said, method)
         elif entry.upper().startswith("MIG-"):
-            found = mig_parent(_bare(entry))
-            if found is None or found not in candidates:
+            parent = mig_parent(_bare(entry))
+            if parent is None or parent not in candidates:
                 raise MethodUnavailable(f"{method}: {variable}={said}: MIG instance {entry!r} "
                                         f"is on none of the GPUs there")
+            found = parent
         else:
             found = _by_uuid(entry, candidates, uuids, variable, said, method)
         if found not in picked:  # MIG instances of one GPU share its reading

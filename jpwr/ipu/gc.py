@@ -29,7 +29,7 @@ class IpuPower(Method):
             # Without update mode the library returns the values of its first query.
             self._info.setUpdateMode(True)
             count = len(self._info.getDevices())
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             raise MethodUnavailable(f"gc: gcipuinfo did not start ({one_line(err)})") from err
         if count == 0:
             raise MethodUnavailable("gc: gcipuinfo lists no IPU")
@@ -47,7 +47,7 @@ class IpuPower(Method):
                 raise failure
             return watts(texts[i])
 
-        return [self._value(i, lambda i=i: one(i)) for i in range(len(self.channels))]
+        return [self._value(i, lambda: one(i)) for i in range(len(self.channels))]
 
 
 # gcipuinfo's attributes that tell an IPU from another of its kind, by the key identity() gives them

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 from jpwr.method import ESTIMATED, Channel, Method, MethodUnavailable
 from jpwr.notice import one_line
@@ -41,7 +42,7 @@ def count_cpus(stat_text: str) -> int:
                if line.startswith("cpu") and line[3:4].isdigit())
 
 
-def read_first_line(path) -> str:
+def read_first_line(path: Path) -> str:
     # Only the aggregate line is needed, and on large nodes the rest of the
     # file (one line per CPU, the interrupt counts) is long.
     with open(path, "rb") as f:

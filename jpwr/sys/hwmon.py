@@ -7,6 +7,7 @@ apart and the counting rule (jpwr.counting) uses hwmon only as a fallback."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from jpwr.method import Channel
 from jpwr.sysfs import SysfsPowerMethod, hwmon_dirs, hwmon_root, natural_key, read_text
@@ -14,7 +15,7 @@ from jpwr.sysfs import SysfsPowerMethod, hwmon_dirs, hwmon_root, natural_key, re
 _INPUT = re.compile(r"power(\d+)_input")
 
 
-def _optional_text(path) -> str:
+def _optional_text(path: Path) -> str:
     try:
         return read_text(path)
     except OSError:

@@ -33,6 +33,7 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from jpwr.method import Channel, Method, MethodUnavailable
@@ -120,12 +121,12 @@ class PmCountersPower(Method):
         except (OSError, ValueError, IndexError):
             return None
 
-    def _snapshot(self) -> list:
+    def _snapshot(self) -> list[tuple[float, float] | Exception]:
         """One update's readings: per channel (joules, watts) or the error
         that channel's files gave."""
         for _ in range(TRIES):
             before = self._setting("freshness")
-            readings = []
+            readings: list[tuple[float, float] | Exception] = []
             for energy, power in self._paths:
                 try:
                     readings.append((parse(read_text(energy), "J")[0], parse(read_text(power), "W")[0]))
@@ -163,17 +164,18 @@ class PmCountersPower(Method):
     def _stale_s(self) -> float:
         return max(STALE_S, STALE_UPDATES / (self.raw_scan_hz or 10))
 
-    def _answers(self, pick) -> list[float]:
+    def _answers(self, pick: Callable[[tuple[float, float]], float]) -> list[float]:
         try:
             readings = self._snapshot()
         except OSError as err:
             readings = [err] * len(self.channels)
 
-        def value(i):
-            if isinstance(readings[i], Exception):
-                raise readings[i]
-            return pick(readings[i])
-        return [self._value(i, lambda i=i: value(i)) for i in range(len(self.channels))]
+        def value(i: int) -> float:
+            reading = readings[i]
+            if isinstance(reading, Exception):
+                raise reading
+            return pick(reading)
+        return [self._value(i, lambda: value(i)) for i in range(len(self.channels))]
 
     def read(self) -> list[float]:
         return self._answers(lambda reading: reading[1])

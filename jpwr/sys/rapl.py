@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from pathlib import Path
 
 from jpwr.method import Channel, Method, MethodUnavailable
 from jpwr.notice import one_line
@@ -18,7 +19,7 @@ from jpwr.sysfs import natural_key, read_int, read_text, sysfs_root
 class RaplZone:
     """One energy counter, turned into increments that survive wraparound."""
 
-    def __init__(self, energy_path, max_range_uj: int) -> None:
+    def __init__(self, energy_path: Path, max_range_uj: int) -> None:
         self.energy_path = energy_path
         self.max_range_uj = max_range_uj
         self.total_uj = 0
@@ -59,7 +60,7 @@ class RaplZone:
         return watts
 
 
-def _zone_name(zone) -> str:
+def _zone_name(zone: Path) -> str:
     """package-0, package-0/core, package-0/dram, psys, ..."""
     name = read_text(zone / "name")
     parent = zone.parent / zone.name.rsplit(":", 1)[0]
@@ -101,10 +102,10 @@ class RaplPower(Method):
 
     def read(self) -> list[float]:
         now = time.monotonic()
-        return [self._value(i, lambda z=zone: z.advance(now)) for i, zone in enumerate(self._zones)]
+        return [self._value(i, lambda: zone.advance(now)) for i, zone in enumerate(self._zones)]
 
     def energy_j(self) -> list[float]:
-        return [self._value(i, lambda z=zone: z.live_total_uj() * 1e-6)
+        return [self._value(i, lambda: zone.live_total_uj() * 1e-6)
                 for i, zone in enumerate(self._zones)]
 
 

@@ -42,7 +42,7 @@ class Tokenizer:
                 raise BenchmarkInputError(f"{kind} {path} does not exist")
         try:
             model = models.BPE.from_file(str(vocab_file), str(merge_file))
-        except Exception as e:  # tokenizers raises a bare Exception with a clear message
+        except Exception as e:  # noqa: BLE001 - tokenizers raises a bare Exception with a clear message
             raise BenchmarkInputError(
                 f"{vocab_file} and {merge_file} are not a GPT-2 BPE vocab/merges pair: {e}"
             ) from None

@@ -23,20 +23,20 @@ from reframe.core.meta import make_test
 
 # appended, not inserted: ReFrame removes the folder it added by its position
 sys.path.append(str(Path(__file__).resolve().parents[2]))
-from caraml.benchmarks import all_benchmarks  # noqa: E402
-from caraml.compare import CompareError  # noqa: E402
-from caraml.login.jobplan import ROOT  # noqa: E402
-from caraml.regression import centre, figures  # noqa: E402
-from caraml.regression.plan import (  # noqa: E402
+from caraml.benchmarks import all_benchmarks
+from caraml.compare import CompareError
+from caraml.login.jobplan import ROOT
+from caraml.regression import centre, figures
+from caraml.regression.plan import (
     JOB_SCRIPT,
     PlanError,
-    decide,
     job_resources,
     local_lock,
     plan,
     prepare_data,
+    run_row_model,
 )
-from caraml.row.row_json import read  # noqa: E402
+from caraml.row.row_json import read
 
 # One check per benchmark of the table (caraml/benchmarks.py) and each of its
 # configurations (JUBE tags besides the system's)
@@ -68,7 +68,7 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     caraml_commit = variable(str, value="n/a")
     caraml_suite_version = variable(str, value="n/a")
     caraml_torch = variable(str, value="n/a")
-    caraml_energy_source = variable(str, value="n/a")
+    caraml_energy_methods = variable(str, value="n/a")
     caraml_energy_scope = variable(str, value="n/a")
     caraml_energy_kind = variable(str, value="n/a")
     caraml_energy_window = variable(str, value="n/a")
@@ -113,7 +113,8 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
     @run_after("setup")
     def a_system_of_platform_xml(self):
         try:
-            self._tags = centre.system_tags(self._system_tags(), f"partition {self.current_partition.fullname}")
+            self._tags = centre.system_tags(self._system_tags(),
+                                            f"partition {self.current_partition.fullname}")
         except PlanError as error:
             raise ReframeError(str(error)) from None
 
@@ -164,7 +165,7 @@ class CaramlBenchmark(rfm.RunOnlyRegressionTest):
             # its other header would make ReFrame rotate the perflog to .h0
             self.skip(f"dry run: {Path(self.stagedir) / JOB_SCRIPT} planned, nothing measured or logged")
         try:
-            decide(self.benchmark.name, Path(self.stagedir))
+            run_row_model(self.benchmark.name, Path(self.stagedir))
         except PlanError as error:
             raise ReframeError(str(error)) from None
 

@@ -140,29 +140,50 @@ def test_a_bundle_with_one_changed_file_is_refused_naming_it(run, tmp_path, caps
     assert f"changed.tar.gz: refused: {name}: its sha256 or size" in capsys.readouterr().err
 
 
-def test_two_machines_under_one_name_are_named_and_not_pooled(run, tmp_path, capsys):
-    # the same run as if a second machine had made it: another host, another machine id, and its
-    # own iterations (a nanosecond apart on one, within the rounding of every figure)
+def _elsewhere(run: Path, tmp_path: Path, cpu_model: str | None) -> Path:
+    """The same run as if another host had made it (another host name and machine id; another CPU
+    model where one is given), with its own iterations (a nanosecond apart on one, within the
+    rounding of every figure)."""
     other = tmp_path / "other"
     shutil.copytree(run, other, symlinks=True)
     [energy] = other.glob("*/*_execute/work/energy")
     provenance = json.loads((energy / "provenance.json").read_text())
     provenance["hostnames"] = ["cn7"]
-    provenance["machine"] = [{**provenance["machine"][0], "host": "cn7", "machine_id": "0f" * 16}]
+    host = {**provenance["machine"][0], "host": "cn7", "machine_id": "0f" * 16}
+    provenance["machine"] = [{**host, "cpu_model": cpu_model} if cpu_model else host]
     (energy / "provenance.json").write_text(json.dumps(provenance))
     iterations = json.loads((energy / "iterations.json").read_text())
     iterations["timed_s"][0] += 1e-9
     iterations["timed_s_by_rank"][0][0] += 1e-9
     (energy / "iterations.json").write_text(json.dumps(iterations))
+    return other
+
+
+def test_two_machines_under_one_name_are_named_and_not_pooled(run, tmp_path, capsys):
+    other = _elsewhere(run, tmp_path, cpu_model="Another CPU 9000")
     status, printed = _checked(capsys, run, other)
     assert status == check.OK, printed
-    assert ("note: CPU: its rows come from 2 machines (hosts cn7; devices cn7:machine-id:0f0f0f0f0f0f; "
-            "hosts ") in printed
+    assert "note: CPU: its rows come from 2 machines (1 x Another CPU 9000 x" in printed
     assert cli.main([f"CPU={run}", f"CPU={other}", "--out", str(tmp_path / "out"), "--no-references"]) \
         == comparison.SYSTEM_FAILED  # smoke rows: no measurement either way
     assert "not pooled: CPU: its rows come from 2 machines" in capsys.readouterr().out
     table = pd.read_csv(tmp_path / "out" / "comparison.csv", keep_default_na=False, na_values=[""])
     assert table["machine"].nunique() == 2 and (table["audit"] == "audited").all()
     digests = {hashlib.sha256((p / "iterations.json").read_bytes()).hexdigest()
-               for p in (*run.glob("*/*_execute/work/energy"), energy)}
+               for p in (*run.glob("*/*_execute/work/energy"), *other.glob("*/*_execute/work/energy"))}
     assert len(digests) == 2
+
+
+def test_another_node_of_the_same_hardware_pools_and_is_named(run, tmp_path, capsys):
+    # Slurm put the repeat on another node of the partition: one machine, two host sets
+    other = _elsewhere(run, tmp_path, cpu_model=None)
+    status, printed = _checked(capsys, run, other)
+    assert status == check.OK, printed
+    assert "machines" not in printed
+    assert "note: CPU: its rows ran on 2 host sets of one machine (1 x " in printed
+    assert "hosts cn7; devices cn7:machine-id:0f0f0f0f0f0f" in printed
+    assert cli.main([f"CPU={run}", f"CPU={other}", "--out", str(tmp_path / "out"), "--no-references"]) \
+        == comparison.SYSTEM_FAILED
+    assert "not pooled" not in capsys.readouterr().out
+    table = pd.read_csv(tmp_path / "out" / "comparison.csv", keep_default_na=False, na_values=[""])
+    assert table["machine"].nunique() == 1 and table["hosts"].nunique() == 2

@@ -16,7 +16,6 @@ from pathlib import Path
 from tests.caraml.row_packages import (
     IMAGE_GLOBAL,
     JPWR,
-    LLM_GLOBAL,
     OPERATOR_GLOBAL,
     START,
     execute,

@@ -26,14 +26,19 @@ OPERATOR_GLOBAL = ("CARAML global: problem=rbc3d model=FNO precision=fp32 compil
                    "samples_per_s_mean=320.0 samples_per_s_median=321.0 "
                    "samples_per_s_per_device=80.0 samples_total=1600 samples_timed=1440 "
                    "samples_per_epoch=1024 epoch_s=3.2 nodes=1 iterations=90 iterations_total=100")
-JPWR = """jpwr-summary: total_wh=40.0 devices=4 wh_per_device=10.0 mean_w_per_device=300.0 max_w=390.0 duration_s=120.0 methods=pynvml source=measured scope=gpu basis=counter counter_vs_integrated_pct=0.5 missing_pct=0.0
-jpwr-hosts: cn1=40.0
-jpwr-scope: scope=gpu total_wh=40.0 devices=4 wh_per_device=10.0 basis=counter
-jpwr-scope: scope=module total_wh=48.0 devices=4 wh_per_device=12.0 basis=counter
-jpwr-scopes: gpu=40.0 module=48.0
-jpwr-window: window=timed scope=gpu counted=yes total_wh=36.0 devices=4 wh_per_device=9.0 duration_s=100.0 basis=counter
-jpwr-window: window=timed scope=module counted=no total_wh=43.2 devices=4 wh_per_device=10.8 duration_s=100.0 basis=counter
-"""
+JPWR = "\n".join([
+    "jpwr-summary: total_wh=40.0 devices=4 wh_per_device=10.0 mean_w_per_device=300.0 max_w=390.0 "
+    "duration_s=120.0 methods=pynvml source=measured scope=gpu basis=counter counter_vs_integrated_pct=0.5 "
+    "missing_pct=0.0",
+    "jpwr-hosts: cn1=40.0",
+    "jpwr-scope: scope=gpu total_wh=40.0 devices=4 wh_per_device=10.0 basis=counter",
+    "jpwr-scope: scope=module total_wh=48.0 devices=4 wh_per_device=12.0 basis=counter",
+    "jpwr-scopes: gpu=40.0 module=48.0",
+    "jpwr-window: window=timed scope=gpu counted=yes total_wh=36.0 devices=4 wh_per_device=9.0 "
+    "duration_s=100.0 basis=counter",
+    "jpwr-window: window=timed scope=module counted=no total_wh=43.2 devices=4 wh_per_device=10.8 "
+    "duration_s=100.0 basis=counter",
+]) + "\n"
 PARAMS = {"system_name": "A100", "system_description": "JURECA-DC node with 4x A100",
           "device_kind": "cuda", "device_unit": "GPU", "tdp_w": "400", "nodes": "1",
           "devices_per_node": "4", "total_devices": "4", "energy_scope": "counted",

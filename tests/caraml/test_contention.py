@@ -16,7 +16,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
 
 import pytest
 

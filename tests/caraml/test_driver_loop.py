@@ -13,14 +13,13 @@ from dataclasses import dataclass
 import pytest
 
 from caraml.node import driver, numerics
-from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.options import DriverOptions
 from caraml.node.stopping import StopCondition
 from caraml.node.timing import Timed
-from tests.dist_fixtures import single_cpu  # noqa: F401
 
 
 @dataclass(frozen=True, kw_only=True)
-class Opts(RunOptions, EnergyOptions):
+class Opts(DriverOptions):
     pass
 
 
@@ -58,7 +57,7 @@ def run(step, clock, dist, stop, warmup=2, log_interval=1000):
     return driver.train_loop(step, opts, dist, stop, no_energy, progress, clock=clock)
 
 
-def test_warmup_iterations_are_run_but_not_timed(single_cpu):  # noqa: F811
+def test_warmup_iterations_are_run_but_not_timed(single_cpu):
     clock = FakeClock()
     result = run(steps_taking(clock, [5.0, 4.0, 1.0, 2.0, 3.0]), clock, single_cpu,
                  StopCondition(max_iterations=5, clock=clock), warmup=2)
@@ -68,7 +67,7 @@ def test_warmup_iterations_are_run_but_not_timed(single_cpu):  # noqa: F811
     assert result.stop_reason == "iteration count 5 reached"
 
 
-def test_the_cpu_time_covers_the_timed_window_not_the_energy_scopes_close(single_cpu):  # noqa: F811
+def test_the_cpu_time_covers_the_timed_window_not_the_energy_scopes_close(single_cpu):
     """jpwr's scope writes its files as it closes, after the last timed
     iteration: that CPU time is no iteration's"""
     @contextlib.contextmanager
@@ -87,7 +86,7 @@ def test_the_cpu_time_covers_the_timed_window_not_the_energy_scopes_close(single
     assert 0 <= result.cpu_s < 0.5
 
 
-def test_everything_between_two_steps_is_timed(single_cpu):  # noqa: F811
+def test_everything_between_two_steps_is_timed(single_cpu):
     """The batch fetch (inside the step) and the stop decision count."""
     clock = FakeClock()
     step = steps_taking(clock, [1.0] * 3)
@@ -101,7 +100,7 @@ def test_everything_between_two_steps_is_timed(single_cpu):  # noqa: F811
     assert result.durations == [1.25, 1.25, 1.25]
 
 
-def test_a_measurement_window_runs_past_the_iteration_count_until_it_is_long_enough(single_cpu):  # noqa: F811
+def test_a_measurement_window_runs_past_the_iteration_count_until_it_is_long_enough(single_cpu):
     """The window counts the running iteration too: it closes at the
     iteration that reaches it, never before."""
     clock = FakeClock()
@@ -112,7 +111,7 @@ def test_a_measurement_window_runs_past_the_iteration_count_until_it_is_long_eno
     assert result.stop_reason == "measurement window reached: at least 2 timed iterations lasting 5 s"
 
 
-def test_a_signal_stops_the_loop_after_the_running_iteration(single_cpu):  # noqa: F811
+def test_a_signal_stops_the_loop_after_the_running_iteration(single_cpu):
     clock = FakeClock()
     step = steps_taking(clock, [1.0] * 100)
 
@@ -129,7 +128,7 @@ def test_a_signal_stops_the_loop_after_the_running_iteration(single_cpu):  # noq
     assert result.stop_reason == "signal SIGUSR1"
 
 
-def test_the_wall_clock_budget_stops_the_loop(single_cpu):  # noqa: F811
+def test_the_wall_clock_budget_stops_the_loop(single_cpu):
     clock = FakeClock()
     stop = StopCondition(max_iterations=100, max_seconds=10.0, clock=clock)
     result = run(steps_taking(clock, [4.0] * 100), clock, single_cpu, stop, warmup=1)
@@ -147,7 +146,7 @@ def test_the_stop_reason_is_rank_0s_or_that_of_the_rank_that_stopped_first(reaso
     assert driver.stop_reason(reasons) == text
 
 
-def test_stopped_before_the_first_iteration(single_cpu):  # noqa: F811
+def test_stopped_before_the_first_iteration(single_cpu):
     clock = FakeClock()
     stop = StopCondition(max_iterations=5, clock=clock)
     stop.signal_received = "SIGTERM"
@@ -157,7 +156,7 @@ def test_stopped_before_the_first_iteration(single_cpu):  # noqa: F811
     assert result.stop_reason == "signal SIGTERM"
 
 
-def test_progress_lines_give_the_intervals_time_and_loss(single_cpu, capsys):  # noqa: F811
+def test_progress_lines_give_the_intervals_time_and_loss(single_cpu, capsys):
     clock = FakeClock()
     run(steps_taking(clock, [5.0, 4.0, 1.0, 2.0, 3.0]), clock, single_cpu,
         StopCondition(max_iterations=5, clock=clock), warmup=2, log_interval=2)
@@ -245,7 +244,7 @@ def test_a_windows_seconds_are_agreed_on_at_the_next_check_point():
     assert vote(10, Timed(9, 4.5)) == (reason, True) and dist.votes == 1
 
 
-def test_every_loss_and_skipped_update_is_kept_for_the_summary_line(single_cpu):  # noqa: F811
+def test_every_loss_and_skipped_update_is_kept_for_the_summary_line(single_cpu):
     """The first iteration's loss, the first that is not finite with its
     iteration (counted from 1), and the timed updates a scaler skipped
     (a skip in the warm-up is the scaler finding its scale)."""
@@ -262,7 +261,7 @@ def test_every_loss_and_skipped_update_is_kept_for_the_summary_line(single_cpu):
                                "skipped_iterations": 2}
 
 
-def test_a_run_of_finite_losses_names_no_loss_that_is_not(single_cpu):  # noqa: F811
+def test_a_run_of_finite_losses_names_no_loss_that_is_not(single_cpu):
     clock = FakeClock()
     result = run(steps_taking(clock, [1.0] * 4), clock, single_cpu,
                  StopCondition(max_iterations=4, clock=clock), warmup=1)

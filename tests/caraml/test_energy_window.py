@@ -12,10 +12,9 @@ import pandas as pd
 
 from caraml.node import driver
 from caraml.node.energy import TIMED
-from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.options import DriverOptions
 from caraml.node.stopping import StopCondition
 from llm_training.pretrain_gpt import main as pretrain_main
-from tests.dist_fixtures import single_cpu  # noqa: F401
 
 # tests/llm/llm_helpers.py's tiny GPT, spelled out: that module is not a package.
 TINY_GPT = ["--model-size", "cpu-small", "--num-layers", "1", "--hidden-size", "32",
@@ -25,7 +24,7 @@ TINY_GPT = ["--model-size", "cpu-small", "--num-layers", "1", "--hidden-size", "
 
 
 @dataclass(frozen=True, kw_only=True)
-class Opts(RunOptions, EnergyOptions):
+class Opts(DriverOptions):
     pass
 
 
@@ -62,7 +61,7 @@ def loop_with(recorder, dist, monkeypatch, iterations, warmup):
                              lambda *a: "progress")
 
 
-def test_the_loop_brackets_exactly_the_timed_iterations(single_cpu, monkeypatch, tmp_path):  # noqa: F811
+def test_the_loop_brackets_exactly_the_timed_iterations(single_cpu, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # where provenance.json goes
     recorder = Recorder()
     result = loop_with(recorder, single_cpu, monkeypatch, iterations=7, warmup=3)
@@ -74,7 +73,7 @@ def test_the_loop_brackets_exactly_the_timed_iterations(single_cpu, monkeypatch,
         assert recorder.events[recorder.events.index(edge) - 1][0] == "sync"
 
 
-def test_no_window_without_timed_iterations(single_cpu, monkeypatch, tmp_path):  # noqa: F811
+def test_no_window_without_timed_iterations(single_cpu, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     recorder = Recorder()
     loop_with(recorder, single_cpu, monkeypatch, iterations=3, warmup=5)

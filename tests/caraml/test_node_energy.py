@@ -1,4 +1,4 @@
-"""The node energy file (caraml/login/node_energy.py) without a cluster:
+"""The node energy file (caraml/job/node_energy.py) without a cluster:
 what a job outside Slurm records, Slurm's energy plugins in a cluster's
 configuration, and what the reader makes of every state of the file. Real
 Slurm clusters: tests/e2e/test_e2e_node_energy.py."""
@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from caraml.login import node_energy
-from caraml.login.node_energy import (
+from caraml.job import node_energy
+from caraml.job.node_energy import (
     FILE_NAME,
     FORMAT,
     begin,

@@ -1,4 +1,4 @@
-"""The job's power guard and the Slurm epilog's reset (caraml/node/power_guard.py),
+"""The job's power guard and the Slurm epilog's reset (caraml/job/power_guard.py),
 as processes of their own against the file-backed fake NVML and amdsmi
 (tests/fake_bindings): a guard puts back a limit that a process which set it
 could not, however that process ended (SIGKILL, abort, segfault), reads it
@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from caraml import jobwatch
+from caraml.job import watch
 from caraml.row import power_limit as row_limit
-from tests.jpwr.jpwr_fakes import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 BINDINGS = ROOT / "tests" / "fake_bindings"
@@ -50,9 +49,9 @@ def _nvml_mw(tmp_path: Path) -> list[int]:
 
 
 def _guard(tmp_path: Path, env: dict, *extra: str) -> subprocess.Popen:
-    guard = subprocess.Popen([sys.executable, "-m", "caraml.node.power_guard", "guard", "--dir", str(tmp_path),
+    guard = subprocess.Popen([sys.executable, "-m", "caraml.job.power_guard", "guard", "--dir", str(tmp_path),
                               *extra], env=env, cwd=tmp_path)
-    ready = subprocess.run([sys.executable, "-m", "caraml.node.power_guard", "wait", "--dir", str(tmp_path),
+    ready = subprocess.run([sys.executable, "-m", "caraml.job.power_guard", "wait", "--dir", str(tmp_path),
                             "--nodes", "1", "--timeout-s", "60"], env=env, capture_output=True, text=True)
     assert ready.returncode == 0 and "warning" not in ready.stdout, ready.stdout
     return guard
@@ -91,7 +90,8 @@ def test_the_guard_puts_back_a_limit_whose_process_died_without_a_word(tmp_path,
     assert guard.wait(timeout=60) == 0
     assert _nvml_mw(tmp_path) == [250_000, 200_000]  # as the guard found them
     record = _record(tmp_path)
-    assert "CARAML power guard: host=" in record and "device=gpu1 scope=gpu found_w=200 default_w=250" in record
+    assert "CARAML power guard: host=" in record
+    assert "device=gpu1 scope=gpu found_w=200 default_w=250" in record
     assert "device=gpu1 scope=gpu found_w=200 was_w=150 reads_w=200 restored=yes" in record
     assert "device=gpu0 scope=gpu found_w=250 was_w=250 reads_w=250 restored=yes" in record
     assert row_limit.guard_outcome(record) == "yes"
@@ -137,7 +137,7 @@ def test_a_node_without_a_readable_gpu_is_ready_at_once_and_guards_nothing(tmp_p
 def test_waiting_for_guards_that_are_not_there_ends_with_a_warning(tmp_path):
     (tmp_path / "power_guard.n1").write_text("CARAML power guard ready: host=n1 limits=0\n")
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "caraml.node.power_guard", "wait", "--dir", str(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "caraml.job.power_guard", "wait", "--dir", str(tmp_path),
                            "--nodes", "2", "--timeout-s", "0.5"], env=_env(tmp_path),
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and time.monotonic() - started < 60
@@ -182,20 +182,20 @@ def test_the_epilog_resets_every_gcd_of_an_amd_host_and_fails_where_one_refuses(
 
 
 def test_the_job_watcher_kills_what_a_dead_script_started_but_leaves_the_guard_its_work(tmp_path):
-    """Without Slurm the job's watcher (caraml/jobwatch.py) kills what a job
+    """Without Slurm the job's watcher (caraml/job/watch.py) kills what a job
     script killed outright had started; the guard, started by the script too,
     lives on to put the limit back and ends by itself."""
     env = _env(tmp_path, {"gpus": [_gpu("GPU-a", 250)]})
     script = subprocess.Popen(["sleep", "600"])  # the job script
     rank = subprocess.Popen(["sleep", "600"])
     guard = _guard(tmp_path, env, "--watch-pid", str(script.pid))
-    started = {(p.pid, jobwatch._stat(p.pid)[1]) for p in (rank, guard)}
+    started = {(p.pid, watch._stat(p.pid)[1]) for p in (rank, guard)}
     state = json.loads((tmp_path / "nvml.json").read_text())
     state["gpus"][0]["limit_mw"] = 160_000  # set by the rank
     (tmp_path / "nvml.json").write_text(json.dumps(state))
     script.kill()
     script.wait()
-    assert jobwatch.kill_all(started) == 1
+    assert watch.kill_all(started) == 1
     assert rank.wait(timeout=60) == -signal.SIGKILL
     assert guard.wait(timeout=60) == 0
     assert _nvml_mw(tmp_path) == [250_000] and "when=job-script-gone" in _record(tmp_path)

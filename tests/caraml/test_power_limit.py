@@ -17,7 +17,7 @@ import pytest
 
 from caraml import power_limit
 from caraml.node import driver
-from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.options import DriverOptions
 from caraml.report import BenchmarkInputError, kv_lines
 from caraml.row import power_limit as row_limit
 from tests.dist_fixtures import LAUNCHER_VARIABLES
@@ -26,7 +26,7 @@ from tests.jpwr.jpwr_fakes import FakeNvml, FakeScopedNvml, wait_for
 
 
 @dataclass(frozen=True, kw_only=True)
-class Opts(RunOptions, EnergyOptions):
+class Opts(DriverOptions):
     pass
 
 
@@ -248,7 +248,8 @@ def test_a_refused_privilege_says_what_the_centre_must_provide_and_is_noted_for_
     [line] = capsys.readouterr().err.strip().splitlines()
     assert "the centre must provide jobs that may set GPU power limits" in line
     assert "CARAML_POWER_LIMIT_MODE=external" in line and "sudo" not in line
-    assert power_limit.refused_before(tmp_path) == f"point 0.5 was refused: {line.removeprefix('CARAML ERROR: ')}"
+    said = line.removeprefix("CARAML ERROR: ")
+    assert power_limit.refused_before(tmp_path) == f"point 0.5 was refused: {said}"
 
 
 # --- under torchrun, in processes of their own ------------------------------------------------
@@ -260,11 +261,11 @@ _LONG_STEP_DRIVER = """
 import signal, sys, time
 from dataclasses import dataclass
 from caraml.node import driver
-from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.options import DriverOptions
 from caraml.node.stopping import STOP_SIGNALS
 
 @dataclass(frozen=True, kw_only=True)
-class Opts(RunOptions, EnergyOptions):
+class Opts(DriverOptions):
     pass
 
 def train(args, dist, stop, meter):

@@ -7,8 +7,8 @@ import subprocess
 import pytest
 import torch
 
-from caraml.row import facts as row_facts
 from caraml.node import provenance
+from caraml.row import facts as row_facts
 from llm_training.pretrain_gpt import main as pretrain_main
 from tests.driver_runs import parse_caraml
 

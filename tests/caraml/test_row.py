@@ -14,6 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from caraml import benchmarks
+from caraml.regression import figures
 from caraml.report import last_kv
 from caraml.row import jube_lines, render, row_json
 from caraml.row.decide import decide_row
@@ -98,7 +99,8 @@ def test_a_signal_gives_ok_stopped_early_with_its_reason(tmp_path):
 
 
 def test_our_error_line_fails_the_row_with_it(tmp_path):
-    row = decide(tmp_path, jpwr=None, stderr="CARAML ERROR: global batch size 6 does not divide by 4 devices\n")
+    row = decide(tmp_path, jpwr=None,
+                 stderr="CARAML ERROR: global batch size 6 does not divide by 4 devices\n")
     assert state(row) == ("failed", "global batch size 6 does not divide by 4 devices")
     assert row.per_s is None and row.mfu is None
 
@@ -245,9 +247,13 @@ def test_a_partial_run_is_never_a_work_per_wh_and_says_what_it_covers(tmp_path):
     assert row.not_a_measurement == "its energy is not whole (its samples cover 11 % of the run)"
     fields = render.words(row)
     # the partial figure stays, labelled; the ratio cell is empty
-    assert [fields.get(name) for name in ("work_per_wh", "work_per_wh_run", "work_per_wh_timed")] == [None] * 3
+    ratios = ("work_per_wh", "work_per_wh_run", "work_per_wh_timed")
+    assert [fields.get(name) for name in ratios] == [None] * 3
     assert (fields["wh"], fields["wh_run"], fields["energy_window"]) == ("40", "40", "run")
-    assert fields["energy_source"] == "incomplete(pynvml)"
+    # one word for how the headline was had, in every rendering
+    assert (fields["energy_kind"], fields["energy_source"]) == ("incomplete", "incomplete(pynvml)")
+    assert figures.provenance(row)["energy_kind"] == "incomplete"
+    assert figures.provenance(row)["energy_methods"] == "pynvml"
 
 
 def test_a_whole_timed_window_stays_the_headline_of_a_partial_run(tmp_path):
@@ -258,6 +264,8 @@ def test_a_whole_timed_window_stays_the_headline_of_a_partial_run(tmp_path):
     assert row.work_per_wh_run is None
     assert "energy-incomplete(covers-11%-of-the-run-window)" in list(row.flags)
     assert row.measurement  # its headline is whole
+    fields = render.words(row)
+    assert (fields["energy_kind"], fields["energy_source"]) == ("measured", "measured(pynvml)")
 
 
 def test_energy_lost_without_a_percentage_and_a_timed_window_with_a_gap(tmp_path):

@@ -1,5 +1,5 @@
 """The nodes' energy in the row: read once from the job's node_energy.json
-(caraml/login/node_energy.py) where the row is decided, beside jpwr's
+(caraml/job/node_energy.py) where the row is decided, beside jpwr's
 figures and never added to them, with its state, source, scope and
 window; the accelerators' share of a node's energy where jpwr measured
 both over one window; and the row's renderings (the full table, row.json,
@@ -14,7 +14,7 @@ import sqlite3
 
 import pytest
 
-from caraml.login.node_energy import FILE_NAME, FORMAT
+from caraml.job.node_energy import FILE_NAME, FORMAT
 from caraml.row import full_table, history, row_json
 from caraml.row.decide import decide_row
 from caraml.row.evidence import gather

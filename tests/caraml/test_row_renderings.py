@@ -14,7 +14,7 @@ import pytest
 
 from caraml import benchmarks
 from caraml.compare import rows
-from caraml.row import full_table, history, jube_lines, record, render, row_json, verdict
+from caraml.row import full_table, history, jube_lines, render, row_json, verdict
 from caraml.row.record import FIELDS, KINDS, Row
 from tests.caraml.recorded_rows import REPO as ROOT
 from tests.caraml.recorded_rows import decide
@@ -118,7 +118,7 @@ def test_the_status_cell_says_when_a_row_is_no_measurement(changes, status):
     """The result table's Status (the `CARAML row status:` line): the state,
     and the word of the verdict the row holds; the issues table's cause
     says the verdict whole."""
-    row = record.judged(dataclasses.replace(MEASURED, **changes))
+    row = verdict.judged(dataclasses.replace(MEASURED, **changes))
     assert render.status(row) == status
     assert (status == row.state) == (row.measurement or row.state not in ("ok", "ok-stopped-early"))
     out = io.StringIO()

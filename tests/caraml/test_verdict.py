@@ -9,7 +9,8 @@ import dataclasses
 import pytest
 
 from caraml.row import verdict
-from caraml.row.record import Row, judged
+from caraml.row.record import Row
+from caraml.row.verdict import judged
 
 MEASURED = Row(state="ok", timed_iterations=90, time_per_iteration_s=1.0, timed_s=90.0,
                energy_scope="gpu", energy_window="timed", energy_complete_timed=True,
@@ -24,7 +25,8 @@ MEASURED = Row(state="ok", timed_iterations=90, time_per_iteration_s=1.0, timed_
                           "(`jube continue`)"),
     # the row: 55 timed iterations in 8 s
     ({"timed_iterations": 55, "timed_s": 8.0}, "55 timed iterations in 8 s; a measurement needs 20 and 60 s"),
-    ({"timed_iterations": 19, "timed_s": 600.0}, "19 timed iterations in 600 s; a measurement needs 20 and 60 s"),
+    ({"timed_iterations": 19, "timed_s": 600.0},
+     "19 timed iterations in 600 s; a measurement needs 20 and 60 s"),
     ({"timed_iterations": 1, "timed_s": 3.5}, "1 timed iteration in 3.5 s; a measurement needs 20 and 60 s"),
     ({"timed_s": None}, "its timed iterations or their time are not recorded"),
     ({"energy_window": "run", "energy_complete_timed": False, "energy_complete_run": False,

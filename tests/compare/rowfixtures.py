@@ -18,7 +18,6 @@ import pandas as pd
 from jpwr.ctxmgr import WINDOW_COLUMNS
 from jpwr.energy import POWER_COLUMNS
 
-
 # Rows written by hand keep no raw evidence: caraml-compare ranks them only
 # where it accepts unaudited rows (docs/run_rules.md), and says so in every
 # sentence. The tests of what it computes from rows read them so.
@@ -352,11 +351,11 @@ def repeated(data: dict, factor: float, date: str) -> dict:
 def nan_loss(data: dict, at: int = 3) -> dict:
     """The row as row.json of the record's schema, its loss not finite from iteration at on (a diverged
     run that is fast all the same), judged by the one verdict."""
-    from caraml.row import record, row_json
+    from caraml.row import row_json, verdict
 
     row = dataclasses.replace(row_json.from_dict(data), loss_first=8.3, loss_nonfinite="nan",
                               loss_nonfinite_at=at)
-    return row_json.to_dict(record.judged(row))
+    return row_json.to_dict(verdict.judged(row))
 
 
 def repeated_committee(root: Path, history_db: Path) -> list[str]:
@@ -366,8 +365,9 @@ def repeated_committee(root: Path, history_db: Path) -> list[str]:
     energy channel (a system that keeps its node-hours' cost, its
     electricity missing); MI300X's smoke row and an H100 row at batch 1024
     whose loss is nan from iteration 3 (and which would lead every
-    ranking), both of which the verdict marks no measurement; and in history_db an earlier A100 run of 2026-11-20 that
-    was 1/0.85 as fast as the A100 runs here (A100 15 % below it). The
+    ranking), both of which the verdict marks no measurement; and in
+    history_db an earlier A100 run of 2026-11-20 that was 1/0.85 as fast as
+    the A100 runs here (A100 15 % below it). The
     arguments for caraml-compare."""
     from caraml.row import history, row_json
 

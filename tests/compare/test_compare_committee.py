@@ -47,8 +47,9 @@ def test_a_row_that_is_no_measurement_is_marked_and_never_ranked_divided_or_extr
     table = pd.read_csv(out / "comparison.csv", keep_default_na=False, na_values=[""])
     mi300x = table[table["system"] == "MI300X"].iloc[0]
     assert not mi300x["measurement"]
-    assert mi300x["not_a_measurement"] == ("4 timed iterations in 12 s; a measurement needs "
-                                           f"{verdict.MIN_TIMED_ITERATIONS} and {verdict.MIN_TIMED_SECONDS:g} s")
+    assert mi300x["not_a_measurement"] == (
+        "4 timed iterations in 12 s; a measurement needs "
+        f"{verdict.MIN_TIMED_ITERATIONS} and {verdict.MIN_TIMED_SECONDS:g} s")
     assert not mi300x["best"] and pd.isna(mi300x["per_s_per_device_ratio"])
     head = pd.read_csv(out / "headline.csv", keep_default_na=False, na_values=[""]).set_index("system")
     assert pd.isna(head.loc["MI300X", "per_s_per_device_ratio"])
@@ -180,7 +181,8 @@ def test_the_first_screen_ranks_per_node_and_per_package_and_leaves_the_smoke_ru
             "1.01x, a tie (within 2 %) (no interval") in first
     assert "MI300X: not ranked (not a measurement (4 timed iterations in 12 s" in first
     assert "MI300A: not ranked (failed: HIP out of memory)" in first
-    assert 'alt="decision_llm_800M_bf16_seq_2048"' in first and 'alt="solution_llm_800M_bf16_seq_2048"' in first
+    assert 'alt="decision_llm_800M_bf16_seq_2048"' in first
+    assert 'alt="solution_llm_800M_bf16_seq_2048"' in first
     image = page.split('id="decision-image"')[1].split("</section>")[0]
     assert "GB200: not ranked (failed: CUDA error" in image
 
@@ -191,7 +193,8 @@ def test_the_rankings_are_best_first_with_their_ratios(committee, tmp_path):
     table = figures.add_ratios(table, "A100")
     head, _ = figures.headline(table, "A100")
     jobs = Jobs()
-    [llm, image] = decision.decide(table, head, figures.time_and_energy_to_solution(table, jobs), jobs, "A100")
+    solutions = figures.time_and_energy_to_solution(table, jobs)
+    [llm, image] = decision.decide(table, head, solutions, jobs, "A100")
     per_node = llm.ranked["per_s_per_node"]
     assert per_node["system"].tolist() == ["GH200", "JUPITER", "GB200", "WAIH100", "JEDI", "H100", "MI250X",
                                            "MI250", "A100"]

@@ -119,7 +119,8 @@ def test_a_row_that_is_no_measurement_is_never_ranked_and_said_under_the_sentenc
     # H100's diverged batch 1024 (90,000 tokens/s per GPU, loss nan) leads nothing and is said so
     assert "not a measurement: H100 llm 800M bf16 seq 2048: loss nan at iteration 3" in printed
     table = pd.read_csv(out / "comparison.csv", keep_default_na=False, na_values=[""])
-    diverged = table[(table["system"] == "H100") & (table["benchmark"] == "llm") & (table["global_batch"] == 1024)]
+    diverged = table[(table["system"] == "H100") & (table["benchmark"] == "llm")
+                     & (table["global_batch"] == 1024)]
     assert len(diverged) == 3 and not diverged["measurement"].any() and not diverged["best"].any()
     assert all(pd.isna(diverged["per_s_per_device_ratio"]))
 
@@ -130,8 +131,8 @@ def test_a_system_without_accelerator_energy_keeps_its_node_hours_and_a_misspelt
     assert cost.loc["JUPITER", "node_hours_cost"] > 0 and pd.isna(cost.loc["JUPITER", "electricity_cost"])
     assert cost.index[-1] == "JUPITER"  # no full cost: listed after the others, never the cheapest
     llm = next(b for b in record["benchmarks"] if b["benchmark"] == "llm")
-    assert "JUPITER: electricity cost missing: JUPITER has no accelerator-only (gpu scope) energy; its energy " \
-        "scope is module" in llm["caveats"]
+    assert ("JUPITER: electricity cost missing: JUPITER has no accelerator-only (gpu scope) energy; "
+            "its energy scope is module") in llm["caveats"]
     assert "prices of A1000 unused: no such system in this comparison" in record["unused_prices"]
     assert f"unused prices: {record['unused_prices']}" in printed
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from caraml.compare import figures
 from caraml.benchmarks import LLM_PARAMETERS
+from caraml.compare import figures
 from caraml.compare.jobs import Jobs
 from tests.compare import rowfixtures as fx
 
@@ -149,9 +149,10 @@ def test_a_row_without_energy_gets_no_energy_ratio_and_says_so(tmp_path):
 
 def test_scaling_runs_give_a_scaling_plot_and_a_heatmap_over_batch_and_devices(tmp_path):
 
-    path = fx.write_run(tmp_path, "a", [fx.a100(devices=4, global_batch=256, per_s_per_device=1000.0),
-                                        fx.a100(nodes=2, devices=8, global_batch=256, per_s_per_device=900.0),
-                                        fx.a100(nodes=2, devices=8, global_batch=512, per_s_per_device=950.0)])
+    path = fx.write_run(tmp_path, "a", [
+        fx.a100(devices=4, global_batch=256, per_s_per_device=1000.0),
+        fx.a100(nodes=2, devices=8, global_batch=256, per_s_per_device=900.0),
+        fx.a100(nodes=2, devices=8, global_batch=512, per_s_per_device=950.0)])
     out = tmp_path / "out"
     assert fx.compare([str(path), "--out", str(out), "--no-references"]) == 0
     assert (out / "scaling.png").read_bytes()[:4] == b"\x89PNG"

@@ -40,13 +40,16 @@ def a100_sweep(tmp_path):
 def test_the_row_carries_its_limit_and_a_row_without_one_is_at_the_default(tmp_path):
     table = fx.load([f"A100={fx.write_run(tmp_path, 'a100', [fx.a100(), *fx.a100_sweep()])}"])
     plain, default, fraction, unrestored = (table.iloc[i] for i in (0, 1, 2, 7))
-    assert (plain["limit_swept"], plain["limit_default"], plain["power_limit_restored"]) == (False, True, None)
-    assert (default["limit_swept"], default["limit_default"], default["power_limit_w"]) == (True, True, 400.0)
-    assert (fraction["power_limit"], fraction["power_limit_asked_w"], fraction["power_limit_w"]) == ("0.9", 360.0, 360.0)
-    assert (fraction["limit_default"], fraction["power_limit_before_w"], fraction["power_limit_restored"]) == \
+    def values(row: pd.Series, *names: str) -> tuple:
+        return tuple(row[name] for name in names)
+    assert values(plain, "limit_swept", "limit_default", "power_limit_restored") == (False, True, None)
+    assert values(default, "limit_swept", "limit_default", "power_limit_w") == (True, True, 400.0)
+    assert values(fraction, "power_limit", "power_limit_asked_w", "power_limit_w") == ("0.9", 360.0, 360.0)
+    assert values(fraction, "limit_default", "power_limit_before_w", "power_limit_restored") == \
         (False, 400.0, True)
     assert unrestored["power_limit_restored"] is False
-    assert (plain["power_limit_scope"], fraction["power_limit_scope"]) == ("n/a", "n/a")  # rows that name no scope
+    # rows that name no scope
+    assert (plain["power_limit_scope"], fraction["power_limit_scope"]) == ("n/a", "n/a")
     ranked, capped = rows.at_default_limit(table)
     assert list(ranked.index) == [0, 1] and len(capped) == 7
 

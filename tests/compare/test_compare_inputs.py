@@ -40,8 +40,8 @@ def test_a_failed_system_stays_in_the_report_and_the_exit_status_is_1(tmp_path, 
     out = tmp_path / "out"
     assert fx.compare([str(good), str(bad), "--out", str(out), "--no-references"]) == comparison.SYSTEM_FAILED
     printed = capsys.readouterr().out
-    assert "failed benchmark: H100 llm: no measured row (2 rows: failed: CUDA out of memory; failed: NCCL timeout)" \
-        in printed
+    assert ("failed benchmark: H100 llm: no measured row (2 rows: failed: CUDA out of memory; "
+            "failed: NCCL timeout)") in printed
     page = (out / "report.html").read_text()
     assert "H100 llm: no measured row" in page and "exit status 1" in printed
     head = pd.read_csv(out / "headline.csv")
@@ -136,3 +136,39 @@ def test_a_row_of_a_run_still_going_says_why_it_is_no_measurement_yet(tmp_path, 
             "its row is decided once `jube continue` has seen it end") in out, out
     page = (tmp_path / "out" / "report.html").read_text()
     assert "running: the job has not ended yet" in page
+
+
+def test_quiet_prints_the_alerts_alone_and_verbose_what_was_read_and_how_long_it_took(tmp_path, capsys,
+                                                                                    monkeypatch):
+    monkeypatch.delenv("CARAML_LOG_LEVEL", raising=False)
+    good = fx.write_run(tmp_path, "a100", [fx.a100()])
+    bad = fx.write_run(tmp_path, "h100", [fx.failed(reason="CUDA out of memory")])
+    printed = {}
+    for level in ("-q", "", "-v"):
+        args = [str(good), str(bad), "--out", str(tmp_path / f"out{level}"), "--no-references"]
+        assert fx.compare([*args, *filter(None, [level])]) == comparison.SYSTEM_FAILED
+        printed[level] = capsys.readouterr().out.replace(str(tmp_path / f"out{level}"), "OUT").splitlines()
+    alert = "failed benchmark: H100 llm: no measured row (1 rows: failed: CUDA out of memory)"
+    assert printed["-q"] == [alert]
+    assert alert in printed[""] and any(line.startswith("wrote ") for line in printed[""])
+    assert not any(line.startswith(("computed:", "written:")) for line in printed[""])
+    assert set(printed[""]) < set(printed["-v"])
+    assert any(line.startswith("computed: 2 rows of 2 systems against A100 in ") for line in printed["-v"])
+    assert any(line.startswith("written: ") and " CPU in this process)" in line for line in printed["-v"])
+    monkeypatch.setenv("CARAML_LOG_LEVEL", "WARNING")
+    assert fx.compare([str(good), str(bad), "--out", str(tmp_path / "env"), "--no-references"]) == 1
+    assert capsys.readouterr().out.splitlines() == [alert]
+    monkeypatch.setenv("CARAML_LOG_LEVEL", "chatty")
+    assert fx.compare([str(good), "--out", str(tmp_path / "bad"), "--no-references"]) == comparison.BAD_INPUT
+    assert "caraml-compare: error: CARAML_LOG_LEVEL=chatty is no log level" in capsys.readouterr().err
+
+
+def test_a_run_with_no_measurement_is_checked_against_the_references_without_a_check(tmp_path, capsys):
+    """No measurement, so nothing to check against a band: the report is
+    written, its one line names why."""
+    path = fx.write_run(tmp_path, "cpu", [fx.smoke("CPU")])
+    assert fx.compare([f"CPU={path}", "--out", str(tmp_path / "out")]) == comparison.SYSTEM_FAILED
+    printed = capsys.readouterr().out
+    assert ("failed benchmark: CPU llm: no measured row (1 rows: not a measurement (4 timed "
+            "iterations") in printed
+    assert (tmp_path / "out" / "report.html").is_file()

@@ -20,10 +20,12 @@ def _write(tmp_path, document) -> str:
 
 
 def test_cost_is_node_hours_plus_gpu_energy_times_pue_cheapest_first(tmp_path):
-    args = [f"A100={fx.write_run(tmp_path, 'a', [fx.a100()])}", f"GH200={fx.write_run(tmp_path, 'g', [fx.gh200()])}"]
+    args = [f"A100={fx.write_run(tmp_path, 'a', [fx.a100()])}",
+            f"GH200={fx.write_run(tmp_path, 'g', [fx.gh200()])}"]
     path = _write(tmp_path, {"currency": "EUR", "prices": [
         {"system": "A100", "node_hour": 4.0, "electricity_kwh": 0.3, "pue": 1.2},
-        {"system": "GH200", "capital_per_node": 250000, "lifetime_years": 5, "electricity_kwh": 0.3, "pue": 1.1}]})
+        {"system": "GH200", "capital_per_node": 250000, "lifetime_years": 5, "electricity_kwh": 0.3,
+         "pue": 1.1}]})
     out = tmp_path / "out"
     assert fx.compare([*args, "--out", str(out), "--reference-system", "A100", "--prices", path]) == 0
     cost = pd.read_csv(out / "cost_llm_800M_bf16_seq_2048.csv").set_index("system")

@@ -13,7 +13,8 @@ from tests.compare import rowfixtures as fx
 
 def _ref(**changes) -> dict:
     return {"system": "A100", "benchmark": "llm", "model": "800M", "figure": "throughput_per_device",
-            "value": 20000.0, "lower": 0.1, "upper": 0.2, "kind": "measured by this suite", "source": "a test",
+            "value": 20000.0, "lower": 0.1, "upper": 0.2, "kind": "measured by this suite",
+            "source": "a test",
             **changes}
 
 
@@ -139,7 +140,8 @@ def test_a_healthy_batch_sweep_never_raises_the_alarm_of_a_reference_for_one_siz
     out = tmp_path / "o"
     assert fx.compare([f"A100={fx.write_run(tmp_path, 'a', sweep)}", "--out", str(out)]) == 0
     assert "BELOW BAND" not in capsys.readouterr().out
-    checks = reference.verdicts(repeats.collapse(rows.measured(_rows(tmp_path / "b", sweep))), reference.load())
+    collapsed = repeats.collapse(rows.measured(_rows(tmp_path / "b", sweep)))
+    checks = reference.verdicts(collapsed, reference.load())
     assert checks[["global_batch", "verdict"]].values.tolist() == [[1024, "within"]]
 
 

@@ -93,12 +93,14 @@ def test_an_older_history_gains_new_columns_filled_from_its_rows_and_keeps_its_o
     old = fx.a100(per_s_per_device=19000.0)
     con.execute("INSERT INTO history (run_uuid, host, recorded_at, row_json, status, timed_work_per_wh) "
                 "VALUES ('u', 'h', '2026-01-01', ?, 'ok', 1.5)", [json.dumps(old)])
-    con.execute("INSERT INTO history (run_uuid, host, recorded_at, row_json) VALUES ('v', 'h', '2026-01-02', '{}')")
+    con.execute("INSERT INTO history (run_uuid, host, recorded_at, row_json) "
+                "VALUES ('v', 'h', '2026-01-02', '{}')")
     con.commit()
     con.close()
     monkeypatch.setenv(history.ENV, str(db))
     _record(tmp_path, "a", fx.a100())
-    lines = _lines(db, "select status, timed_work_per_wh, state, per_s, measurement from history order by row_id")
+    lines = _lines(db, "select status, timed_work_per_wh, state, per_s, measurement "
+                       "from history order by row_id")
     # the old columns stay as they were; the record's columns hold the old line's row too
     assert [tuple(line.values()) for line in lines] == [("ok", 1.5, "ok", 76000.0, 1), (None,) * 5,
                                                         (None, None, "ok", 77560.0, 1)]
@@ -112,7 +114,8 @@ def test_only_rows_of_real_runs_are_kept_a_dry_run_and_a_job_not_ended_are_not(t
         history.record(dataclasses.replace(row, state=state, reason=""), work)
     # a ReFrame check's planning is a dry run of the JUBE script: a refusal there is no failed run
     history.record(dataclasses.replace(row, state="failed", reason="unknown tag A200", dry_run=True), work)
-    assert [line["state"] for line in _lines(db, "select state from history order by row_id")] == ["ok", "failed"]
+    states = _lines(db, "select state from history order by row_id")
+    assert [line["state"] for line in states] == ["ok", "failed"]
 
 
 def test_a_history_that_cannot_be_written_costs_one_line_not_the_row(tmp_path, monkeypatch, capsys):
@@ -144,8 +147,9 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
     assert "BELOW BAND: A100 llm 800M bf16 seq 2048: 15,000 tokens/s per GPU on 2026-11-24 (commit " \
            "ccc3333" in printed
     # and against its own earlier run: 21 % below 19,000, beyond the 5 % a healthy system varies by
-    assert "DROP: A100 21 % below its run of 2026-11-20 (llm 800M bf16 seq 2048: 15,000 tokens/s per GPU on " \
-           "2026-11-24, commit ccc3333" in printed and "GH200" not in printed.split("DROP:")[1]
+    assert ("DROP: A100 21 % below its run of 2026-11-20 (llm 800M bf16 seq 2048: 15,000 tokens/s per GPU "
+            "on 2026-11-24, commit ccc3333") in printed
+    assert "GH200" not in printed.split("DROP:")[1]
     points = pd.read_csv(out / "history.csv")
     assert points.groupby("system")["per_s_per_device"].apply(list).to_dict() == {
         "A100": [19000.0, 15000.0], "GH200": [47000.0, 47001.0], "MI300X": [41500.0]}

@@ -55,8 +55,8 @@ SYNOPSES = {
     ("docs/compare.md", "caraml-compare [SYSTEM=]RUN_DIR..."): "caraml-compare --help",
     ("docs/run_rules.md", "caraml-bundle RUN..."): "caraml-bundle --help",
     ("docs/run_rules.md", "caraml-check RUN_OR_BUNDLE..."): "caraml-check --help",
-    ("jpwr/README.md", "jpwr --methods M [M ...]"): "jpwr --help",
-    ("jpwr/README.md", "jpwr combine [--out FILE.csv]"): "jpwr combine --help",
+    ("jpwr/README.md", "jpwr [-q|-v] --methods M [M ...]"): "jpwr --help",
+    ("jpwr/README.md", "jpwr combine [-q|-v] [--out FILE.csv]"): "jpwr combine --help",
     ("docs/llm_data.md", "python -m llm_training.data.prepare --corpus oscar|local|PATH"):
         "python -m llm_training.data.prepare --help",
     ("docs/results.md", ".venv/bin/python aux/perf/test_times.py [--only"):

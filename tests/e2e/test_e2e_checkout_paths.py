@@ -72,7 +72,7 @@ def test_a_comma_in_the_path_is_refused_before_jube_starts(tmp_path):
     """JUBE splits the checkout's path at a comma into two values."""
     checkout = tmp_path / "a,b" / "caraml"
     (checkout / "aux").mkdir(parents=True)
-    for name in ("checkout_path.sh", "setup.sh", "run_benchmarks.sh"):
+    for name in ("checkout_path.sh", "log_level.sh", "setup.sh", "run_benchmarks.sh"):
         shutil.copy2(ROOT / "aux" / name, checkout / "aux" / name)
     proc = subprocess.run(["bash", str(checkout / "aux/run_benchmarks.sh")], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
@@ -109,7 +109,8 @@ def test_jube_run_refuses_a_path_it_would_run_commands_from(tmp_path, script, ou
     [run_dir] = [p for p in (checkout / outpath).iterdir() if p.is_dir()]
     rows = rows_of_run(run_dir)
     assert rows and all(row.state == "failed" for row in rows), [(row.state, row.reason) for row in rows]
-    assert all(row.reason.startswith(f"the checkout path {checkout} holds '$'") for row in rows), rows[0].reason
+    assert all(row.reason.startswith(f"the checkout path {checkout} holds '$'") for row in rows), \
+        rows[0].reason
 
 
 @pytest.mark.parametrize("char", list(REFUSED))
@@ -117,7 +118,7 @@ def test_jube_run_refuses_a_path_it_would_run_commands_from(tmp_path, script, ou
 def test_a_path_jube_cannot_run_is_refused_before_jube_starts(tmp_path, char, command):
     checkout = tmp_path / REFUSED[char] / "caraml"
     (checkout / "aux").mkdir(parents=True)
-    for name in ("checkout_path.sh", "setup.sh", "run_benchmarks.sh"):
+    for name in ("checkout_path.sh", "log_level.sh", "setup.sh", "run_benchmarks.sh"):
         shutil.copy2(ROOT / "aux" / name, checkout / "aux" / name)
     proc = subprocess.run(["bash", str(checkout / command)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=60)

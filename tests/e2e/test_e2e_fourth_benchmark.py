@@ -117,7 +117,8 @@ def test_the_tiny_benchmark_is_a_line_of_the_comparison(tiny, env, tmp_path):
 
 @pytest.mark.jube
 def test_the_tiny_benchmark_is_a_reframe_check_whose_job_jube_plans(env, tmp_path):
-    listed = subprocess.run([str(Path(sys.executable).with_name("reframe")), "-C", str(ROOT / "regression" / "config.py"),
+    listed = subprocess.run([str(Path(sys.executable).with_name("reframe")),
+                             "-C", str(ROOT / "regression" / "config.py"),
                              "-c", str(ROOT / "regression" / "checks" / "caraml_checks.py"), "-l"],
                             cwd=tmp_path, env={
                                  **env, "RFM_REPORT_FILE": str(tmp_path / "report.json")},

@@ -101,7 +101,7 @@ def test_a_rank_killed_on_one_node_ends_the_job_on_both(tmp_path, slurm2n):
     slurm2n.wait_for_jobs(timeout_s=120)
     row = submitted_row(run.table())
     assert row["Status"] == "failed", row.to_dict()
-    # the rank that died first and its node (caraml/failure.py, from torchrun's summary)
+    # the rank that died first and its node (caraml/job/failure.py, from torchrun's summary)
     assert "rank 1 killed by SIGKILL on cn2" in row["Error"], row["Error"]
     assert "CARAML global:" not in (work / "job.out").read_text()
     # the killed rank's flushed samples still count, beside rank 0's energy file

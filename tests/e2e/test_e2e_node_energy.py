@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from caraml.job.node_energy import FILE_NAME, begin, read_node_energy
 from caraml.login import jobplan
-from caraml.login.node_energy import FILE_NAME, begin, read_node_energy
 from caraml.row.decide import decide_row
 from caraml.row.evidence import gather
 from jpwr.aggregate import combine
@@ -78,7 +78,7 @@ def test_a_two_node_jobs_node_energy_from_slurm_matches_the_known_power(
     assert row.node_power_w_per_node == pytest.approx(sum(NODE_WATTS.values()) / 2, rel=0.02)
     assert row.energy_by_scope["node"] == pytest.approx(nodes["energy_wh"].sum(), rel=1e-3)
 
-    shown = subprocess.run(["python3", "-m", "caraml.login.node_energy", "show", str(work / FILE_NAME)],
+    shown = subprocess.run(["python3", "-m", "caraml.job.node_energy", "show", str(work / FILE_NAME)],
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert shown.startswith(f"CARAML node energy: state=measured wh={energy.energy_wh:.6g} scope=node "
                             "window=job source=slurm-acct_gather_energy/pm_counters nodes=cn1+cn2 "), shown

@@ -45,8 +45,8 @@ def test_doubtful_runs_are_flagged_in_the_row(tmp_path):
     with open(combine / "stdout", "w") as out:
         subprocess.run([sys.executable, "-m", "caraml.row", "--benchmark", "image", "jpwr.out",
                         "jpwr.err"], cwd=combine, stdout=out, check=True, timeout=120)
-    subprocess.run([sys.executable, "-m", "caraml.row.full_table", str(run.run_dir)], stdout=subprocess.DEVNULL,
-                   check=True, timeout=120)
+    subprocess.run([sys.executable, "-m", "caraml.row.full_table", str(run.run_dir)],
+                   stdout=subprocess.DEVNULL, check=True, timeout=120)
     (run.run_dir / "analyse.xml").unlink(missing_ok=True)  # JUBE reads the files again
     row = run.table().iloc[0]
     flags = row["Flags"].split()

@@ -61,7 +61,8 @@ def test_the_time_limit_warning_stops_both_nodes_with_their_results(tmp_path, sl
     row = submitted_row(run.table())
     # a success that says it was cut short, and why
     # the cause: the stop first, then the verdict on a run cut short before its window
-    assert (row["Status"], row["Error"].split("; ")[0]) == ("ok-stopped-early", "signal SIGUSR1"), row.to_dict()
+    assert (row["Status"], row["Error"].split("; ")[0]) == ("ok-stopped-early", "signal SIGUSR1"), \
+        row.to_dict()
     assert row["Error"].split("; ")[1].startswith("not a measurement ("), row.to_dict()
     # stopped early, with a figure from the iterations it timed
     assert iterations_run(out) < planned
@@ -80,7 +81,8 @@ def test_scancel_stops_both_nodes_at_the_end_of_an_iteration(tmp_path, slurm2n):
     # status as a TERM to the ranks alone, a measurement cut short
     assert (work / "signal").read_text().split()[0] == "SIGTERM"
     # the cause: the stop first, then the verdict on a run cut short before its window
-    assert (row["Status"], row["Error"].split("; ")[0]) == ("ok-stopped-early", "signal SIGTERM"), row.to_dict()
+    assert (row["Status"], row["Error"].split("; ")[0]) == ("ok-stopped-early", "signal SIGTERM"), \
+        row.to_dict()
     assert row["Error"].split("; ")[1].startswith("not a measurement ("), row.to_dict()
     assert row["Iterations"] > 0
     check_both_ranks_wrote_their_files(run, work)

@@ -17,11 +17,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 pytest.importorskip("megatron.core")
-from megatron.core import parallel_state  # noqa: E402
-from megatron.core.optimizer import OptimizerConfig, _get_param_groups  # noqa: E402
+from megatron.core import parallel_state
+from megatron.core.optimizer import OptimizerConfig, _get_param_groups
 
-from llm_training import arguments, megatron_backend, pretrain_gpt  # noqa: E402
-from tests.dist_fixtures import single_cpu  # noqa: E402,F401
+from llm_training import arguments, megatron_backend, pretrain_gpt
 
 MICROBATCHES = 4
 FLAGS = ["--model-size", "cpu-small", "--num-layers", "1", "--hidden-size", "32",

@@ -19,7 +19,6 @@ import torch.nn.functional as F
 
 from llm_training import gpt_torch, memory_plan
 from llm_training.model_sizes import GPTConfig
-from tests.dist_fixtures import single_cpu  # noqa: F401
 
 S, H, HEADS, V = 256, 256, 4, 1024
 
@@ -90,7 +89,7 @@ def test_torch_backend_layer_bytes_match_the_plan(monkeypatch, precision):
 
 
 @pytest.fixture
-def megatron_on_cpu(single_cpu, monkeypatch):  # noqa: F811
+def megatron_on_cpu(single_cpu, monkeypatch):
     pytest.importorskip("megatron.core")
     from megatron.core import parallel_state
 

@@ -14,15 +14,14 @@ import pytest
 import torch
 
 from caraml.node import driver, memory
-from caraml.node.options import EnergyOptions, RunOptions
+from caraml.node.options import DriverOptions
 from caraml.node.stopping import StopCondition
-from tests.dist_fixtures import single_cpu  # noqa: F401
 
 WARMUP_BYTES = 768 * 2**20
 
 
 @dataclass(frozen=True, kw_only=True)
-class Opts(RunOptions, EnergyOptions):
+class Opts(DriverOptions):
     pass
 
 
@@ -32,7 +31,7 @@ def peak_allocated_gib(dist) -> float:
 
 @pytest.mark.skipif(not os.access("/proc/self/clear_refs", os.W_OK),
                     reason="the peak resident set cannot be reset on this host")
-def test_a_warm_up_steps_memory_is_not_the_runs_peak(single_cpu):  # noqa: F811
+def test_a_warm_up_steps_memory_is_not_the_runs_peak(single_cpu):
     before = peak_allocated_gib(single_cpu)
     done = []
 

@@ -3,7 +3,6 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from tests.dist_fixtures import single_cpu  # noqa: F401
 from tests.driver_runs import parse_caraml
 from tests.gpu_marks import DEVICE
 

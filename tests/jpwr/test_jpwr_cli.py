@@ -262,3 +262,49 @@ def test_two_runs_into_one_folder_keep_their_files_and_combine_says_which_counts
     assert float(summary.split("duration_s=")[1].split()[0]) > 0.25, summary
     assert f"{metas[0]}: an earlier run of host {host} than {metas[1]}; only the later one counts" \
         in done.err, done.err
+
+
+def test_quiet_leaves_the_notes_out_and_verbose_adds_how_it_measured(monkeypatch, capsys):
+    """-q: no per-channel table, no total; -v: the methods' channels and
+    the sampling besides; JPWR_LOG_LEVEL and CARAML_LOG_LEVEL set the level
+    without them, and a level that is none is named."""
+    monkeypatch.delenv("JPWR_PROCFS_ROOT", raising=False)
+    monkeypatch.delenv("JPWR_LOG_LEVEL", raising=False)
+    monkeypatch.delenv("CARAML_LOG_LEVEL", raising=False)
+    run = ["--methods", "estimate", "--interval", "10", "true"]
+
+    def said(*options: str) -> str:
+        assert main([*options, *run]) == 0
+        return capsys.readouterr().err
+
+    default, quiet, verbose = said(), said("-q"), said("-v")
+    assert "jpwr: total" in default and "energy_wh" in default and "a sample every" not in default
+    assert quiet == ""
+    assert "jpwr: total" in verbose and "jpwr: estimate: cpus (estimated)" in verbose
+    assert "jpwr: a sample every 10 ms" in verbose
+    monkeypatch.setenv("CARAML_LOG_LEVEL", "warning")
+    assert said() == ""
+    monkeypatch.setenv("JPWR_LOG_LEVEL", "DEBUG")  # jpwr's own wins
+    assert "a sample every" in said()
+    monkeypatch.setenv("JPWR_LOG_LEVEL", "loud")
+    assert main(run) == 2
+    assert capsys.readouterr().err.strip() == ("jpwr: error: JPWR_LOG_LEVEL=loud is no log level: give one "
+                                               "of DEBUG INFO WARNING ERROR (or -q, -v)")
+
+
+def test_combine_keeps_its_data_lines_at_every_level(tmp_path, capsys):
+    pd.DataFrame([{"host": "n1", "rank": 0, "method": "pynvml", "device": "gpu0", "source": "measured",
+                   "counted": True, "energy_wh": 0.5, "mean_w": 180.0, "max_w": 200.0, "duration_s": 10.0,
+                   "samples": 90, "missing": 11, "t_start": 0.0, "t_end": 10.0}]).to_csv(
+        tmp_path / "energy_rank0.csv", index=False)
+    (tmp_path / "meta_rank0.json").write_text("{}")
+    outputs = {}
+    for level in ("-q", "", "-v"):
+        assert main(["combine", *filter(None, [level]), str(tmp_path)]) == 0
+        outputs[level] = capsys.readouterr()
+    for captured in outputs.values():  # what the row model reads, whatever the level
+        assert sum(line.startswith("jpwr-summary:") for line in captured.out.splitlines()) == 1
+    assert outputs["-q"].err == ""
+    assert "jpwr: note: n1 pynvml gpu0: 11 samples missing" in outputs[""].err
+    assert "read" not in outputs[""].err
+    assert f"jpwr: read {tmp_path / 'energy_rank0.csv'}: 1 channel(s)" in outputs["-v"].err

@@ -35,7 +35,8 @@ def test_samples_are_flushed_while_running_and_completed_at_the_end(sysfs, tmp_p
         assert meta["complete"] is False and meta["methods"] == ["hwmon"]
         assert not (out / "energy_rank0.csv").exists()
     samples = read_power_csv(power_file)
-    assert len(samples) == len(scope.samples()) == json.loads((out / "meta_rank0.json").read_text())["samples"]
+    meta = json.loads((out / "meta_rank0.json").read_text())
+    assert len(samples) == len(scope.samples()) == meta["samples"]
     assert (samples.power_w == 200.0).all()
     energy = pd.read_csv(out / "energy_rank0.csv")
     row = energy.iloc[0]

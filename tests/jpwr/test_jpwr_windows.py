@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 from jpwr_fakes import FakeAmdSmi, FakeNvml
 
-from jpwr.aggregate import combine, combine_windows, scope_lines, summarize, window_lines
 from jpwr import sampler
+from jpwr.aggregate import combine, combine_windows, scope_lines, summarize, window_lines
 from jpwr.cli import main
 from jpwr.ctxmgr import get_power
 from jpwr.energy import energy_table

@@ -9,12 +9,11 @@ import torch
 from llm_helpers import TINY
 
 pytest.importorskip("megatron.core")
-from megatron.core import parallel_state  # noqa: E402
+from megatron.core import parallel_state
 
-from caraml.report import BenchmarkInputError  # noqa: E402
-from llm_training import arguments, pretrain_gpt  # noqa: E402
-from llm_training.flops import parameter_count  # noqa: E402
-from tests.dist_fixtures import single_cpu  # noqa: E402,F401
+from caraml.report import BenchmarkInputError
+from llm_training import arguments, pretrain_gpt
+from llm_training.flops import parameter_count
 
 
 def test_builds_on_one_process_through_the_drivers_own_set_up(single_cpu):

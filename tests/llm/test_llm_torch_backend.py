@@ -11,7 +11,6 @@ from llm_helpers import TINY
 from caraml.node.dist import Dist
 from llm_training import arguments
 from llm_training.torch_backend import TorchBackend
-from tests.dist_fixtures import single_cpu  # noqa: F401
 
 
 def backend(dist: Dist, *flags: str) -> TorchBackend:

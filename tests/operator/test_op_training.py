@@ -10,7 +10,6 @@ import torch
 from neuralop.models import FNO
 
 from operator_benchmark import data, flops, fno_training, model, navier_stokes, problems
-from tests.dist_fixtures import single_cpu  # noqa: F401
 
 CPU = torch.device("cpu")
 
@@ -89,7 +88,7 @@ def navier_stokes_data(tmp_path_factory):
 
 
 def test_the_loss_falls_when_training_on_the_generated_navier_stokes_data(
-        single_cpu, navier_stokes_data):  # noqa: F811
+        single_cpu, navier_stokes_data):
     inputs, outputs = navier_stokes_data
     torch.manual_seed(0)
     net = model.build(problems.get("navier_stokes2d-small"), CPU)
@@ -103,7 +102,7 @@ def test_the_loss_falls_when_training_on_the_generated_navier_stokes_data(
     assert last < 0.8 * copy_error, (last, copy_error)
 
 
-def test_each_rank_takes_its_own_share_in_a_new_order_each_epoch(single_cpu):  # noqa: F811
+def test_each_rank_takes_its_own_share_in_a_new_order_each_epoch(single_cpu):
     inputs = torch.arange(12.0).reshape(12, 1, 1, 1)
     source = data.shards(inputs, -inputs, 4, single_cpu, seed=0)
     epoch1 = torch.cat([next(source)[0] for _ in range(3)]).flatten().tolist()

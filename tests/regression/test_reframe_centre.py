@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.regression.test_reframe_runs import ROOT, _perflog, _reframe
+from tests.regression.test_reframe_runs import ROOT, _reframe
 
 pytestmark = pytest.mark.jube
 
@@ -130,7 +130,8 @@ def test_a_centres_configuration_runs_on_slurm_with_srun_and_locally_with_its_ow
     assert record["samples_per_s_per_device_ref"] == "1.0" and record["caraml_status"] == "ok"
     assert record["caraml_measurement"] == "yes"
     # the batch job ran job.sh once, as its batch shell, and job.sh started the rank with srun
-    [work] = [w for folder in ("output", "stage") for w in (prefix / folder / "centre" / "batch").rglob("job.out")]
+    [work] = [w for folder in ("output", "stage")
+              for w in (prefix / folder / "centre" / "batch").rglob("job.out")]
     assert "job_id=none" not in work.read_text()
     assert "\nsrun --kill-on-bad-exit=1" in (work.parent / "job.sh").read_text()
     assert "\nexec bash job.sh >job.out 2>job.err\n" in (work.parent / "rfm_job.sh").read_text()

@@ -14,7 +14,8 @@ from caraml.compare import reference
 from caraml.compare.rows import RunDir, line
 from caraml.regression import figures
 from caraml.row import render
-from caraml.row.record import judged, make
+from caraml.row.record import make
+from caraml.row.verdict import judged
 
 ROW = judged(make({
     "benchmark": "llm", "work_package": "/stage", "system_name": "CPU", "device_kind": "cpu",
@@ -165,7 +166,7 @@ def test_the_suites_own_published_reference_applies_to_its_system_and_none_to_a_
 def test_provenance_for_the_perflog():
     prov = figures.provenance(_row(flags=("cpu-contention(51%)",)))
     assert prov == {"commit": "abc123def456", "suite_version": "abc123def456", "torch": "2.13.0",
-                    "energy_source": "estimate", "energy_scope": "host-estimate",
+                    "energy_methods": "estimate", "energy_scope": "host-estimate",
                     "energy_kind": "estimated", "energy_window": "timed", "system": "CPU",
                     "config": "cpu-small fp32 batch 4", "flags": "cpu-contention(51%)", "status": "ok",
                     "measurement": "yes"}

@@ -199,7 +199,8 @@ def test_every_check_runs_through_the_slurm_test_cluster_and_a_measurement_misse
     refs = tmp_path / "centre_references.yaml"
     refs.write_text("references:\n"
                     "  - {system: CPU, benchmark: image, model: resnet18, figure: throughput_per_device,"
-                    " value: 1000000, lower: 0.1, upper: 0.1, kind: measured by this suite, source: a test}\n")
+                    " value: 1000000, lower: 0.1, upper: 0.1, kind: measured by this suite,"
+                    " source: a test}\n")
     history = tmp_path / "history.sqlite"
     # the image check measures (the measure tag: its iterations timed for 61 s); the others are smoke runs
     done = _reframe(tmp_path, "-r", "--system", "slurm-cpu", "-S", f"references_file={refs}",

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from caraml import jube_run
-from caraml.login.node_energy import FILE_NAME as NODE_ENERGY_FILE
+from caraml.job.node_energy import FILE_NAME as NODE_ENERGY_FILE
 from caraml.row.standalone import main as row_main
 
 pytestmark = pytest.mark.jube

@@ -89,7 +89,7 @@ def test_the_config_file_reframe_loads_is_the_generated_one():
     assert set(_partitions(config)) == set(_partitions(site_configuration()))
     [handler] = config["logging"][0]["handlers_perflog"]
     for field in ("check_caraml_commit", "check_caraml_torch", "check_caraml_energy_scope",
-                  "check_caraml_energy_source", "check_caraml_energy_kind", "check_caraml_system",
+                  "check_caraml_energy_methods", "check_caraml_energy_kind", "check_caraml_system",
                   "check_caraml_config", "check_perfvalues"):
         assert f"%({field})s" in handler["format"]
 

@@ -172,7 +172,8 @@ def _row_energy(jpwr_stdout: str):
     """A row of a run long enough to be a measurement, with the energy the
     row model decides from jpwr combine's lines, and the one verdict on it."""
     from caraml.row.facts import Facts, energy
-    from caraml.row.record import judged, make
+    from caraml.row.record import make
+    from caraml.row.verdict import judged
     fields = energy(jpwr_stdout, Facts(scope_asked="counted", work_total=1000.0, work_timed=None))
     return judged(make({"state": "ok", "timed_iterations": 20, "timed_s": 60.0, **fields}))
 

@@ -1,4 +1,4 @@
-"""The cause a failed job's row names (caraml/failure.py), from real failure
+"""The cause a failed job's row names (caraml/job/failure.py), from real failure
 logs made here on CPU with torchrun and gloo, and from GPU-style logs in
 logs/ (see logs/README.md)."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from caraml import failure, oom_evidence
-from caraml.oom_evidence import Verdict
+from caraml.job import failure, oom_evidence
+from caraml.job.oom_evidence import Verdict
 
 LOGS = Path(__file__).parent / "logs"
 
@@ -232,7 +232,8 @@ def test_a_requeued_job_fails_by_its_last_attempt_not_by_the_first_ones_end(tmp_
                          "lower the global batch size (or the micro-batch size) or use more devices"), line
     assert "NCCL" not in line
     # one attempt: its whole output, whatever precedes its start line
-    log.write_text("a line before the start\n" + start.format("n1", 0) + (LOGS / "nccl_rank2.err").read_text())
+    log.write_text("a line before the start\n" + start.format("n1", 0)
+                   + (LOGS / "nccl_rank2.err").read_text())
     assert "communication error (NCCL)" in _line(1, log)
 
 

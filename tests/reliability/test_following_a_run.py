@@ -234,7 +234,8 @@ def test_a_job_that_ends_while_jube_rewrites_its_record_is_said_once_the_record_
     follower = follow.Follower(handle, pace_s=60, out=late)
     follower.heard("# id: 0\n")
     follower.look()
-    assert "000001_execute failed (the row model could not decide this row (ParseError" in late.getvalue(), late.getvalue()
+    assert "000001_execute failed (the row model could not decide this row (ParseError" in late.getvalue(), \
+        late.getvalue()
 
 def test_only_the_run_its_own_jube_run_names_is_followed(tmp_path):
     """Two main commands in one clone: A's follower once took B's newer run
@@ -317,3 +318,35 @@ def test_the_follower_takes_a_jube_run_command_only(tmp_path, capsys):
         follow.main([str(tmp_path / "run"), "--", "sleep", "1"])
     assert ended.value.code == 2
     assert "give the command after --: jube run SCRIPT ..." in capsys.readouterr().err
+
+
+def _followed(tmp_path: Path, *options: str, env: dict[str, str] | None = None) -> list[str]:
+    """The follower's output at a level, over a stand-in for `jube run` that
+    prints JUBE's banner and a line of its own, and a run whose job has
+    started (`jube continue` and `jube status` then find no JUBE run there)."""
+    handle = tmp_path / "run"
+    work = row_packages.execute(row_packages.run_dir(handle, {"row_benchmark": "image"}))
+    (work / "job.sh").write_text("")
+    (work / "job.out").write_text("CARAML job: start=2026-01-01T00:00:00 host=n1 job_id=none\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "caraml.login.follow", *options, "--poll", "0.1", str(handle), "--",
+         "sh", "-c", 'echo "# id: 0"; echo "a line of jube run"', "run", str(tmp_path / "bench.xml")],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**{k: v for k, v in os.environ.items() if k != "CARAML_LOG_LEVEL"}, **(env or {})})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout.splitlines()
+
+
+def test_quiet_leaves_the_chatter_out_and_verbose_adds_what_it_asked_jube(tmp_path):
+    default = _followed(tmp_path / "default")
+    assert "a line of jube run" in default
+    assert any(line.startswith("CARAML: 000001_execute [A100] started") for line in default)
+    assert not any(line.startswith("CARAML: jube ") for line in default)
+    assert _followed(tmp_path / "quiet", "-q") == []
+    assert _followed(tmp_path / "env", env={"CARAML_LOG_LEVEL": "WARNING"}) == []
+    verbose = _followed(tmp_path / "verbose", "-v")
+    assert set(default) <= {line.replace(str(tmp_path / "verbose"), str(tmp_path / "default"))
+                            for line in verbose}
+    assert any(re.match(r"CARAML: jube continue \S+ -i 0 --hide-animation: status \d+", line)
+               for line in verbose), verbose
+    assert any(re.match(r"CARAML: jube status \S+ -i 0: status \d+", line) for line in verbose), verbose

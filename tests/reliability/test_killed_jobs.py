@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from caraml import jobwatch
+from caraml.job import watch
 from caraml.login.host_locks import held, jube_folder_lock
 from caraml.row.decide import decide_row
 from caraml.row.evidence import gather
@@ -67,7 +67,7 @@ def _wait_for(condition, what: str, timeout_s: float = 300):
     return found
 
 
-def _training(job: subprocess.Popen) -> set[jobwatch.Process]:
+def _training(job: subprocess.Popen) -> set[watch.Process]:
     """The job's processes, once a training worker is among them."""
     def cmdline(pid: int) -> str:
         try:
@@ -76,7 +76,7 @@ def _training(job: subprocess.Popen) -> set[jobwatch.Process]:
             return ""  # it ended since it was listed (a short-lived helper of the job)
 
     def worker_up():
-        procs = jobwatch.descendants(job.pid)
+        procs = watch.descendants(job.pid)
         cmdlines = [cmdline(pid) for pid, _ in procs]
         return procs if any(WORKER in c and "torch.distributed.run" not in c for c in cmdlines) else None
     return _wait_for(worker_up, "a training worker")
@@ -94,12 +94,13 @@ def test_a_killed_job_script_takes_its_processes_with_it_and_says_so(dry_run):
     _wait_for(lambda: (work / "ready").exists(), "the done marker")
     # no trap ran: the watcher wrote them, through the row model, before the done marker
     lines = (work / "row.out").read_text()
-    assert lines.startswith("CARAML row: state=failed notable=yes layout=1x1 ")
+    # (the benchmark's own columns, own1.., come before the layout)
+    assert re.match(r"CARAML row: state=failed notable=yes (own\d+=\S+ )*layout=1x1 ", lines), lines
     assert " model=resnet18 " in lines.splitlines()[0]
     reason = lines.split("CARAML row reason: ")[1].split("CARAML row flags: ")[0]
     assert " ".join(reason.split()) == (work / "error").read_text().strip().replace(",", ";")
     # SIGKILL is sent by then; a loaded host may take a moment to end them
-    _wait_for(lambda: not [p for p in processes if jobwatch.alive(p)], "the killed job's processes to end",
+    _wait_for(lambda: not [p for p in processes if watch.alive(p)], "the killed job's processes to end",
               timeout_s=60)
     assert (work / "error").read_text().startswith(
         "job exited with status 137 (SIGKILL): the job script was killed")
@@ -206,8 +207,8 @@ def test_a_ctrl_c_to_a_local_job_stops_it_early_and_its_row_names_sigint(dry_run
     os.killpg(submit.pid, signal.SIGINT)
     _, err = submit.communicate(timeout=300)
     assert submit.returncode == 0, err
-    # the job's watcher (jobwatch.py) sees the job script gone within its interval
-    _wait_for(lambda: not [p for p in processes if jobwatch.alive(p)],
+    # the job's watcher (caraml/job/watch.py) sees the job script gone within its interval
+    _wait_for(lambda: not [p for p in processes if watch.alive(p)],
               "the stopped job's processes to end", timeout_s=30)
     assert (work / "signal").read_text() == "SIGINT\n"
     assert _decided(work) == ("ok-stopped-early", "signal SIGINT")
@@ -215,9 +216,9 @@ def test_a_ctrl_c_to_a_local_job_stops_it_early_and_its_row_names_sigint(dry_run
 
 def test_a_job_script_killed_after_a_signal_names_that_signal(tmp_path):
     (tmp_path / "signal").write_text("SIGINT\n")
-    assert jobwatch.ending(tmp_path / "signal", 3).startswith(
+    assert watch.ending(tmp_path / "signal", 3).startswith(
         "stopped by SIGINT: the job script was killed before it ended")
-    assert jobwatch.ending(tmp_path / "none", 3).startswith(
+    assert watch.ending(tmp_path / "none", 3).startswith(
         "job exited with status 137 (SIGKILL): the job script was killed")
 
 

@@ -124,6 +124,34 @@ def test_a_refused_run_ends_with_status_1(checkout):
     assert "unknown tag A200" in proc.stdout + proc.stderr
 
 
+def test_quiet_shows_the_tables_and_errors_alone_and_verbose_what_it_ran(checkout):
+    """-q for a batch log: no set-up, no JUBE output, no job lines, the
+    tables and the refusal still there; -v: each command and what the
+    follower asked JUBE besides what the default level says."""
+    default, quiet, verbose = (main_command(checkout, *level, "CPU", "smoke", "A200")
+                               for level in ((), ("-q",), ("-v",)))
+    for proc in (default, quiet, verbose):
+        assert proc.returncode == 1
+        assert "unknown tag A200" in proc.stdout and "issues:" in proc.stdout
+    # JUBE's banner (its run's id), the run's line, the follower's lines
+    chatter = ("== jube run ", "[caraml setup]", "CARAML: ", "#")
+    assert "== jube run " in default.stdout and re.search(r"^# *id: *\d+", default.stdout, re.MULTILINE)
+    assert not [line for line in quiet.stdout.splitlines() if line.startswith(chatter)], quiet.stdout
+    assert "+ jube result " not in default.stdout and "CARAML: jube continue " not in default.stdout
+    assert "== jube run " in verbose.stdout and "+ jube result " in verbose.stdout
+    asked = re.search(r"^CARAML: jube status .* -i \d+: status 0", verbose.stdout, re.MULTILINE)
+    assert asked, verbose.stdout
+
+
+def test_a_log_level_that_is_none_is_named_before_anything_runs(tmp_path):
+    done = subprocess.run(["bash", "aux/run_benchmarks.sh", "CPU", "dryrun"], cwd=Path(__file__).parents[2],
+                          env={**os.environ, "CARAML_LOG_LEVEL": "loud"}, capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("CARAML ERROR: CARAML_LOG_LEVEL=loud is no log level: give one of DEBUG INFO "
+                           "WARNING ERROR (or -q, -v)\n")
+
+
 @pytest.mark.slurm
 def test_a_table_looked_at_during_a_slurm_run_is_fresh_without_dash_a(image_slurm_smoke):
     """JUBE 2.5.1 keeps a run's first analysis: a look at the table while the

@@ -39,8 +39,8 @@ def submitted(tmp_path, cluster, monkeypatch, capsys, **facts):
     monkeypatch.setenv("SLURM_CONF", str(cluster.conf))
     work = execute(run_dir(tmp_path))
     work.mkdir(parents=True, exist_ok=True)
-    status = jobplan.main(["submit", str(write_facts(work / "job.facts", submit_mode="slurm", cpus_per_task="1",
-                                                     **facts))])
+    facts_file = write_facts(work / "job.facts", submit_mode="slurm", cpus_per_task="1", **facts)
+    status = jobplan.main(["submit", str(facts_file)])
     out, err = capsys.readouterr()
     return status, out, err, work
 

@@ -1,7 +1,7 @@
 """A rank that hangs at start-up does not hang the job: a real two-rank
 torchrun job (gloo) whose rank 1 is stopped (SIGSTOP) before it joins.
 Rank 0 stops past --startup-timeout-s with one line naming rank 1, torchrun
-ends the stopped rank, and the row's cause (caraml/failure.py) names it."""
+ends the stopped rank, and the row's cause (caraml/job/failure.py) names it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from caraml import failure
+from caraml.job import failure
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -72,7 +72,7 @@ def _checkout(tmp_path: Path, lock: dict[str, str] | None = None) -> Path:
     the given layers' texts"""
     checkout = tmp_path / "checkout"
     (checkout / "aux").mkdir(parents=True)
-    for name in ("setup.sh", "checkout_path.sh", "lock.py"):
+    for name in ("setup.sh", "checkout_path.sh", "log_level.sh", "lock.py"):
         shutil.copy2(ROOT / "aux" / name, checkout / "aux" / name)
     if lock is None:
         shutil.copytree(ROOT / "aux" / "lock", checkout / "aux" / "lock")

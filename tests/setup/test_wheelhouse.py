@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from tests.setup.wheels import lock_entry, wheel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "aux"))
-import wheelhouse  # noqa: E402
+import wheelhouse
 
 
 def test_the_tags_stay_on_the_nodes_architecture():

@@ -142,7 +142,7 @@ class Package:
         # not the watcher that local runs start (a continuation line of options), nor the power guard
         lines = [ln for ln in self.job.splitlines()
                  if ln.rstrip().endswith(" &") and not ln.lstrip().startswith("--")
-                 and "caraml.node.power_guard" not in ln]
+                 and "caraml.job.power_guard" not in ln]
         assert len(lines) == 1, lines
         return shlex.split(lines[0].rstrip()[:-1])
 

@@ -16,7 +16,8 @@ import pytest
 from caraml.login import jobplan
 
 # a name that runs commands wherever it reaches shell or Python source unquoted
-HOSTILE = "it's ;touch PWNED1;(x) $(touch PWNED2) `touch PWNED3` \"q\" '+str(__import__('os').system('touch PWNED4'))+'"
+HOSTILE = ("it's ;touch PWNED1;(x) $(touch PWNED2) `touch PWNED3` \"q\" "
+           "'+str(__import__('os').system('touch PWNED4'))+'")
 
 FACTS = {
     "job_name": "caraml_t_0", "nodes": "1", "tasks_per_node": "1", "cpus_per_task": "8",
@@ -26,7 +27,8 @@ FACTS = {
     "building_container": "no", "out_file": "job.out", "err_file": "job.err",
     "done_file": "ready", "error_file": "error", "samples_per_device": "4",
     "threads_per_proc": "8", "procs_per_task": "1", "device_kind": "cpu",
-    "devices_per_node": "1", "visible_devices": "", "master_addr_suffix": "", "env_setup": "", "launcher": "torchrun",
+    "devices_per_node": "1", "visible_devices": "", "master_addr_suffix": "", "env_setup": "",
+    "launcher": "torchrun",
     "container": "", "container_flags": "", "container_python": "python3", "jpwr_python": "",
     "energy_methods": "auto", "energy_dir": "energy", "node_meter": "none", "srun_flags": "",
     "srun_env": "",
@@ -219,7 +221,7 @@ def test_without_the_environment_a_tool_that_needs_it_fails_with_one_line(tmp_pa
 
 
 def _guard_lines(job: str) -> list[str]:
-    return [ln.strip() for ln in job.splitlines() if "caraml.node.power_guard guard" in ln]
+    return [ln.strip() for ln in job.splitlines() if "caraml.job.power_guard guard" in ln]
 
 
 @pytest.mark.parametrize("changes, guarded", [
@@ -247,7 +249,7 @@ def test_under_slurm_the_guard_is_one_task_a_node_beside_the_job_with_every_gpu(
     assert words[:7] == ["srun", "--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1",
                          "--gpus-per-task=4", "--mpi=pmi2"]
     assert words[words.index("apptainer"):][:2] == ["apptainer", "exec"]  # where the bindings are
-    assert words[-6:] == ["python3", "-m", "caraml.node.power_guard", "guard", "--dir", "."]
+    assert words[-6:] == ["python3", "-m", "caraml.job.power_guard", "guard", "--dir", "."]
 
 
 def test_after_a_point_refused_its_privilege_the_sweeps_other_points_do_not_run(tmp_path, capsys):
@@ -262,7 +264,8 @@ def test_after_a_point_refused_its_privilege_the_sweeps_other_points_do_not_run(
     # one already queued (Slurm) ends at its start, before any process of its own
     (tmp_path / "job.sh").write_text(jobplan.job_script(jobplan.read_facts(facts)))
     with open(tmp_path / "job.out", "w") as out, open(tmp_path / "job.err", "w") as err:  # as sbatch's
-        assert subprocess.run(["bash", "job.sh"], cwd=tmp_path, stdout=out, stderr=err, timeout=120).returncode == 2
+        ran = subprocess.run(["bash", "job.sh"], cwd=tmp_path, stdout=out, stderr=err, timeout=120)
+    assert ran.returncode == 2
     assert f"CARAML ERROR: not run: {line}" in (tmp_path / "job.err").read_text()
     assert (tmp_path / "ready").exists() and f"not run: {line}" in (tmp_path / "error").read_text()
     # the default point sets nothing, and a point the centre sets needs no privilege of the job's

@@ -9,7 +9,8 @@ import textwrap
 import pytest
 
 from caraml import device_peaks
-from caraml.login import jobplan, node_energy, preflight, systems
+from caraml.job import node_energy
+from caraml.login import jobplan, preflight, systems
 from llm_training import layout_check
 from tests.systems.conftest import MULTINODE_TEST_SYSTEMS, SYSTEMS
 

@@ -18,7 +18,8 @@ from caraml import report
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.tiny_benchmark.data", description=__doc__)
     parser.add_argument("--features", type=int, required=True, help="the width of each input vector")
-    parser.add_argument("--driver-args-file", type=Path, required=True, help="where the driver's arguments go")
+    parser.add_argument("--driver-args-file", type=Path, required=True,
+                        help="where the driver's arguments go")
     args = parser.parse_args(argv)
     if args.features < 1:
         report.error(f"--features {args.features}: give a width of 1 or more")

@@ -11,20 +11,21 @@ from dataclasses import dataclass
 import torch
 
 from caraml.node import data_parallel, driver
-from caraml.node.options import PRECISIONS, EnergyOptions, RunOptions, option
+from caraml.node.options import PRECISIONS, DriverOptions, option
 from caraml.node.options import parse as parse_options
 
 
 @dataclass(frozen=True, kw_only=True)
-class Options(RunOptions, EnergyOptions):
+class Options(DriverOptions):
     global_batch_size: int = option(8, doc="samples per iteration over all devices")
     precision: str = option("fp32", choices=PRECISIONS, doc="number format")
     width: int = option(64, doc="the hidden layer's width")
     features: int = option(16, doc="the width of each input vector (the data step's)")
 
 
-def train_and_report(args: Options, dist, stop, energy) -> int:
-    batch = data_parallel.batch_per_device(args, dist)
+def train(args: Options, dist, stop, energy, batch: int):
+    """The DDP model lives only in this frame: gone before the process group
+    is (caraml/node/driver.py)."""
     torch.manual_seed(args.seed)
     net = torch.nn.Sequential(torch.nn.Linear(args.features, args.width), torch.nn.ReLU(),
                               torch.nn.Linear(args.width, 1)).to(dist.device)
@@ -39,9 +40,12 @@ def train_and_report(args: Options, dist, stop, energy) -> int:
         optimizer.step()
         return loss.detach()
 
-    result = driver.train_loop(step, args, dist, stop, energy,
-                               data_parallel.progress(args, "samples", ".4g"))
-    del ddp  # gone before the process group is (caraml/node/driver.py)
+    return driver.train_loop(step, args, dist, stop, energy, data_parallel.progress(args, "samples", ".4g"))
+
+
+def train_and_report(args: Options, dist, stop, energy) -> int:
+    batch = data_parallel.batch_per_device(args, dist)
+    result = train(args, dist, stop, energy, batch)
     return data_parallel.report_result(args, dist, result, batch, "samples",
                                        head={"model": "mlp", "precision": args.precision,
                                              "features": args.features})

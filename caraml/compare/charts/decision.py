@@ -15,7 +15,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from caraml.compare.charts import style
-from caraml.compare.charts.style import BAR_HEIGHT_IN, ESTIMATED, MEASURED, TICKS, barh
+from caraml.compare.charts.style import BAR_HEIGHT_IN, ESTIMATED_COLOUR, MEASURED_COLOUR, TICKS, barh
 from caraml.compare.decision import GPU_FIGURE, HIGH, LOW, RANKINGS, Decision
 from caraml.compare.report import slug
 from caraml.compare.units import number
@@ -39,7 +39,7 @@ def _bars(ax: Axes, ranked: pd.DataFrame, figure: str, ratio: str, reference: st
     said = [f"{number(value)}  ({_against(system, r, low, high, reference)})"
             for value, system, r, low, high in zip(values, ranked["system"], ranked[ratio],
                                                    ranked[f"{ratio}_low"], ranked[f"{ratio}_high"])]
-    barh(ax, list(ranked["system"]), values, [MEASURED] * len(values),
+    barh(ax, list(ranked["system"]), values, [MEASURED_COLOUR] * len(values),
          list(ranked["energy_estimated"]) if figure == GPU_FIGURE else [False] * len(values), said)
     ax.errorbar(values, range(len(values)), xerr=[[v - lo for v, lo in zip(values, ranked[LOW])],
                                                   [hi - v for v, hi in zip(values, ranked[HIGH])]],
@@ -57,8 +57,9 @@ def ranked(decision: Decision, out: Path) -> Path:
     for ax, (figure, title, ratio) in zip(axes[0], shown):
         lines = decision.ranked[figure]
         _bars(ax, lines, figure, ratio, decision.reference, title.format(unit=lines["unit"].iloc[0]))
-    handles = [Patch(color=MEASURED, label="median of the runs (one run: its rate), best batch per system"),
-               Patch(facecolor="white", edgecolor=ESTIMATED, hatch="//", label="energy estimated"),
+    handles = [Patch(color=MEASURED_COLOUR,
+                     label="median of the runs (one run: its rate), best batch per system"),
+               Patch(facecolor="white", edgecolor=ESTIMATED_COLOUR, hatch="//", label="energy estimated"),
                Patch(facecolor="white", edgecolor="0.2",
                      label="error bar: min-max of the runs (one run: its rate at the mean and the median "
                            "iteration)"),
@@ -83,7 +84,7 @@ def share(decision: Decision, out: Path) -> Path | None:
     fig, ax = plt.subplots(figsize=(7.5, 1.3 + BAR_HEIGHT_IN * len(shares)))
     y = range(len(shares))
     accelerators = list(shares["accelerator_share_of_node_pct"])
-    ax.barh(y, accelerators, color=MEASURED, label="accelerators")
+    ax.barh(y, accelerators, color=MEASURED_COLOUR, label="accelerators")
     ax.barh(y, [100 - a for a in accelerators], left=accelerators, color="0.75",
             label="the rest of the node (CPUs, memory, network, fans)")
     for i, (part, basis) in enumerate(zip(accelerators, shares["accelerator_share_basis"])):
@@ -104,16 +105,16 @@ def cost(decision: Decision, costs: pd.DataFrame, currency: str, out: Path) -> P
         return None
     fig, ax = plt.subplots(figsize=(7.5, 1.3 + BAR_HEIGHT_IN * len(costs)))
     y = range(len(costs))
-    ax.barh(y, costs["node_hours_cost"], color=MEASURED, label="node-hours")
+    ax.barh(y, costs["node_hours_cost"], color=MEASURED_COLOUR, label="node-hours")
     bars = ax.barh(y, costs["electricity_cost"].fillna(0), left=costs["node_hours_cost"], color="tab:green",
                    label=f"electricity ({costs['energy_scope'].iloc[0]} scope x PUE)")
     for bar, estimated in zip(bars, costs["energy_estimated"]):
         if estimated:
             bar.set_hatch("//")
-    for i, line in enumerate(costs.itertuples()):
+    for i, line in enumerate(costs.to_dict("records")):
         # a system without accelerator-only energy keeps its node-hours, its electricity said missing
-        said, end = (f" {number(line.cost)} {currency}", line.cost) if pd.notna(line.cost) else \
-            (f" {number(line.node_hours_cost)} {currency} + electricity missing", line.node_hours_cost)
+        said, end = (f" {number(line['cost'])} {currency}", line["cost"]) if pd.notna(line["cost"]) else \
+            (f" {number(line['node_hours_cost'])} {currency} + electricity missing", line["node_hours_cost"])
         ax.annotate(said, (end, i), va="center", fontsize=7)
     ax.set_yticks(list(y), list(costs["system"]), fontsize=7)
     ax.invert_yaxis()
@@ -134,11 +135,11 @@ def solution(decision: Decision, out: Path) -> Path | None:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 3.6))
     markers = "osD^v<>phP*X8"
-    for i, p in enumerate(points.itertuples()):
-        ax.scatter(p.time_h, p.gpu_energy_kwh, marker=markers[i % len(markers)], s=55,
-                   facecolors="white" if p.energy_estimated else None,
-                   edgecolors="red" if p.front else "0.3", lw=1.6 if p.front else 0.8,
-                   label=f"{p.system}{' (on the front)' if p.front else ''}")
+    for i, p in enumerate(points.to_dict("records")):
+        ax.scatter(p["time_h"], p["gpu_energy_kwh"], marker=markers[i % len(markers)], s=55,
+                   facecolors="white" if p["energy_estimated"] else None,
+                   edgecolors="red" if p["front"] else "0.3", lw=1.6 if p["front"] else 0.8,
+                   label=f"{p['system']}{' (on the front)' if p['front'] else ''}")
     front = points[points["front"]].sort_values("time_h")
     ax.step(front["time_h"], front["gpu_energy_kwh"], where="post", color="red", lw=1, ls="--")
     ax.set_xlabel("time to solution on one node [h]", fontsize=8)

@@ -13,16 +13,30 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 from matplotlib.patches import Patch
 
 from caraml.compare import reference
 from caraml.compare.charts import style
-from caraml.compare.charts.style import BAR_HEIGHT_IN, ESTIMATED, LITERATURE, MEASURED, PUBLISHED, TICKS, barh
+from caraml.compare.charts.style import (
+    BAR_HEIGHT_IN,
+    ESTIMATED_COLOUR,
+    LITERATURE_COLOUR,
+    MEASURED_COLOUR,
+    PUBLISHED_COLOUR,
+    TICKS,
+    barh,
+)
 from caraml.compare.repeats import LIKE
 from caraml.compare.report import slug
 from caraml.compare.rows import measured
 from caraml.compare.units import number
+
+
+def _batch(size: float | None) -> str:
+    """A literature figure's batch, where it names one."""
+    return "" if pd.isna(size) else f" batch {size:g}"
 
 
 def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
@@ -30,29 +44,28 @@ def bars(headline: pd.DataFrame, refs: pd.DataFrame, out: Path) -> list[Path]:
     row beside the literature figures of exactly that configuration, and its work per Wh
     in one panel per energy scope and window."""
     paths = []
-    for (benchmark, *_), group in measured(headline).groupby(LIKE, sort=False, dropna=False):
-        unit, like = group["unit"].iloc[0], group["like"].iloc[0]
+    for _, group in measured(headline).groupby(LIKE, sort=False, dropna=False):
+        benchmark, unit, like = group["benchmark"].iloc[0], group["unit"].iloc[0], group["like"].iloc[0]
         scopes = list(group.groupby(["energy_scope", "energy_window"], sort=False))
         pub = reference.literature(refs, group.iloc[0], "per_s_per_device")
         height = 1.2 + BAR_HEIGHT_IN * (len(group) + len(pub))
         fig, axes = plt.subplots(1, 1 + len(scopes), figsize=(4.2 * (1 + len(scopes)), height), squeeze=False)
-        labels = [f"{r.system} batch {r.global_batch:g} x{r.devices:g} {r.device_unit}"
-                  for r in group.itertuples()]
-        labels += [f"{p.system}{'' if pd.isna(p.global_batch) else f' batch {p.global_batch:g}'} ({p.kind})"
-                   for p in pub.itertuples()]
+        labels = [f"{r['system']} batch {r['global_batch']:g} x{r['devices']:g} {r['device_unit']}"
+                  for r in group.to_dict("records")]
+        labels += [f"{p['system']}{_batch(p['global_batch'])} ({p['kind']})" for p in pub.to_dict("records")]
         values = [*group["per_s_per_device"], *pub["value"]]
-        colours = [MEASURED] * len(group) + [PUBLISHED if o == "published" else LITERATURE
-                                             for o in pub["origin"]]
+        colours = [MEASURED_COLOUR] * len(group) + [
+            PUBLISHED_COLOUR if o == "published" else LITERATURE_COLOUR for o in pub["origin"]]
         barh(axes[0][0], labels, values, colours, [False] * len(values))
         axes[0][0].set_title(f"{unit}/s per device", fontsize=9)
         for ax, ((scope, window), lines) in zip(axes[0][1:], scopes):
-            barh(ax, list(lines["system"]), list(lines["work_per_wh"]), [MEASURED] * len(lines),
+            barh(ax, list(lines["system"]), list(lines["work_per_wh"]), [MEASURED_COLOUR] * len(lines),
                  list(lines["energy_estimated"]))
             ax.set_title(f"{unit}/Wh, scope {scope}, {window} window", fontsize=9)
-        handles = [Patch(color=MEASURED, label="measured"),
-                   Patch(facecolor="white", edgecolor=ESTIMATED, hatch="//", label="energy estimated"),
-                   Patch(color=PUBLISHED, label="published: paper table/figure"),
-                   Patch(color=LITERATURE, label="paper text or upstream README, not published")]
+        handles = [Patch(color=MEASURED_COLOUR, label="measured"),
+                   Patch(facecolor="white", edgecolor=ESTIMATED_COLOUR, hatch="//", label="energy estimated"),
+                   Patch(color=PUBLISHED_COLOUR, label="published: paper table/figure"),
+                   Patch(color=LITERATURE_COLOUR, label="paper text or upstream README, not published")]
         fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=8,
                    frameon=False)
         fig.suptitle(f"{benchmark} {like}: best configuration per system", fontsize=10)
@@ -70,9 +83,11 @@ def heatmaps(lines: pd.DataFrame, out: Path) -> list[Path]:
         if min(grid.shape) < 2:
             continue  # one row or column of cells says nothing the table beside it does not
         fig, ax = plt.subplots(figsize=(1.6 + 0.9 * grid.shape[1], 1.4 + 0.6 * grid.shape[0]))
-        image = ax.imshow(grid.to_numpy(), cmap="viridis", aspect="auto", origin="lower")
+        cells = grid.to_numpy(dtype=float)
+        image = ax.imshow(cells, cmap="viridis", aspect="auto", origin="lower")
         middle = (grid.min().min() + grid.max().max()) / 2
-        for (i, j), value in pd.DataFrame(grid.to_numpy()).stack().items():
+        for i, j in zip(*np.nonzero(~np.isnan(cells))):
+            value = cells[i, j]
             ax.text(j, i, number(value), ha="center", va="center", fontsize=8,
                     color="k" if value > middle else "w")  # readable on viridis' light and dark ends
         ax.set_xticks(range(grid.shape[1]), [f"{c:g}" for c in grid.columns], fontsize=8)

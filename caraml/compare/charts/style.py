@@ -10,16 +10,17 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
-from caraml.compare.units import number  # noqa: E402
+from caraml.compare.units import number
 
 DPI = 80
 BAR_HEIGHT_IN = 0.32  # per bar, so that labels never overlap
-MEASURED, ESTIMATED, PUBLISHED, LITERATURE = "tab:blue", "tab:orange", "0.55", "0.82"
+MEASURED_COLOUR, ESTIMATED_COLOUR = "tab:blue", "tab:orange"
+PUBLISHED_COLOUR, LITERATURE_COLOUR = "0.55", "0.82"
 
 # axis ticks as the tables write numbers: 3 significant digits, thousands separated
 TICKS = FuncFormatter(lambda value, _: number(value))
@@ -40,7 +41,7 @@ def barh(ax: Axes, labels: list[str], values: list[float], colours: list[str], h
         if hatch:
             bar.set_hatch("//")
             bar.set_facecolor("white")
-            bar.set_edgecolor(ESTIMATED)
+            bar.set_edgecolor(ESTIMATED_COLOUR)
     for bar, text in zip(bars, said if said is not None else [number(v) for v in values]):
         middle = bar.get_y() + bar.get_height() / 2
         ax.annotate(" " + text, (bar.get_width(), middle), va="center", fontsize=7)

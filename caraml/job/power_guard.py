@@ -4,9 +4,9 @@ power limit the job changed, however the job's processes end: at the end
 of the run, by a signal, or by SIGKILL, an abort, a segfault or the OOM
 killer, after which no code of a training process runs.
 
-    python -m caraml.node.power_guard guard --dir DIR [--watch-pid PID]
-    python -m caraml.node.power_guard wait --dir DIR --nodes N [--timeout-s S]
-    python -m caraml.node.power_guard reset
+    python -m caraml.job.power_guard guard --dir DIR [--watch-pid PID]
+    python -m caraml.job.power_guard wait --dir DIR --nodes N [--timeout-s S]
+    python -m caraml.job.power_guard reset
 
 `guard` records the limit of every GPU this process sees, at every scope
 the device reports (the GPU's own; a GH200 superchip's module), and the
@@ -46,19 +46,30 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from caraml import report  # noqa: E402
-from caraml.power_limit import GUARD_END as END  # noqa: E402
-from caraml.power_limit import GUARD_FILES as FILE_PREFIX  # noqa: E402
-from caraml.power_limit import GUARD_FOUND as FOUND  # noqa: E402
-from caraml.power_limit import GUARD_READY as READY  # noqa: E402
-from caraml.power_limit import GUARD_RESTORED as RESTORED  # noqa: E402
-from caraml.power_limit import line_watts  # noqa: E402
-from jpwr.gpu.power_limit import GPU, MODULE, TOLERANCE_W, PowerLimitError, open_library, put_back, read  # noqa: E402
+from caraml import report
+from caraml.power_limit import GUARD_END as END
+from caraml.power_limit import GUARD_FILES as FILE_PREFIX
+from caraml.power_limit import GUARD_FOUND as FOUND
+from caraml.power_limit import GUARD_READY as READY
+from caraml.power_limit import GUARD_RESTORED as RESTORED
+from caraml.power_limit import line_watts
+from jpwr.gpu.power_limit import (
+    GPU,
+    MODULE,
+    TOLERANCE_W,
+    Library,
+    PowerLimitError,
+    open_library,
+    put_back,
+    read,
+)
 
 # the epilog's line (site/slurm-epilog-power-limits.sh)
 RESET = "power reset"
@@ -78,7 +89,7 @@ class Held:
     default_w: float | None
 
 
-def _scopes(lib, index: int):
+def _scopes(lib: Library, index: int) -> Iterator[tuple[str, Library, float, float | None]]:
     """(scope, the library pointed there, its limit, its default) for each
     scope the device reports a limit at; a scope it reports none at is left
     out (the GPU scope of a device without a limit of its own, a module
@@ -96,7 +107,7 @@ def _scopes(lib, index: int):
         yield scope, device, limit, default
 
 
-def found_limits(lib) -> list[Held]:
+def found_limits(lib: Library) -> list[Held]:
     return [Held(index, scope, device.device, limit, default)
             for index in lib.visible for scope, device, limit, default in _scopes(lib, index)]
 
@@ -120,7 +131,7 @@ def _ender(watch_pid: int | None) -> tuple[threading.Event, list[str]]:
     the list gets what ended the wait."""
     done, why = threading.Event(), []
 
-    def on_signal(signum, _frame) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         why.append(signal.Signals(signum).name)
         done.set()
     for sig in STOP_SIGNALS:
@@ -167,7 +178,7 @@ def guard(folder: Path, watch_pid: int | None) -> int:
         lib.close()
 
 
-def _put_back(lib, h: Held, record: Record, host: str) -> bool:
+def _put_back(lib: Library, h: Held, record: Record, host: str) -> bool:
     """Sets a limit back to the one found where it differs, read again."""
     device = lib.select(h.index, h.scope)
     try:

@@ -23,12 +23,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 if __package__ in (None, ""):
-    # Run by the job script as a file: the suite's packages live one folder up.
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from caraml import oom_evidence  # noqa: E402
-from caraml.job_log import last_attempt  # noqa: E402
-from caraml.oom_evidence import Verdict  # noqa: E402
-from caraml.report import ERROR_PREFIX, error, one_line  # noqa: E402
+    # Run by the job script as a file: the suite's packages live two folders up.
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from caraml.job import oom_evidence
+from caraml.job.log import last_attempt
+from caraml.job.oom_evidence import Verdict
+from caraml.report import ERROR_PREFIX, error, one_line
 
 # torchrun's --tee / log-line prefix, "[rank3]:" and "[default0]:"
 LAUNCHER_PREFIX = re.compile(r"^\[(?:rank|default)?(\d+)\]:\s?")
@@ -79,10 +79,10 @@ def _root_cause(lines: list[tuple[str | None, str]]) -> tuple[str, str, str, str
         return None
     rank = host = None
     for text in texts[texts.index(SUMMARY_ROOT):]:
-        if SUMMARY_HOST.match(text):
-            host = SUMMARY_HOST.match(text).group(1)
-        if SUMMARY_RANK.match(text):
-            rank = SUMMARY_RANK.match(text).group(1)
+        if named := SUMMARY_HOST.match(text):
+            host = named.group(1)
+        if numbered := SUMMARY_RANK.match(text):
+            rank = numbered.group(1)
         ended = SUMMARY_EXIT.match(text)
         if ended and rank is not None:
             code, pid, sig = ended.groups()
@@ -114,19 +114,18 @@ def _exception_cause(lines: list[tuple[str | None, str]], samples_per_device: st
         kind, message = match.group("type"), (match.group("message") or "").strip()
         rank = rank if rank is not None else (root[0] if root else None)
         where = f"rank {rank}: " if rank is not None else ""
-        if OUT_OF_MEMORY.search(text):
-            found = OUT_OF_MEMORY.search(text)
+        if found := OUT_OF_MEMORY.search(text):
             device = found.group(1) or found.group(2) or "device"
             return f"{where}out of memory{_at(samples_per_device)} ({device}): {LOWER_THE_BATCH}"
         module = NO_MODULE.search(message)
         if module:
             return (f"{where}missing Python module {module.group(1)}: install it into the "
                     "job's environment (bash aux/setup.sh) or its container")
-        if COLLECTIVE.search(text):
+        if collective := COLLECTIVE.search(text):
             first = SOURCE_POSITION.sub("", message).split(". ")[0]
             after = (f" (first failure: rank {root[0]} {root[1]})"
                      if root and root[0] != rank else "")
-            return (f"{where}communication error ({COLLECTIVE.search(text).group(1)}): "
+            return (f"{where}communication error ({collective.group(1)}): "
                     f"{kind}: {first}{after}")
         if not message and last_frame:
             return (f"{where}{kind} at {_short(last_frame['file'])}:{last_frame['line']} "
@@ -146,7 +145,8 @@ def _this_host(host: str) -> bool:
     """Whether torchrun's host name is this node's: its short or full name,
     or localhost (a standalone torchrun names no other)."""
     short = host.split(".")[0]
-    return short == "localhost" or short in {socket.gethostname().split(".")[0], socket.getfqdn().split(".")[0]}
+    return short == "localhost" or short in {socket.gethostname().split(".")[0],
+                                             socket.getfqdn().split(".")[0]}
 
 
 def _killed(how: str, verdict: Verdict, samples_per_device: str, elsewhere: str | None = None) -> str:
@@ -232,7 +232,7 @@ def run(what: str, command: list[str]) -> int:
         error(_summary(127, text, '', what))
         return 127
     lines = []
-    for line in proc.stderr:
+    for line in proc.stderr or ():
         sys.stderr.write(line)
         lines.append(line)
     status = proc.wait()
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples-per-device", default="",
                     help="batch per device, named in an out-of-memory cause")
     ap.add_argument("--oom-kills-at-start", default="",
-                    help="the job cgroup's oom_kill count at the job's start (caraml/oom_evidence.py)")
+                    help="the job cgroup's oom_kill count at the job's start (caraml/job/oom_evidence.py)")
     ap.add_argument("logs", nargs="*", type=Path, help="the job's log files, stderr first")
     args = ap.parse_args(argv)
     text = read_logs(args.logs)

@@ -17,9 +17,9 @@ Where Slurm meters nothing (AcctGatherEnergyType none, or job accounting
 that carries no energy), outside Slurm, or where no step covers every node
 of the job, the file says so and why; it never holds an estimate.
 
-    python3 -m caraml.login.node_energy begin FILE [--declared METER]
-    python3 -m caraml.login.node_energy end FILE
-    python3 -m caraml.login.node_energy show FILE
+    python3 -m caraml.job.node_energy begin FILE [--declared METER]
+    python3 -m caraml.job.node_energy end FILE
+    python3 -m caraml.job.node_energy show FILE
 
 FILE (node_energy.json beside the job's energy folder) is described in
 docs/node_energy.md; read_node_energy() reads it. Standard library only:
@@ -35,10 +35,11 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from caraml import report  # noqa: E402
+from caraml import report
 
 FORMAT = "caraml-node-energy-1"
 FILE_NAME = "node_energy.json"
@@ -124,7 +125,7 @@ def _declaration(declared: str, plugins: list[str]) -> list[str]:
 def begin(environ: dict[str, str], declared: str) -> dict:
     """The file's content at the job's start: the first reading, or why
     there is none."""
-    record = {"format": FORMAT, "window": WINDOW, "declared": declared, "notes": []}
+    record: dict[str, Any] = {"format": FORMAT, "window": WINDOW, "declared": declared, "notes": []}
     job = environ.get("SLURM_JOB_ID")
     if not job:
         return {**record, "state": NONE, "reason": "the job ran outside Slurm (submit mode local): "
@@ -252,7 +253,7 @@ def line(energy: NodeEnergy) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m caraml.login.node_energy",
+    parser = argparse.ArgumentParser(prog="python3 -m caraml.job.node_energy",
                                      description="The job's node energy from Slurm's energy accounting.")
     parser.add_argument("action", choices=("begin", "end", "show"))
     parser.add_argument("file", type=Path)

@@ -5,10 +5,10 @@ cgroup's oom_kill events in the job's error log). A SIGKILL alone says
 nothing: `kill -9`, Slurm's end of a job past its KillWait, a watchdog send
 the same signal.
 
-    python3 caraml/oom_evidence.py
+    python3 caraml/job/oom_evidence.py
 
 prints the job cgroup's oom_kill count now (nothing where no cgroup's can
-be read): the job script's baseline, which caraml/failure.py compares with
+be read): the job script's baseline, which caraml/job/failure.py compares with
 the count at the job's end. Standard library only: the node's python3 runs
 it."""
 
@@ -26,7 +26,8 @@ PROC_CGROUP = Path("/proc/self/cgroup")
 SLURM_OOM = re.compile(r"Detected \d+ oom[-_]kill events? in StepId=\S+")
 # the kernel's lines for a process it killed for want of memory (the whole
 # system's, or a memory cgroup's), and the oom-kill summary line
-_KERNEL_KILLED = r"(?:Out of memory|Memory cgroup out of memory): Killed process {pid}\b|oom-kill:.*\bpid={pid}\b"
+_KERNEL_KILLED = (r"(?:Out of memory|Memory cgroup out of memory): Killed process {pid}\b"
+                  r"|oom-kill:.*\bpid={pid}\b")
 
 
 def _job_cgroup(own: str) -> str:

@@ -7,8 +7,9 @@ job.sh starts this in a session of its own when it runs without Slurm
 (Slurm ends a job's processes itself). It remembers the job script's
 descendants while the script lives; once the script is gone it kills the
 ones still alive, and if the script left no end markers it writes them:
-the error file names the signal, the row's lines (caraml/row/row_out.py) say
-it failed, the done marker lets JUBE go on.
+the error file names the signal, the row's lines say it failed (the row
+model's command, as the job script's own exit handler runs it:
+caraml/row/row_out.py), the done marker lets JUBE go on.
 
 Standard library only, Linux /proc: it runs with the node's python3."""
 
@@ -17,17 +18,18 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-from caraml.row import row_out
-
 Process = tuple[int, str]  # pid and start time: a pid alone may be reused
 # The job's power guard outlives its job script: it puts the GPUs' power
 # limits back once the ranks that set them are gone, and then ends by itself
-# (caraml/node/power_guard.py, --watch-pid)
-GUARD = b"caraml.node.power_guard"
+# (caraml/job/power_guard.py, --watch-pid)
+GUARD = b"caraml.job.power_guard"
+# the suite's checkout, whose row model the watcher runs
+CHECKOUT = str(Path(__file__).resolve().parents[2])
 
 
 def _stat(pid: int) -> tuple[int, str] | None:
@@ -111,7 +113,11 @@ def watch(job: Process, done_file: Path, error_file: Path,
     if not done_file.exists():
         error_file.write_text(ending(signal_file, killed))
         try:
-            row_out.main([str(done_file.parent)])
+            # the row model's command, not an import of it: the job script's
+            # helpers sit below the row model (docs/architecture.md)
+            path = os.pathsep.join(filter(None, (CHECKOUT, os.environ.get("PYTHONPATH"))))
+            subprocess.run([sys.executable, "-m", "caraml.row.row_out", str(done_file.parent)],
+                           env={**os.environ, "PYTHONPATH": path}, stdin=subprocess.DEVNULL, check=False)
         finally:  # JUBE waits for the done marker, whatever happened before it
             mark_done(done_file)
 

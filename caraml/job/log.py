@@ -1,7 +1,7 @@
 """The job script's own lines in a job's output (aux/job.sh.in): its start
 line, once per attempt of a job Slurm requeued (a node that failed), with
 the requeues before it. Slurm appends a requeued job's output to what the
-attempt it stopped wrote, so a job's failure cause (caraml/failure.py) and
+attempt it stopped wrote, so a job's failure cause (caraml/job/failure.py) and
 its row (caraml/row/evidence.py) are read from the last attempt on.
 Standard library only (job script and login node)."""
 
