@@ -31,7 +31,7 @@ from jpwr.version import VersionAction
 LOG = logging.getLogger("caraml.compare")
 LEVEL_ENV = ("CARAML_LOG_LEVEL",)
 # the lines that say something is wrong: shown at every level but -q's errors alone
-ALERTS = ("DROP:", "BELOW BAND:", "failed benchmark:")
+ALERTS = ("DROP:", "BELOW BAND:", "failed benchmark:", "REFUSED:")
 
 
 def build_parser() -> argparse.ArgumentParser:

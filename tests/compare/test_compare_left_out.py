@@ -122,3 +122,15 @@ def test_the_audits_refused_and_unaudited_rows_are_named_with_their_rule_and_a_r
     assert (item.kind, item.what, item.why, item.run) == (
         "slow row", "A100 800M bf16 seq 2048 batch 256", "below 20,000 tokens/s per device",
         "a/000000 of 2026-11-24")
+
+
+def test_a_refused_row_is_an_alert_a_quiet_log_keeps(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("CARAML_LOG_LEVEL", raising=False)
+    args = [f"A100={fx.write_run(tmp_path, 'a', [fx.a100(), fx.a100(global_batch=256, mfu=2.0)])}",
+            "--out", str(tmp_path / "out"), "--no-references", "-q"]
+    fx.compare(args)
+    [refused] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("REFUSED:")]
+    assert refused.startswith("REFUSED: A100 llm 800M bf16 seq 2048 (a/000000 of 2026-11-24): mfu-at-most-1")
+    record = json.loads((tmp_path / "out" / "decision.json").read_text())
+    assert [item["what"] for item in record["left_out"] if item["kind"] == left_out.REFUSED_ROW] == \
+        ["A100 800M bf16 seq 2048 batch 256"]
