@@ -31,7 +31,7 @@ from jpwr.version import VersionAction
 LOG = logging.getLogger("caraml.compare")
 LEVEL_ENV = ("CARAML_LOG_LEVEL",)
 # the lines that say something is wrong: shown at every level but -q's errors alone
-ALERTS = ("DROP:", "BELOW BAND:", "failed benchmark:")
+ALERTS = ("DROP:", "BELOW BAND:", "failed benchmark:", "REFUSED:")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -85,7 +85,8 @@ def draw_history(args: argparse.Namespace) -> int:
     """--history: exit 3 when a series' latest point is below its reference
     band, else 4 when it dropped below the series' earlier runs."""
     refs = reference.load(args.references) if not args.no_references else reference.load_empty()
-    found = trend.write(args.history, refs, args.out)
+    found = trend.find(args.history, refs)
+    output.write_history(found, args.out)
     for line in found.below:
         _say(f"BELOW BAND: {line}")
     for line in found.drops:

@@ -7,13 +7,25 @@ status. caraml/compare/output.py writes it; nothing here writes a file."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from caraml.compare import CompareError, decision, drops, figures, frontier, prices, reference, repeats, rows
+from caraml.compare import (
+    CompareError,
+    decision,
+    drops,
+    figures,
+    frontier,
+    left_out,
+    prices,
+    reference,
+    repeats,
+    rows,
+)
 from caraml.compare.jobs import Jobs
+from caraml.compare.left_out import Item
 
 SYSTEM_FAILED, BAD_INPUT, BELOW_BAND, DROPPED = 1, 2, 3, 4
 
@@ -24,7 +36,7 @@ class Decided:
 
     decision: decision.Decision
     costs: pd.DataFrame
-    unpriced: list[str]
+    unpriced: list[str]  # the systems of its solution without a price
 
 
 @dataclass
@@ -35,7 +47,7 @@ class Comparison:
     refs: pd.DataFrame
     checks: pd.DataFrame  # each reference band checked against the rows it applies to
     head: pd.DataFrame
-    refused: list[str]  # each ratio refused, in one line
+    refused: list[figures.Refusal]  # each ratio refused, with its reason
     solutions: pd.DataFrame
     scaling: pd.DataFrame
     failed_systems: list[str]  # one line per system and benchmark without a measurement
@@ -46,10 +58,9 @@ class Comparison:
     priced: bool
     drops: list[str]  # each system's latest figure beyond its own earlier runs' spread, in one line
     unused_prices: str  # the prices file's systems that are not in the comparison, in one line
-    # the rows the audit refused or found unaudited, as (line, state, why), and each system
-    # whose rows came from several machines or builds (not pooled), in one line
-    left_out: list[tuple[dict, str, str]] = field(default_factory=list)
-    apart: list[str] = field(default_factory=list)
+    left_out: list[Item]  # every run and system the decisions leave out, and why (the audit's states too)
+    contestable: list[Item]  # what a vendor may contest in what they rank
+    apart: list[str]  # each system whose rows came from several machines or builds (not pooled), in one line
 
     @property
     def systems(self) -> list[str]:
@@ -57,7 +68,7 @@ class Comparison:
 
     @property
     def below(self) -> pd.DataFrame:
-        return self.checks[self.checks["verdict"] == "below"]
+        return self.checks[self.checks["verdict"] == reference.BELOW]
 
     @property
     def status(self) -> int:
@@ -150,6 +161,8 @@ def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, re
     every = pd.concat([table, capped], ignore_index=True)
     decided = _decided(table, head, solutions, jobs, ref_system, price_list if prices_file else None,
                        currency)
+    systems = list(dict.fromkeys(table["system"]))
+    unpriced = list(dict.fromkeys(s for d in decided for s in d.unpriced))
     return Comparison(
         table=table, every=every, reference_system=ref_system, refs=refs, checks=checks, head=head,
         refused=refused, solutions=solutions, scaling=figures.scaling_efficiency(table),
@@ -158,5 +171,8 @@ def compute(runs: list[str], *, all_runs: bool, reference_system: str | None, re
         sweeps=frontier.sweeps(loaded, jobs), decided=decided, currency=currency,
         priced=prices_file is not None,
         drops=drops.against_history(head, every, history) if history is not None else [],
-        unused_prices=prices.unused(prices_file, price_list, list(dict.fromkeys(table["system"])))
-        if prices_file else "", left_out=rows.left_out(every), apart=rows.apart(every))
+        unused_prices=prices.unused(prices_file, price_list, systems) if prices_file else "",
+        left_out=[*left_out.left_out_rows(every), *left_out.unpriced(unpriced, list(price_list), systems),
+                  *(i for d in decided for i in left_out.electricity_missing(d.costs, d.decision.benchmark))],
+        contestable=[item for d in decided for item in left_out.contestable(d.decision, table)],
+        apart=rows.apart(every))

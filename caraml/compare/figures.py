@@ -6,6 +6,7 @@ configurations that stand for the job, and scaling efficiency."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -23,6 +24,22 @@ ENERGY_FIGURES = ["work_per_wh", "work_per_wh_gpu", "work_per_node_wh", "power_w
 RATIO_FIGURES = [*THROUGHPUT_FIGURES, "mfu", *ENERGY_FIGURES]
 EXTRAPOLATED = "estimate: extrapolated from the measured rate"
 NOT_REPRESENTATIVE = "not representative"
+# which line of the solution table a line is (its `case_key`), and the line's `case` in words
+ONE_NODE, FASTEST, AS_MEASURED = "one-node", "fastest", "as-measured"
+CASES = {ONE_NODE: "one node (best configuration)", FASTEST: "fastest measured ({nodes:g} nodes)",
+         AS_MEASURED: "as measured"}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A ratio of the headline refused, and why: one line under its benchmark's headline."""
+
+    benchmark: str
+    like: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.benchmark} {self.like}: {self.reason}"
 
 
 def mark_best(rows: pd.DataFrame) -> pd.DataFrame:
@@ -156,11 +173,11 @@ def add_ratios(rows: pd.DataFrame, reference_system: str) -> pd.DataFrame:
     return pd.concat([rows.reset_index(drop=True), pd.DataFrame(extra, index=range(len(rows)))], axis=1)
 
 
-def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, list[str]]:
+def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, list[Refusal]]:
     """Per benchmark and like-for-like group, each system's best row with its
     ratios to the reference system's best row of the same group; a system
     without a measurement in a benchmark gets a line with its failure. Also
-    the one-line reasons for every ratio refused."""
+    every ratio refused, with its reason."""
     best = repeats.collapse(rows[rows["best"]])
     lines, notes = [], []
     for (benchmark, *like), group in best.groupby(LIKE, sort=False, dropna=False):
@@ -170,7 +187,7 @@ def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, l
             why = f"no ratios: {reference_system} has no row of this configuration"
             values, reasons = ratios(row, ref, why if row["system"] != reference_system else "", True)
             lines.append({**row.to_dict(), **values})
-            notes += [f"{benchmark} {row['like']}: {reason}" for reason in reasons]
+            notes += [Refusal(str(benchmark), str(row["like"]), reason) for reason in reasons]
     for benchmark, group in rows.groupby("benchmark", sort=False):
         for system, sys_rows in group.groupby("system", sort=False):
             short = ran(sys_rows)
@@ -190,12 +207,14 @@ def headline(rows: pd.DataFrame, reference_system: str) -> tuple[pd.DataFrame, l
     return table, list(dict.fromkeys(notes))
 
 
-def solution(row: pd.Series, work: float, rate: float, case: str, nodes: float, how: str) -> dict:
-    """The job (work, chosen as how says) at rate on nodes: its time and energy to solution."""
-    line = {"system": row["system"], "benchmark": row["benchmark"], "like": row["like"], "case": case,
-            "nodes": nodes, "from_devices": row["devices"], "from_nodes": row["nodes"],
+def solution(row: pd.Series, work: float, rate: float, case_key: str, nodes: float, how: str) -> dict:
+    """The job (work, chosen as how says) at rate on nodes: its time and energy to solution, and
+    which line it is (case_key: ONE_NODE, FASTEST or AS_MEASURED, with `case` in words)."""
+    line = {"system": row["system"], "benchmark": row["benchmark"], "like": row["like"],
+            "case_key": case_key, "case": CASES[case_key].format(nodes=nodes), "nodes": nodes,
+            "from_devices": row["devices"], "from_nodes": row["nodes"],
             "from_global_batch": row["global_batch"], "job": how, "energy_scope": row["energy_scope"],
-            "energy_estimated": row["energy_estimated"]}
+            "energy_estimated": row["energy_estimated"], "representative": how != NOT_REPRESENTATIVE}
     if how == NOT_REPRESENTATIVE:
         return {**line, "time_h": NOT_REPRESENTATIVE, "energy_kwh": NOT_REPRESENTATIVE,
                 "energy_basis": "", "gpu_energy_kwh": NOT_REPRESENTATIVE,
@@ -233,15 +252,13 @@ def time_and_energy_to_solution(rows: pd.DataFrame, jobs: Jobs) -> pd.DataFrame:
             continue
         best = bests.iloc[0]
         work, how = jobs.work(best) if jobs.representative(best) else (math.nan, NOT_REPRESENTATIVE)
-        out.append(solution(best, work, best["per_s_per_node"], "one node (best configuration)", 1,
-                             how))
+        out.append(solution(best, work, best["per_s_per_node"], ONE_NODE, 1, how))
         configs = repeats.collapse(group)
         fastest = repeats.top(configs, "per_s")
         nodes = fastest["nodes"]
         if nodes == 1:
             continue  # the fastest on one node: no faster than the one-node line, and no second line
-        out.append(solution(fastest, work, fastest["per_s"],
-                             f"fastest measured ({nodes:g} node{'' if nodes == 1 else 's'})", nodes, how))
+        out.append(solution(fastest, work, fastest["per_s"], FASTEST, nodes, how))
     return pd.DataFrame(out)
 
 

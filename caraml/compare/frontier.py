@@ -9,22 +9,19 @@ Only measurements go on the frontier. A row that is no measurement is left
 out of it and out of the chart (never divided or extrapolated): its line in
 the table keeps its rates and says why. A failed point, and a point whose limit was not
 restored after its job, is listed with its reason and never on the front;
-the latter is drawn as a cross where it has figures."""
+the latter is drawn as a cross where it has figures. Computed here, drawn
+by caraml/compare/charts/frontier.py: nothing here imports matplotlib."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import matplotlib.pyplot as plt
 import pandas as pd
-from matplotlib.lines import Line2D
 
-from caraml.compare import plots, repeats
+from caraml.compare import repeats
 from caraml.compare.decision import pareto
-from caraml.compare.figures import solution, solution_work_per_wh
+from caraml.compare.figures import AS_MEASURED, solution, solution_work_per_wh
 from caraml.compare.jobs import Jobs
 from caraml.compare.repeats import LIKE
 from caraml.compare.report import configuration
@@ -58,7 +55,9 @@ class Sweep:
     benchmark: str
     title: str  # system, configuration, batch and layout
     unit: str
-    scope: str  # the energy's scope and window every point on the frontier shares
+    # the energy's scope and window (sweep_basis) every point on the frontier shares; "" without a frontier
+    energy_scope: str
+    basis: str
     estimated: bool  # whether that energy is jpwr's estimate
     job: str  # the job's work (as Jobs.work says), or why there is no time or energy to solution
     representative: bool  # whether the configuration stands for the job (a time to solution)
@@ -69,6 +68,21 @@ class Sweep:
     # `energy_kwh` (the job's, NaN where not extrapolated), `wh_ratio` and `time_ratio` (to the default)
     points: pd.DataFrame
     headline: str
+
+    @property
+    def scope(self) -> str:
+        """The frontier's energy scope and window in words."""
+        return f"{self.energy_scope} scope, {self.basis}" if self.energy_scope else ""
+
+    def on_axis(self) -> pd.DataFrame:
+        """The points a chart of time against energy to solution shows: those
+        on the frontier, dominated or flagged, with both figures, measured at
+        the frontier's scope and window (a flagged point at another is in the
+        table only)."""
+        points = self.points
+        return points[points["kind"].isin([ON_FRONT, DOMINATED, FLAGGED]) & points["time_h"].notna()
+                      & points["energy_kwh"].notna() & (points["energy_scope"] == self.energy_scope)
+                      & (points["sweep_basis"] == self.basis)]
 
 
 def limit_label(row: pd.Series) -> str:
@@ -111,8 +125,8 @@ def _off(row: pd.Series, reference: pd.Series | None) -> tuple[str, str]:
         return FLAGGED, "no energy figure"
     if reference is None:
         return "", ""
-    ours, theirs = (f"scope {r['energy_scope']}, {r['sweep_basis']}" for r in (row, reference))
-    if ours != theirs:
+    if (row["energy_scope"], row["sweep_basis"]) != (reference["energy_scope"], reference["sweep_basis"]):
+        ours, theirs = (f"scope {r['energy_scope']}, {r['sweep_basis']}" for r in (row, reference))
         return FLAGGED, f"energy at {ours}, the sweep's at {theirs}: not like for like"
     differs = [c for c in SAME_RUN
                if row[c] != reference[c] and not (pd.isna(row[c]) and pd.isna(reference[c]))]
@@ -154,7 +168,7 @@ def _sweep(group: pd.DataFrame, jobs: Jobs) -> Sweep:
     representative = jobs.representative(src)
     work, how = jobs.work(src) if representative else (math.nan, "")
     none = {"time_h": math.nan, "energy_kwh": math.nan}
-    solved = [solution(row, work, row["per_s"], "as measured", row["nodes"], how)
+    solved = [solution(row, work, row["per_s"], AS_MEASURED, row["nodes"], how)
               if representative and kind not in (NOT_MEASURED, FAILED) else none
               for (_, row), kind in zip(points.iterrows(), points["kind"])]
     points["time_h"], points["energy_kwh"] = [s["time_h"] for s in solved], [s["energy_kwh"] for s in solved]
@@ -169,8 +183,8 @@ def _sweep(group: pd.DataFrame, jobs: Jobs) -> Sweep:
                                         if (flag := jobs.any_model(src["benchmark"])) else ""))
     sweep = Sweep(system=src["system"], benchmark=src["benchmark"],
                   title=f"{src['system']} {src['benchmark']} {configuration(src)}", unit=src["unit"],
-                  scope="" if reference is None else
-                  f"{reference['energy_scope']} scope, {reference['sweep_basis']}",
+                  energy_scope="" if reference is None else reference["energy_scope"],
+                  basis="" if reference is None else reference["sweep_basis"],
                   estimated=bool(points.loc[on, "energy_estimated"].any()), job=job,
                   representative=representative, points=points, headline="")
     sweep.headline = _headline(sweep, reference)
@@ -203,52 +217,3 @@ def sweeps(rows: pd.DataFrame, jobs: Jobs) -> list[Sweep]:
     """One Sweep per system and swept configuration; none for a system that swept nothing."""
     swept = rows[rows["limit_swept"]]
     return [_sweep(group, jobs) for _, group in swept.groupby(SWEEP, sort=False, dropna=False)]
-
-
-_STYLE: dict[str, dict[str, Any]] = {
-    ON_FRONT: {"marker": "o", "edgecolors": "red", "lw": 1.6, "color": plots.MEASURED_COLOUR},
-    DOMINATED: {"marker": "o", "edgecolors": "0.3", "lw": 0.8, "color": plots.MEASURED_COLOUR},
-    FLAGGED: {"marker": "X", "edgecolors": "none", "lw": 0, "color": "tab:red"}}
-_LEGEND = {ON_FRONT: "Pareto-optimal limit (red ring, dashed front)", DOMINATED: "dominated limit",
-           FLAGGED: "flagged, never on the front (reason in the table)"}
-
-
-def chart(sweep: Sweep, out: Path) -> Path | None:
-    """Time against energy to solution of the job at each limit, the
-    Pareto-optimal limits ringed red and joined; None where no point has both."""
-    points = sweep.points
-    # one energy scope and window on the axis: a flagged point measured at another is in the table only
-    drawn = points[points["kind"].isin(_STYLE) & points["time_h"].notna() & points["energy_kwh"].notna()
-                   & (points["energy_scope"] + " scope, " + points["sweep_basis"] == sweep.scope)]
-    if drawn.empty:
-        return None
-    fig, ax = plt.subplots(figsize=(7.5, 3.6))
-    for p in drawn.to_dict("records"):
-        style = dict(_STYLE[p["kind"]])
-        if p["energy_estimated"] and p["kind"] != FLAGGED:
-            style["color"] = "white"  # estimated energy: hollow, as in the other charts
-        ax.scatter(p["time_h"], p["energy_kwh"], s=55, marker=style["marker"], c=style["color"],
-                   edgecolors=style["edgecolors"], linewidths=style["lw"])
-        # a flagged point's label under it: it often sits beside a point of the front
-        flagged = p["kind"] == FLAGGED
-        ax.annotate(f" {p['limit']}{', flagged' if flagged else ''}", (p["time_h"], p["energy_kwh"]),
-                    fontsize=7, va="top" if flagged else "bottom")
-    front = drawn[drawn["kind"] == ON_FRONT].sort_values("time_h")
-    ax.step(front["time_h"], front["energy_kwh"], where="post", color="red", lw=1, ls="--")
-    est = " (estimated)" if sweep.estimated else ""
-    ax.set_xlabel("time to solution [h]", fontsize=8)
-    ax.set_ylabel(f"energy to solution [kWh]\n{sweep.scope}{est}", fontsize=8)
-    ax.xaxis.set_major_formatter(plots.TICKS)
-    ax.yaxis.set_major_formatter(plots.TICKS)
-    ax.tick_params(labelsize=7)
-    ax.margins(0.2)
-    handles = [Line2D([], [], ls="", marker=_STYLE[k]["marker"], markerfacecolor=_STYLE[k]["color"],
-                      markeredgecolor=_STYLE[k]["edgecolors"], label=_LEGEND[k]) for k in _STYLE
-               if k in set(drawn["kind"])]
-    if sweep.estimated:
-        handles.append(Line2D([], [], ls="", marker="o", markerfacecolor="white", markeredgecolor="0.3",
-                              label="hollow: energy estimated"))
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax.set_title(f"{sweep.title}\nover the power limit per device; the job: {sweep.job}; estimates",
-                 fontsize=8)
-    return plots._save(fig, out / f"frontier_{plots._safe(sweep.title)}.png")

@@ -1,8 +1,9 @@
 """A comparison (caraml/compare/comparison.py) written out: its CSV files,
-the charts, a markdown file per benchmark and the self-contained
-report.html, and the lines caraml-compare prints. Every file is written
-new in a private folder and renamed into OUT: a link placed in OUT is
-replaced, never written through, and a reader never sees half a file."""
+the charts (caraml/compare/charts/), a markdown file per benchmark and the
+self-contained report.html, and the lines caraml-compare prints; and the
+results history (caraml/compare/trend.py) as history.html. Every file is
+written new in a private folder and renamed into OUT: a link placed in OUT
+is replaced, never written through, and a reader never sees half a file."""
 
 from __future__ import annotations
 
@@ -20,8 +21,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from caraml.compare import decision, frontier, plots, power, report, rows
+from caraml.compare import frontier, left_out, power, report, rows, trend
+from caraml.compare.charts import decision as decision_charts
+from caraml.compare.charts import frontier as frontier_chart
+from caraml.compare.charts import history as history_charts
+from caraml.compare.charts import power as power_charts
+from caraml.compare.charts import rows as row_charts
 from caraml.compare.comparison import Comparison, Decided
+from caraml.compare.report import slug
 
 
 def _csv_files(c: Comparison, out: Path) -> None:
@@ -34,7 +41,7 @@ def _csv_files(c: Comparison, out: Path) -> None:
         chosen = decided.decision
         if not decided.costs.empty:
             decided.costs.assign(benchmark=chosen.benchmark, like=chosen.like).to_csv(
-                out / f"cost_{plots._safe(f'{chosen.benchmark}_{chosen.like}')}.csv", index=False)
+                out / f"cost_{slug(f'{chosen.benchmark}_{chosen.like}')}.csv", index=False)
     if c.sweeps:
         pd.concat([s.points.assign(sweep=s.title) for s in c.sweeps])[frontier.CSV_COLUMNS].to_csv(
             out / "frontier.csv", index=False)
@@ -42,9 +49,9 @@ def _csv_files(c: Comparison, out: Path) -> None:
 
 def caveats(c: Comparison, decided: Decided) -> list[str]:
     """What the decision's sentences do not cover, right under them: the
-    systems left out of a ranking and why, those without a price."""
-    unpriced = [f"No cost for {', '.join(decided.unpriced)}: not in the prices file."] \
-        if c.priced and decided.unpriced else []
+    systems left out of a ranking and why, those without a price and why."""
+    unpriced = [f"No cost for {item.what}: {item.why}." for item in c.left_out
+                if item.kind == left_out.UNPRICED and item.system in decided.unpriced]
     return [*decided.decision.unranked, *unpriced]
 
 
@@ -60,10 +67,25 @@ def decision_record(c: Comparison) -> dict:
     return {
         "exit_status": c.status, "summary": c.summary(), "reference_system": c.reference_system,
         "drops": c.drops, "unused_prices": c.unused_prices, "currency": c.currency,
+        "left_out": [item.record() for item in c.left_out],
+        "contestable": [item.record() for item in c.contestable],
         "benchmarks": [{"benchmark": d.decision.benchmark, "configuration": d.decision.like,
                         "sentences": d.decision.leaders, "caveats": caveats(c, d),
                         "figures": [{k: _plain(v) for k, v in m.items()} for m in d.decision.margins]}
                        for d in c.decided]}
+
+
+# the first screen's two lists: their titles, and their keys in decision.json
+LISTS = (("Left out of the decision", "left_out"), ("What a vendor may contest", "contestable"))
+
+
+def said_left_out(c: Comparison) -> list[tuple[str, list[str]]]:
+    """The first screen's two lists, each line one kind and why with what it names."""
+    return [(title, left_out.grouped(getattr(c, key))) for title, key in LISTS]
+
+
+def _items(record: dict, key: str) -> list[left_out.Item]:
+    return [left_out.Item(**item) for item in record[key]]
 
 
 def summary_markdown(record: dict) -> str:
@@ -71,6 +93,9 @@ def summary_markdown(record: dict) -> str:
     parts = ["# caraml-compare: the decision\n\n", *(f"{line}\n" for line in record["summary"])]
     parts += [f"\n**{line}**\n" for line in record["drops"]]
     parts += [f"\n{record['unused_prices']}\n"] if record["unused_prices"] else []
+    for title, key in LISTS:
+        said = left_out.grouped(_items(record, key))
+        parts += [f"\n## {title}\n\n", *(f"- {line}\n" for line in said or ["none"])]
     for bench in record["benchmarks"]:
         parts.append(f"\n## {bench['benchmark']}: {bench['configuration']}\n\n")
         parts += [f"- {line}\n" for line in bench["sentences"]]
@@ -82,11 +107,7 @@ def _decisions(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
     pages = []
     for decided in c.decided:
         chosen = decided.decision
-        drawn = [decision.ranked_chart(chosen, out), decision.solution_chart(chosen, out),
-                 decision.share_chart(chosen, out)]
-        if not decided.costs.empty:
-            drawn.append(decision.cost_chart(chosen, decided.costs, c.currency, out))
-        charts = [chart for chart in drawn if chart is not None]
+        charts = decision_charts.charts(chosen, decided.costs, c.currency, out)
         pngs += charts
         pages.append({"name": chosen.benchmark, "like": chosen.like, "leaders": chosen.leaders,
                       "caveats": caveats(c, decided), "charts": [report.image(p) for p in charts]})
@@ -96,9 +117,9 @@ def _decisions(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
 def _sweeps(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
     pages = []
     for sweep in c.sweeps:
-        charts = [chart for chart in [frontier.chart(sweep, out)] if chart is not None]
+        charts = [chart for chart in [frontier_chart.chart(sweep, out)] if chart is not None]
         pngs += charts
-        pages.append({"id": plots._safe(sweep.title), "title": sweep.title, "headline": sweep.headline,
+        pages.append({"id": slug(sweep.title), "title": sweep.title, "headline": sweep.headline,
                       "job": sweep.job, "representative": sweep.representative,
                       "charts": [report.image(p) for p in charts],
                       "points": report.sweep_display(sweep.points)})
@@ -112,13 +133,13 @@ def _benchmarks(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
     for benchmark in c.benchmarks:
         in_head = c.head[c.head["benchmark"] == benchmark]
         in_rows = c.table[c.table["benchmark"] == benchmark]
-        bars = plots.bars(in_head, c.refs, out)
-        heatmaps = plots.heatmaps(in_rows, out)
+        bars = row_charts.bars(in_head, c.refs, out)
+        heatmaps = row_charts.heatmaps(in_rows, out)
         pngs += bars + heatmaps
         head_display = report.rows_display(in_head, headline=True)
         full_display = report.rows_display(in_rows, headline=False)
         sol = c.solutions[c.solutions["benchmark"] == benchmark] if not c.solutions.empty else c.solutions
-        notes = [r for r in c.refused if r.startswith(f"{benchmark} ")]
+        notes = [str(r) for r in c.refused if r.benchmark == benchmark]
         swept = [s for s in c.sweeps if s.benchmark == benchmark]
         (out / f"comparison_{benchmark}.md").write_text("".join([
             f"# {benchmark}: headline (reference system {c.reference_system})\n\n",
@@ -133,29 +154,26 @@ def _benchmarks(c: Comparison, out: Path, pngs: list[Path]) -> list[dict]:
     return pages
 
 
-def _timeline(job: tuple[str, str, Path]) -> Path | None:
-    work_package, title, path = job
-    line = power.timeline(work_package)
-    return plots.power_timeline(line, title, path) if line is not None else None
-
-
-def _timelines(table: pd.DataFrame, out: Path) -> list[Path]:
-    """One power timeline per run that ran (a short run's power is worth a
-    look too), drawn on every CPU this process may use: with repeats they
-    are a hundred plots, most of caraml-compare's time when drawn one by one."""
-    jobs = []
-    for index, row in rows.ran(table).iterrows():
-        title = f"{row['system']} {row['benchmark']} {row['like']} batch {row['global_batch']:g}"
-        name = "".join(ch if ch.isalnum() else "_" for ch in f"power_{index:03d}_{row['system']}")
-        jobs.append((row["work_package"], title, out / f"{name}.png"))
+def _timelines(table: pd.DataFrame, out: Path) -> list[power_charts.Drawn]:
+    """One power timeline per configuration that ran (power.fold), its
+    repeats folded into it, drawn on every CPU this process may use."""
+    jobs = power_charts.jobs(power.fold(table), out)
     workers = min(len(jobs), len(os.sched_getaffinity(0)))
     if workers < 2:
-        drawn = [_timeline(job) for job in jobs]
+        drawn = [power_charts.draw(job) for job in jobs]
     else:
         with ProcessPoolExecutor(max_workers=workers, initializer=_end_with_parent,
                                  initargs=(os.getpid(),)) as pool:
-            drawn = list(pool.map(_timeline, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
-    return [path for path in drawn if path is not None]
+            drawn = list(pool.map(power_charts.draw, jobs, chunksize=max(1, len(jobs) // (4 * workers))))
+    return [found for found in drawn if found is not None]
+
+
+def _folded(drawn: list[power_charts.Drawn]) -> pd.DataFrame:
+    """Which runs each timeline shows: the one in colour, those in grey, those without samples."""
+    return pd.DataFrame({"chart": [d.path.stem for d in drawn], "configuration": [d.title for d in drawn],
+                         "in colour": [d.coloured for d in drawn],
+                         "in grey (its other runs)": ["; ".join(d.grey) or "none" for d in drawn],
+                         "no power samples": ["; ".join(d.without_samples) or "none" for d in drawn]})
 
 
 _PR_SET_PDEATHSIG = 1
@@ -193,15 +211,16 @@ def _write(c: Comparison, out: Path) -> int:
     pngs: list[Path] = []
     decisions, sweeps, benchmarks = _decisions(c, out, pngs), _sweeps(c, out, pngs), _benchmarks(c, out, pngs)
     timelines = _timelines(c.table, out)
-    scaling_plots = plots.scaling(c.scaling, out)
-    pngs += timelines + scaling_plots
+    scaling_plots = row_charts.scaling(c.scaling, out)
+    pngs += [d.path for d in timelines] + scaling_plots
     (out / "report.html").write_text(report.html_page(
         title="caraml-compare: " + " vs ".join(c.systems), summary=c.summary(), reference=c.reference_system,
-        drops=c.drops, unused_prices=c.unused_prices,
+        drops=c.drops, unused_prices=c.unused_prices, left_out=said_left_out(c),
         decisions=decisions, priced=c.priced, sweeps=sweeps,
         benchmarks=benchmarks, failed_systems=c.failed_systems, cards=report.cards(c.table),
         solution=report.solution_display(c.solutions),
-        timelines=[report.image(p) for p in timelines],
+        timelines=[report.image(d.path) for d in timelines], folded=_folded(timelines),
+        runs_folded=sum(1 + len(d.grey) for d in timelines),
         scaling=report.plain_display(c.scaling), scaling_plots=[report.image(p) for p in scaling_plots],
         verdicts=report.plain_display(c.checks.drop(columns="row")),
         references=report.plain_display(c.refs[["system", "benchmark", "model", "precision", "size",
@@ -217,13 +236,15 @@ def lines(c: Comparison, out: Path, charts: int) -> list[str]:
     """What caraml-compare prints: each benchmark of a system without a
     measurement, each row that is none and why, the sweeps, each figure
     below its band, and what was written."""
-    said = [f"REFUSED: {line['system']} {line['benchmark']} {line['like']} ({line['run_dir']}): {why}"
-            for line, state, why in c.left_out if state == "refused"]
-    said += [f"unaudited: {line['system']} {line['benchmark']} {line['like']}: {why}"
-             for line, state, why in c.left_out if state == "unaudited"]
+    said = [f"REFUSED: {i.system} {i.benchmark} {i.configuration} ({i.run}): {i.why}"
+            for i in c.left_out if i.kind == left_out.REFUSED_ROW]
+    said += [f"unaudited: {i.system} {i.benchmark} {i.configuration}: {i.why}"
+             for i in c.left_out if i.kind == left_out.UNAUDITED_ROW]
     said += [f"not pooled: {line}" for line in c.apart]
     said += [f"DROP: {line}" for line in c.drops]
     said += [f"unused prices: {c.unused_prices}"] if c.unused_prices else []
+    said += [f"left out: {item.what}: {item.why}" for item in c.left_out if item.kind == left_out.UNPRICED]
+    said += [f"may contest: {line}" for line in left_out.grouped(c.contestable)]
     said += [f"decision {d.decision.benchmark}: {line}" for d in c.decided for line in d.decision.leaders]
     said += [f"failed benchmark: {line}" for line in c.failed_systems]
     for row in c.failed_rows.itertuples():
@@ -241,3 +262,20 @@ def lines(c: Comparison, out: Path, charts: int) -> list[str]:
                 f"{len(c.failed_rows)} not measurements, {len(c.checks)} checks, {len(c.below)} below their "
                 f"band); exit status {c.status}")
     return said
+
+
+def write_history(found: trend.Found, out: Path) -> None:
+    """DIR/history.html and history.csv of the results history's points."""
+    out.mkdir(parents=True, exist_ok=True)
+    points = found.points
+    points.drop(columns="when").assign(date=points["when"].astype(str)).to_csv(out / "history.csv",
+                                                                                 index=False)
+    pngs = history_charts.plot(points, out)
+    table = found.table
+    (out / "history.html").write_text(report.page(
+        "history.html.j2", title="caraml-compare: results history", summary=found.summary,
+        drops=found.below + [f"dropped run to run: {line}" for line in found.drops],
+        plots=[report.image(p) for p in pngs], points=trend.display(points),
+        not_measured=report.plain_display(table.drop(index=rows.measured(table).index)[
+            ["system", "benchmark", "like", "state", "reason", "not_a_measurement", "date", "run_uuid",
+             "host"]])))

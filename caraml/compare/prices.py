@@ -95,8 +95,7 @@ def cost(solution: pd.DataFrame, prices: dict[str, dict[str, float]]) -> pd.Data
     a system without that energy keeps its node-hours' cost, its
     electricity marked missing with why (and no sum: it is listed after
     the others, never the cheapest)."""
-    costed = solution[[system in prices and not isinstance(time, str)
-                       for system, time in zip(solution["system"], solution["time_h"])]] \
+    costed = solution[solution["representative"] & solution["system"].isin(list(prices))] \
         if not solution.empty else solution
     scope, column = next(((scope, column) for scope, column in SCOPES
                           if not costed.empty and costed[column].notna().all()), SCOPES[-1])

@@ -42,7 +42,8 @@ NUMERIC_NARROWING = ("size", "global_batch", "nodes", "devices")
 # it names the configuration (sequence length, image size), not a batch.
 LAYOUT = ("global_batch", "nodes", "devices")
 COLUMNS = [*REQUIRED, *NARROWING, "origin", "low", "high"]
-SEVERITY = {"below": 3, "above": 2, "within": 1}
+BELOW = "below"  # the verdict of a figure under its band (exit status 3)
+SEVERITY = {BELOW: 3, "above": 2, "within": 1}
 
 
 def _read(path: Path) -> list[dict]:
@@ -131,10 +132,21 @@ def in_panel(refs: pd.DataFrame, benchmark: str, model: str, precision: str, siz
                 & (refs["precision"] == precision) & (pd.to_numeric(refs["size"]) == size)]
 
 
+def literature(refs: pd.DataFrame, line: pd.Series, figure: str) -> pd.DataFrame:
+    """The literature figures of exactly the configuration of line (in_panel) that give figure;
+    a total on one device counts as per device."""
+    pub = in_panel(refs, line["benchmark"], line["model"], line["precision"], line["size"])
+    named = pub["figure"].map(FIGURES)  # a reference file's names, as the row's fields
+    if figure == "per_s_per_device":
+        one_device = (named == "per_s") & (pd.to_numeric(pub["devices"]) == 1)
+        return pub[(named == figure) | one_device]
+    return pub[named == figure]
+
+
 def verdict(value: float, low: float, high: float) -> str:
     if pd.isna(value):
         return "n/a"
-    return "below" if value < low else "above" if value > high else "within"
+    return BELOW if value < low else "above" if value > high else "within"
 
 
 def _matching(ok: pd.DataFrame, ref: pd.Series) -> pd.DataFrame:

@@ -61,6 +61,11 @@ SWEEP_NOTE = ("Each system is ranked by its run at the devices' own limit; the c
               "Ratios to the default limit are taken within one energy scope and window.")
 
 
+def slug(text: str) -> str:
+    """text as a file name's or an HTML id's part: every character but letters and digits an underscore."""
+    return "".join(c if c.isalnum() else "_" for c in text)
+
+
 def _e(value: object, unit: str = "") -> str:
     return value if isinstance(value, str) else number(value, unit)
 

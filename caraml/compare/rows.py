@@ -177,15 +177,9 @@ def _audited(rows: pd.DataFrame, accept_unaudited: bool) -> pd.DataFrame:
     unaccepted = (rows["audit"] == UNAUDITED) & rows["measurement"].astype(bool) & (not accept_unaudited)
     why = rows["not_a_measurement"].where(~refused, "refused by the audit: " + rows["audit_why"])
     why = why.where(~unaccepted, rows["audit_why"] + "; caraml-compare --accept-unaudited ranks it unaudited")
+    # audit_excluded: the audit, not the row's own verdict, keeps it from a ranking
     return rows.assign(measurement=rows["measurement"].astype(bool) & ~refused & ~unaccepted,
-                       not_a_measurement=why)
-
-
-def left_out(rows: pd.DataFrame) -> list[tuple[dict, str, str]]:
-    """Each line the audit keeps from a ranking or marks, as (line, state,
-    why): refused rows, and unaudited ones (ranked only where accepted)."""
-    return [(line, line["audit"], line["audit_why"]) for line in rows.to_dict("records")
-            if line["audit"] in (REFUSED, UNAUDITED)]
+                       not_a_measurement=why, audit_excluded=refused | unaccepted)
 
 
 def apart(rows: pd.DataFrame) -> list[str]:
@@ -243,6 +237,15 @@ def cause(line: Line) -> str:
     verdict of a row that ran, else its state and reason (the verdict's why)."""
     why = line["not_a_measurement"]
     return verdict.shown(why) if line["state"] in RAN else why
+
+
+def run_name(line: pd.Series) -> str:
+    """The run a row came from, as a reader finds it: its outpath, run folder and date."""
+    folder = Path(str(line["run_dir"]))
+    date = "" if line["date"] in ("n/a", None) else f" of {str(line['date'])[:10]}"
+    # a bundle's run is named by the bundle's file and the run, with no folder above it
+    where = f"{folder.parent.name}/{folder.name}" if folder.parent.name else folder.name
+    return f"{where}{date}"
 
 
 def check_comparable(rows: pd.DataFrame) -> None:

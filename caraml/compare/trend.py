@@ -3,7 +3,9 @@
 configuration, each system's figure over the dates and commits of its runs,
 a point below its reference band flagged. Every row is read back through
 the comparison's own reader (rows.line of the row as recorded, its verdict
-included), so a figure here is the figure of the report."""
+included), so a figure here is the figure of the report. Computed here,
+drawn by caraml/compare/charts/history.py and written by
+caraml/compare/output.py: nothing here imports matplotlib."""
 
 from __future__ import annotations
 
@@ -11,16 +13,10 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.dates as mdates
-import matplotlib.pyplot as plt
 import pandas as pd
 
-from caraml.compare import CompareError, drops, reference, report, rows
-from caraml.compare.plots import TICKS, _safe, _save
-from caraml.compare.repeats import GROUP, LIKE
+from caraml.compare import CompareError, drops, reference, rows
+from caraml.compare.repeats import GROUP
 from caraml.compare.units import count, number
 from caraml.row import history, row_json
 from caraml.row.verdict import NOT_A_MEASUREMENT
@@ -55,11 +51,13 @@ def load(db: Path) -> pd.DataFrame:
 def series(table: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
     """Each run's best row per system and configuration, oldest first: a
     measurement with its verdict against the reference band, a row that is
-    no measurement marked (drawn, never checked against a band). A power-limit sweep's
+    no measurement marked (drawn, never checked against a band), `below`
+    where a measurement is below its band, `low` the band's lower edge. A power-limit sweep's
     capped points are not the system's figure: its default point is."""
     ran = rows.ran(rows.at_default_limit(table)[0]).dropna(subset=[FIGURE])
     if ran.empty:
-        return ran.assign(verdict=pd.Series(dtype=object), low=pd.Series(dtype=float))
+        return ran.assign(verdict=pd.Series(dtype=object), low=pd.Series(dtype=float),
+                          below=pd.Series(dtype=bool))
     # a run's measurement wins over its other rows
     ran = ran.assign(measurement=ran["measurement"].astype(bool)).sort_values(["measurement", FIGURE])
     best = ran.groupby(SERIES, dropna=False).tail(1).sort_values("when")
@@ -69,51 +67,10 @@ def series(table: pd.DataFrame, refs: pd.DataFrame) -> pd.DataFrame:
                        or [reference.verdicts(done, refs)])
     checks = checks[checks["figure"].map(reference.FIGURES) == FIGURE].set_index("row")
     best["verdict"] = checks["verdict"].reindex(best.index).fillna("no reference")
+    best["below"] = best["measurement"] & (best["verdict"] == reference.BELOW)
     best.loc[~best["measurement"], "verdict"] = NOT_A_MEASUREMENT
     best["low"] = checks["low"].reindex(best.index)
     return best
-
-
-def plot(points: pd.DataFrame, out: Path) -> list[Path]:
-    """One figure per benchmark and configuration: a line per system over
-    its measurements, each point labelled with its commit, a row that is no
-    measurement a hollow marker off the line, a point below its band ringed red, the
-    band's lower edge dashed."""
-    paths = []
-    for (benchmark, *_), group in points.groupby(LIKE, sort=False, dropna=False):
-        systems = list(dict.fromkeys(group["system"]))
-        fig, ax = plt.subplots(figsize=(8.5, 3.2 + 0.15 * len(systems)))
-        for system in systems:
-            points = group[group["system"] == system]
-            line = points[points["measurement"]]
-            drawn = ax.plot(line["when"], line[FIGURE], marker="o", lw=1.2,
-                            label=f"{system} ({points['device_unit'].iloc[0]})")[0]
-            short = points[~points["measurement"]]
-            if not short.empty:
-                ax.scatter(short["when"], short[FIGURE], s=36, facecolors="none",
-                           edgecolors=drawn.get_color(), label=f"{system}: {NOT_A_MEASUREMENT}")
-            for when, value, commit in zip(points["when"], points[FIGURE], points["commit"]):
-                ax.annotate(str(commit)[:7], (when, value), textcoords="offset points", xytext=(0, 6),
-                            ha="center", fontsize=6)
-            low = line["low"].dropna()
-            if not low.empty:
-                ax.axhline(low.iloc[-1], color=drawn.get_color(), ls="--", lw=0.8)
-            below = line[line["verdict"] == "below"]
-            ax.scatter(below["when"], below[FIGURE], s=140, facecolors="none", edgecolors="red", lw=1.5,
-                       label=f"{system}: below its reference band" if not below.empty else None)
-        ax.yaxis.set_major_formatter(TICKS)
-        locator = mdates.AutoDateLocator()
-        ax.xaxis.set_major_locator(locator)
-        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
-        ax.margins(y=0.15)  # room for the commit above the highest point
-        ax.tick_params(labelsize=7)
-        ax.set_ylabel(f"{group['unit'].iloc[0]}/s per device", fontsize=8)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-        like = group["like"].iloc[0]
-        ax.set_title(f"{benchmark} {like}: best row of each run (commit above each point; hollow: not a "
-                     "measurement; dashed: lower edge of the reference band)", fontsize=8)
-        paths.append(_save(fig, out / f"history_{_safe(f'{benchmark}_{like}')}.png"))
-    return paths
 
 
 def display(points: pd.DataFrame) -> pd.DataFrame:
@@ -129,28 +86,27 @@ def display(points: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass
 class Found:
+    table: pd.DataFrame  # every recorded row, as a line of the comparison
+    points: pd.DataFrame  # each run's best row per system and configuration (series)
+    summary: list[str]  # the page's first lines
     below: list[str]  # each point below its reference band, in one line
     ending_below: int  # series whose latest measurement is below its band
     drops: list[str]  # each point below its own series' earlier runs, in one line
     ending_dropped: int  # series whose latest measurement is such a drop
 
 
-def write(db: Path, refs: pd.DataFrame, out: Path) -> Found:
-    """DIR/history.html and history.csv; the points below a band and those
-    below their own earlier runs, one line each, and how many series end so."""
+def find(db: Path, refs: pd.DataFrame) -> Found:
+    """The history's points, those below a band and those below their own
+    earlier runs, one line each, and how many series end so."""
     table = load(db)
     points = series(table, refs)
-    out.mkdir(parents=True, exist_ok=True)
-    points.drop(columns="when").assign(date=points["when"].astype(str)).to_csv(out / "history.csv",
-                                                                                 index=False)
-    pngs = plot(points, out)
-    under = points[points["verdict"] == "below"]
+    under = points[points["below"]]
     below = [f"{r['system']} {r['benchmark']} {r['like']}: {number(r['per_s_per_device'])} {r['unit']}/s "
              f"per {r['device_unit']} on {r['when']:%Y-%m-%d} (commit {r['commit']}, run {r['run_uuid'][:8]} "
              f"on {r['host']}) is below its reference band ({number(r['low'])})"
              for r in under.to_dict("records")]
     latest = rows.measured(points).groupby(GROUP, dropna=False).tail(1)
-    ending_below = int((latest["verdict"] == "below").sum())
+    ending_below = int(latest["below"].sum())
     run_drops, ending_dropped = drops.run_to_run(points, GROUP)
     runs = table.groupby(["run_uuid", "host"]).ngroups
     summary = [f"{len(table)} recorded rows of {runs} runs ({table['system'].nunique()} systems) from {db}.",
@@ -158,11 +114,4 @@ def write(db: Path, refs: pd.DataFrame, out: Path) -> Found:
                f"{len(points) - len(rows.measured(points))} of them no measurements), "
                f"{len(below)} below their reference band, {ending_below} series ending below it; "
                f"{len(run_drops)} below their own earlier runs, {ending_dropped} series ending so."]
-    (out / "history.html").write_text(report.page(
-        "history.html.j2", title="caraml-compare: results history", summary=summary,
-        drops=below + [f"dropped run to run: {line}" for line in run_drops],
-        plots=[report.image(p) for p in pngs], points=display(points),
-        not_measured=report.plain_display(table.drop(index=rows.measured(table).index)[
-            ["system", "benchmark", "like", "state", "reason", "not_a_measurement", "date", "run_uuid",
-             "host"]])))
-    return Found(below, ending_below, run_drops, ending_dropped)
+    return Found(table, points, summary, below, ending_below, run_drops, ending_dropped)

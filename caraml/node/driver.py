@@ -271,14 +271,20 @@ def report_result(dist: Dist, result: LoopResult, *,
         report.emit(f"rank {rank}", **rank_line(durations))
     slowest = slowest_per_iteration(by_rank) if timed else []
     job = summarize(slowest) if timed else None
-    if timed and result.evidence_dir is not None:
-        iterations.record(result.evidence_dir, by_rank=by_rank, slowest=slowest,
-                          iterations_total=result.iterations, **result.series, work=work or {})
     report.emit("global", **global_line(job), **(job.spread() if job else {}), nodes=result.nodes,
                 iterations=len(result.durations),
                 iterations_total=result.iterations, loss=result.loss, **result.numerics,
                 **peak_memory,
                 cpu_s_per_iteration=result.cpu_s / len(result.durations) if timed else "-")
+    # after the figures' line: a full disk costs the row its audit, never its figures
+    if timed and result.evidence_dir is not None:
+        try:
+            iterations.record(result.evidence_dir, by_rank=by_rank, slowest=slowest,
+                              iterations_total=result.iterations, **result.series, work=work or {})
+        except OSError as err:
+            report.warning(f"the timed iterations' raw evidence ({iterations.FILE_NAME}) was not written "
+                           f"({err.strerror}): the row keeps its figures and reads as unaudited; free "
+                           "space in the run folder for the next run")
     if not timed:
         report.error(f"no throughput figure: the run stopped ({result.stop_reason}) after "
                      f"{result.iterations} iteration(s), all of them warm-up")

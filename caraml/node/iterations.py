@@ -16,6 +16,8 @@ import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from caraml.node.files import write_whole
+
 FILE_NAME = "iterations.json"
 FORMAT = "caraml-iterations-1"
 
@@ -38,13 +40,14 @@ def record(folder: str | Path, *, by_rank: Sequence[Sequence[float]], slowest: S
     was counted for where the benchmark counts FLOPs)."""
     path = Path(folder) / FILE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({
+    # whole or not at all: a half-written file would read as evidence that contradicts the row
+    write_whole(path, json.dumps({
         "format": FORMAT, "iterations_total": iterations_total,
         "warmup_iterations": iterations_total - len(slowest),
         "timed_s": list(slowest), "timed_s_by_rank": [list(times) for times in by_rank],
         "losses": [_number(loss) for loss in losses],
         "skipped_by_rank": [[int(s) for s in skips] for skips in skipped_by_rank],
-        **work}) + "\n")
+        **work}).encode() + b"\n")
     return path
 
 

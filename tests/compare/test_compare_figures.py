@@ -70,7 +70,8 @@ def test_a_different_energy_window_is_refused(tmp_path):
 def test_the_headline_has_one_line_per_system_and_group_and_keeps_a_failed_system(tmp_path):
     table = _load(tmp_path, A100=[fx.a100(global_batch=256), fx.a100()], GH200=[fx.gh200()],
                   CPU=[fx.cpu_matmul()], H100=[fx.failed(reason="CUDA out of memory")])
-    head, notes = figures.headline(figures.add_ratios(table, "A100"), "A100")
+    head, refused = figures.headline(figures.add_ratios(table, "A100"), "A100")
+    notes = [str(r) for r in refused]
     assert head[["system", "like", "state"]].values.tolist() == [
         ["A100", "800M bf16 seq 2048", "ok"], ["GH200", "800M bf16 seq 2048", "ok"],
         ["CPU", "cpu-small fp32 seq 256", "ok"], ["H100", "800M bf16 seq 2048", "failed"]]
@@ -181,7 +182,8 @@ def test_operator_rows_compare_one_problem_and_one_compile_mode_at_a_time(tmp_pa
                                                              per_s_per_device=120.0)],
                   GH200=[fx.operator("GH200", problem="rbc2d", per_s_per_device=300.0),
                          fx.operator("GH200", per_s_per_device=150.0)])
-    head, notes = figures.headline(figures.add_ratios(table, "A100"), "A100")
+    head, refused = figures.headline(figures.add_ratios(table, "A100"), "A100")
+    notes = [str(r) for r in refused]
     lines = head.set_index(["system", "like"])
     assert sorted(lines.index) == [("A100", "FNO rbc3d fp32 compile max-autotune"),
                                    ("A100", "FNO rbc3d fp32 eager"), ("GH200", "FNO rbc2d fp32 eager"),

@@ -13,7 +13,9 @@ import re
 import pandas as pd
 import pytest
 
-from caraml.compare import comparison, frontier, plots, report, rows
+from caraml.compare import comparison, frontier, report, rows
+from caraml.compare.charts import frontier as frontier_chart
+from caraml.compare.charts import style
 from caraml.compare.jobs import Jobs
 from tests.compare import rowfixtures as fx
 
@@ -101,8 +103,8 @@ def test_the_chart_draws_the_measurements_and_joins_the_front(a100_sweep, tmp_pa
         drawn["labels"] = sorted(t.get_text().strip() for t in ax.texts)
         drawn["y"] = ax.get_ylabel()
         return path
-    monkeypatch.setattr(plots, "_save", keep)
-    frontier.chart(a100_sweep, tmp_path)
+    monkeypatch.setattr(style, "save", keep)
+    frontier_chart.chart(a100_sweep, tmp_path)
     hours = {a: JOB_TOKENS / r / 3600 for a, r in RATE.items()}
     # the smoke point is not drawn (never extrapolated), nor the failed one (no figures)
     expected = sorted((hours[a], JOB_TOKENS / PER_WH[a] / 1000) for a in RATE)
@@ -140,7 +142,7 @@ def test_estimated_energy_is_labelled_and_another_scope_is_never_on_the_frontier
     # without a job of its model the sweep still names its best limit, and says why no chart
     plain = _sweep_of(tmp_path / "plain", data)
     assert "most tokens per Wh at 150 W (asked 150)" in plain.headline
-    assert plain.points["time_h"].isna().all() and frontier.chart(plain, tmp_path) is None
+    assert plain.points["time_h"].isna().all() and frontier_chart.chart(plain, tmp_path) is None
     assert plain.job.startswith("cpu-small fp32 seq 256 does not stand for the job")
     assert plain.job.endswith("--llm-tokens N makes any model the job")
 
@@ -157,11 +159,11 @@ def test_the_report_ranks_default_rows_and_gives_the_sweep_its_section(tmp_path,
     page = (out / "report.html").read_text()
     # a section for A100's sweep only, right after the decision; none for GH200, which swept nothing
     sections = re.findall(r'<section id="([^"]+)"', page)
-    section = "frontier-" + plots._safe(TITLE)
+    section = "frontier-" + report.slug(TITLE)
     assert [s for s in sections if s.startswith("frontier-")] == [section]
     assert sections.index("decision-llm") < sections.index(section) < sections.index("headline-llm")
     body = page.split(f'id="{section}"')[1].split("</section>")[0]
-    assert f'alt="frontier_{plots._safe(TITLE)}"' in body
+    assert f'alt="frontier_{report.slug(TITLE)}"' in body
     assert "most tokens per Wh at 250 W (asked 250)" in body
     assert body.count("<tr><td>") == 8
     headline = page.split('id="headline-llm"')[1].split("</section>")[0]
@@ -186,7 +188,7 @@ def test_a_sweep_whose_every_point_failed_has_no_frontier_and_says_why(tmp_path)
     assert sweep.headline == (f"{TITLE}: no limit of the sweep is a measurement, so no frontier (each "
                               "point's reason below).")
     assert list(sweep.points["standing"]) == [f"failed: {refused}"] * 2
-    assert frontier.chart(sweep, tmp_path) is None
+    assert sweep.on_axis().empty and frontier_chart.chart(sweep, tmp_path) is None
 
 
 def test_a_limit_the_job_never_set_or_that_differs_across_devices_is_flagged(tmp_path):

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from caraml.compare import decision, figures
+from caraml.compare.charts import decision as decision_charts
 from caraml.compare.jobs import Jobs
 from caraml.row import row_json
 from tests.compare import rowfixtures as fx
@@ -144,4 +145,4 @@ def test_the_decision_charts_each_systems_accelerator_share_of_its_node(tmp_path
     assert 'alt="node_share_llm_800M_bf16_seq_2048"' in (out / "report.html").read_text()
     # no system with the share: no chart
     _, _, llm = compared(tmp_path / "none", A100=[fx.a100()], GH200=[fx.gh200()])
-    assert decision.share_chart(llm, tmp_path) is None
+    assert llm.shares.empty and decision_charts.share(llm, tmp_path) is None

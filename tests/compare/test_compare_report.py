@@ -10,7 +10,8 @@ import re
 import matplotlib.image
 import pytest
 
-from caraml.compare import comparison, plots
+from caraml.compare import comparison, report
+from caraml.compare.charts import style
 from tests.compare import browser
 from tests.compare import rowfixtures as fx
 
@@ -77,7 +78,7 @@ def _overlaps(a, b) -> bool:
 @pytest.mark.parametrize("count", [1, 2, 6, 12])
 def test_plots_keep_legends_outside_the_axes_and_labels_apart(tmp_path, monkeypatch, count):
     checked = []
-    save = plots._save
+    save = style.save
 
     def checking_save(fig, path):
         fig.canvas.draw()
@@ -98,7 +99,7 @@ def test_plots_keep_legends_outside_the_axes_and_labels_apart(tmp_path, monkeypa
         path.with_suffix(".checked").touch()  # the timelines are checked in the drawing processes
         return save(fig, path)
 
-    monkeypatch.setattr(plots, "_save", checking_save)
+    monkeypatch.setattr(style, "save", checking_save)
     out = tmp_path / "out"
     argv = [*fx.many_systems(tmp_path, count, power=True), "--out", str(out), "--no-references"]
     assert fx.compare(argv) == 0
@@ -154,7 +155,7 @@ def test_the_browser_shows_the_power_limit_frontier_after_the_decision(tmp_path,
     argv = [*fx.sweep_demo(tmp_path), "--out", str(out), "--no-references"]
     assert fx.compare(argv) == 0
     page = browser.load(out / "report.html", tmp_path / "shot.png")
-    name = plots._safe("A100 llm 800M bf16 seq 2048, batch 512, 4 GPUs on 1 node")
+    name = report.slug("A100 llm 800M bf16 seq 2048, batch 512, 4 GPUs on 1 node")
     assert re.findall(r'<section id="(decision|frontier)-', page.dom) == ["decision", "frontier"]
     section = page.dom.split(f'id="frontier-{name}"')[1].split("</section>")[0]
     assert f'<img alt="frontier_{name}" src="data:image/png;base64,' in section

@@ -154,6 +154,8 @@ def test_the_history_page_draws_each_systems_runs_and_flags_a_drop_below_its_ban
     assert points.groupby("system")["per_s_per_device"].apply(list).to_dict() == {
         "A100": [19000.0, 15000.0], "GH200": [47000.0, 47001.0], "MI300X": [41500.0]}
     assert points["run_uuid"].nunique() == 5
+    # trend.series computes which point is below its band; the chart rings what it says
+    assert points.loc[points["below"], ["system", "per_s_per_device"]].values.tolist() == [["A100", 15000.0]]
     page = (out / "history.html").read_text()
     assert page.count('src="data:image/png;base64,') == 1 and "history_llm_800M_bf16_seq_2048" in page
     # the smoke run is drawn and listed, marked, and never checked against a band
