@@ -25,6 +25,19 @@ def _shell(command: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+def test_the_gpu_check_plan_of_gpu_readiness_is_what_plan_only_prints():
+    """The plan at a lent node's limits, as the doc shows it, is the one the
+    script prints today: a changed step or figure changes the doc too"""
+    lines = (ROOT / "docs" / "gpu_readiness.md").read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("    GPU check plan:"))
+    last = next(i for i in range(first, len(lines)) if lines[i].startswith("    device time:"))
+    shown = [line.removeprefix("    ") for line in lines[first:last + 1]]
+    [command] = commands_in("docs/gpu_readiness.md", "bash aux/gpu_check.sh --plan-only")
+    done = _shell(command)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == shown
+
+
 def test_the_memory_plan_of_gpu_readiness_prints_the_plan_the_doc_states():
     doc = (ROOT / "docs" / "gpu_readiness.md").read_text()
     [command] = commands_in("docs/gpu_readiness.md", "python -c ")
